@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs everything t5scale needs on a Debian 12 machine; safe to run again.
+#   - Debian packages: compilers, CMake, Open MPI, HDF5, yaml-cpp, SentencePiece, GoogleTest, ccache
+#   - a Python virtual environment outside the clone, keyed by the pinned versions, holding the
+#     PyPI torch wheel (LibTorch + NCCL) and the parity reference (transformers, safetensors)
+# Prints nothing but progress; the venv path is written to $T5SCALE_CACHE/venv-path for the other scripts.
+set -euo pipefail
+
+TORCH_VERSION=2.11.0
+TRANSFORMERS_VERSION=4.57.1
+PYTHON_BIN=${T5SCALE_PYTHON:-python3}
+CACHE_DIR=${T5SCALE_CACHE:-$HOME/.cache/t5scale}
+PY_TAG=$("$PYTHON_BIN" -c 'import sys; print(f"py{sys.version_info[0]}.{sys.version_info[1]}")')
+VENV_DIR=${T5SCALE_VENV:-$CACHE_DIR/venv-torch$TORCH_VERSION-tf$TRANSFORMERS_VERSION-$PY_TAG}
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libopenmpi-dev openmpi-bin
+  libhdf5-dev hdf5-tools
+  libyaml-cpp-dev
+  libsentencepiece-dev sentencepiece
+  libgtest-dev googletest
+  nlohmann-json3-dev
+)
+
+log() { echo "[setup] $*"; }
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+stamp="$VENV_DIR/.t5scale-complete"
+if [[ ! -f $stamp ]]; then
+  log "creating the Python environment $VENV_DIR (torch $TORCH_VERSION; this takes a while once)"
+  mkdir -p "$CACHE_DIR"
+  "$PYTHON_BIN" -m venv "$VENV_DIR"
+  "$VENV_DIR/bin/pip" install -q --upgrade pip
+  "$VENV_DIR/bin/pip" install -q "torch==$TORCH_VERSION" "transformers==$TRANSFORMERS_VERSION" \
+      safetensors numpy sentencepiece
+  "$VENV_DIR/bin/python" - <<'PY'
+import torch, transformers, safetensors
+import nvidia.nccl, os
+print("[setup] torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)
+PY
+  touch "$stamp"
+fi
+mkdir -p "$CACHE_DIR"
+echo "$VENV_DIR" > "$CACHE_DIR/venv-path"
+log "ready: venv $VENV_DIR"

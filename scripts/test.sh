@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what is missing (scripts/setup.sh), builds everything in build/ (or $T5SCALE_BUILD_DIR) and runs every
+# test with ctest, ending with its label summary. Arguments go to ctest: scripts/test.sh -L parity
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$ROOT/scripts/setup.sh"
+VENV=$(cat "${T5SCALE_CACHE:-$HOME/.cache/t5scale}/venv-path")
+BUILD_DIR=${T5SCALE_BUILD_DIR:-$ROOT/build}
+
+start=$(date +%s)
+cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DT5SCALE_PYTHON="$VENV/bin/python" -DT5SCALE_BUILD_TESTS=ON >/dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+built=$(date +%s)
+echo "[test] build: $((built - start)) s"
+
+cd "$BUILD_DIR"
+ctest --output-on-failure --timeout 600 "$@"
+echo "[test] tests: $(($(date +%s) - built)) s"

@@ -1,0 +1,151 @@
+#include "config/model_config.h"
+
+#include <map>
+
+#include "core/check.h"
+
+namespace t5scale {
+
+std::string feed_forward_name(FeedForwardKind kind) {
+  return kind == FeedForwardKind::kRelu ? "relu" : "gated-gelu";
+}
+
+std::vector<std::string> validate(const ModelConfig& c) {
+  std::vector<std::string> errors;
+  auto require_positive = [&](const char* key, int64_t value) {
+    if (value <= 0) errors.push_back(msg(key, ": must be positive, got ", value));
+  };
+  require_positive("vocab_size", c.vocab_size);
+  require_positive("d_model", c.d_model);
+  require_positive("d_kv", c.d_kv);
+  require_positive("d_ff", c.d_ff);
+  require_positive("num_layers", c.num_layers);
+  require_positive("num_decoder_layers", c.num_decoder_layers);
+  require_positive("num_heads", c.num_heads);
+  require_positive("relative_attention_max_distance", c.relative_attention_max_distance);
+  // Bidirectional buckets split the range in two halves, each with an exact and a logarithmic part.
+  if (c.relative_attention_num_buckets < 4) {
+    errors.push_back(msg("relative_attention_num_buckets: must be at least 4, got ", c.relative_attention_num_buckets));
+  }
+  if (!(c.dropout_rate >= 0.0 && c.dropout_rate < 1.0)) {
+    errors.push_back(msg("dropout_rate: must be in [0, 1), got ", c.dropout_rate));
+  }
+  if (!(c.layer_norm_epsilon > 0.0)) {
+    errors.push_back(msg("layer_norm_epsilon: must be positive, got ", c.layer_norm_epsilon));
+  }
+  if (!(c.initializer_factor > 0.0)) {
+    errors.push_back(msg("initializer_factor: must be positive, got ", c.initializer_factor));
+  }
+  auto require_token = [&](const char* key, int64_t id) {
+    if (id < 0 || (c.vocab_size > 0 && id >= c.vocab_size)) {
+      errors.push_back(msg(key, ": ", id, " is not a token id of a vocabulary of ", c.vocab_size));
+    }
+  };
+  require_token("pad_token_id", c.pad_token_id);
+  require_token("eos_token_id", c.eos_token_id);
+  require_token("decoder_start_token_id", c.decoder_start_token_id);
+  return errors;
+}
+
+void check_valid(const ModelConfig& config, const std::string& source) {
+  const auto errors = validate(config);
+  if (errors.empty()) return;
+  std::string message = source + ": invalid model config:";
+  for (const auto& e : errors) message += "\n  " + e;
+  throw Error(message);
+}
+
+namespace {
+
+ModelConfig v1_0(const std::string& name, int64_t d_model, int64_t d_ff, int64_t d_kv, int64_t heads, int64_t layers) {
+  ModelConfig c;
+  c.name = name;
+  c.d_model = d_model;
+  c.d_ff = d_ff;
+  c.d_kv = d_kv;
+  c.num_heads = heads;
+  c.num_layers = c.num_decoder_layers = layers;
+  c.feed_forward = FeedForwardKind::kRelu;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+ModelConfig v1_1(const std::string& name, int64_t d_model, int64_t d_ff, int64_t d_kv, int64_t heads, int64_t layers) {
+  ModelConfig c = v1_0(name, d_model, d_ff, d_kv, heads, layers);
+  c.feed_forward = FeedForwardKind::kGatedGelu;
+  c.tie_word_embeddings = false;
+  c.dropout_rate = 0.1;  // v1.1 was pre-trained without dropout; its published configs set 0.1 for fine-tuning
+  return c;
+}
+
+// The shapes of the published checkpoints (their config.json files); all use a 32128-token vocabulary.
+const std::map<std::string, ModelConfig>& named_models() {
+  static const std::map<std::string, ModelConfig> models = {
+      {"t5-small", v1_0("t5-small", 512, 2048, 64, 8, 6)},
+      {"t5-base", v1_0("t5-base", 768, 3072, 64, 12, 12)},
+      {"t5-large", v1_0("t5-large", 1024, 4096, 64, 16, 24)},
+      {"t5-3b", v1_0("t5-3b", 1024, 16384, 128, 32, 24)},
+      {"t5-11b", v1_0("t5-11b", 1024, 65536, 128, 128, 24)},
+      {"t5-v1_1-small", v1_1("t5-v1_1-small", 512, 1024, 64, 6, 8)},
+      {"t5-v1_1-base", v1_1("t5-v1_1-base", 768, 2048, 64, 12, 12)},
+      {"t5-v1_1-large", v1_1("t5-v1_1-large", 1024, 2816, 64, 16, 24)},
+      {"t5-v1_1-xl", v1_1("t5-v1_1-xl", 2048, 5120, 64, 32, 24)},
+      {"t5-v1_1-xxl", v1_1("t5-v1_1-xxl", 4096, 10240, 64, 64, 24)},
+  };
+  return models;
+}
+
+}  // namespace
+
+std::vector<std::string> named_model_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, config] : named_models()) names.push_back(name);
+  return names;
+}
+
+ModelConfig named_model_config(const std::string& name) {
+  std::string key = name;
+  for (const char* prefix : {"google/", "google-t5/"}) {
+    if (key.rfind(prefix, 0) == 0) key = key.substr(std::string(prefix).size());
+  }
+  const auto& models = named_models();
+  auto it = models.find(key);
+  if (it == models.end()) {
+    std::string known;
+    for (const auto& [n, c] : models) known += (known.empty() ? "" : ", ") + n;
+    throw Error(msg("unknown model name '", name, "'; known names: ", known));
+  }
+  return it->second;
+}
+
+ModelConfig tiny_model_config(int64_t vocab_size) {
+  ModelConfig c;
+  c.name = "tiny";
+  c.vocab_size = vocab_size;
+  c.d_model = 64;
+  c.d_kv = 16;
+  c.d_ff = 128;
+  c.num_heads = 4;
+  c.num_layers = 2;
+  c.num_decoder_layers = 2;
+  c.relative_attention_num_buckets = 16;
+  c.relative_attention_max_distance = 32;
+  c.dropout_rate = 0.0;
+  c.feed_forward = FeedForwardKind::kGatedGelu;
+  c.tie_word_embeddings = false;
+  return c;
+}
+
+int64_t parameter_count(const ModelConfig& c) {
+  const int64_t attention = 4 * c.d_model * c.inner_dim();  // q, k, v: (inner, d_model); o: (d_model, inner)
+  const int64_t ff_inputs = c.feed_forward == FeedForwardKind::kGatedGelu ? 2 : 1;
+  const int64_t feed_forward = (ff_inputs + 1) * c.d_model * c.d_ff;
+  const int64_t norm = c.d_model;
+  const int64_t bias_table = c.relative_attention_num_buckets * c.num_heads;  // first block of each stack
+  const int64_t encoder = c.num_layers * (attention + feed_forward + 2 * norm) + bias_table + norm;
+  const int64_t decoder = c.num_decoder_layers * (2 * attention + feed_forward + 3 * norm) + bias_table + norm;
+  const int64_t embeddings = c.vocab_size * c.d_model * (c.tie_word_embeddings ? 1 : 2);
+  return encoder + decoder + embeddings;
+}
+
+}  // namespace t5scale

@@ -1,0 +1,34 @@
+// Hugging Face T5 checkpoint folders: config.json plus model.safetensors, or a sharded set of safetensors files
+// with model.safetensors.index.json. Loading maps every tensor name to a t5scale parameter and reads only this
+// TP rank's slice of it; export gathers the shards and writes the same layout back.
+#pragma once
+
+#include <string>
+
+#include "config/model_config.h"
+#include "model/t5_model.h"
+
+namespace t5scale {
+
+// Reads a T5 config.json. The shape fields (vocab_size, d_model, d_kv, d_ff, num_layers, num_heads) are
+// required; the others default as in Hugging Face's T5Config; keys t5scale does not use are ignored.
+ModelConfig read_hf_config(const std::string& config_json_path);
+void write_hf_config(const ModelConfig& config, const std::string& config_json_path);
+
+// Hugging Face's name for a t5scale parameter ("encoder.blocks.3.ff.wo.weight" ->
+// "encoder.block.3.layer.1.DenseReluDense.wo.weight"). Throws for a name it does not know.
+std::string hf_parameter_name(const std::string& t5scale_name);
+
+// Fills every parameter of `model` from the checkpoint folder, this rank's shard of each. Refuses, naming the
+// file and tensor: a missing or invalid file, a tensor that maps to no parameter, a parameter no tensor fills,
+// a wrong shape or a non-floating dtype. The folder's config must describe the model's shape.
+void load_hf_checkpoint(T5ModelImpl& model, const std::string& folder);
+
+// Builds a model from folder/config.json over the TP group and loads its weights.
+T5Model load_hf_model(const std::string& folder, CommunicatorPtr tp, torch::TensorOptions param_options = torch::kFloat32);
+
+// Gathers every parameter over the TP group; TP rank 0 writes folder/config.json and folder/model.safetensors
+// (fp32 parameters are written as they are). Every TP rank must call it.
+void export_hf_checkpoint(T5ModelImpl& model, const std::string& folder);
+
+}  // namespace t5scale

@@ -1,0 +1,96 @@
+// Tensor-parallel building blocks (Megatron-LM style): column- and row-parallel linear layers and a
+// vocab-parallel embedding. With a one-rank group each is exactly its ordinary counterpart.
+//
+//   ColumnParallelLinear(ColumnParallelLinearOptions(4096, 10240), tp, options)
+//     Y = X A, A split along its output dimension: weight (out / tp, in); input replicated, output split.
+//   RowParallelLinear(RowParallelLinearOptions(10240, 4096), tp, options)
+//     Y = X A, A split along its input dimension: weight (out, in / tp); input split, output all-reduced.
+//   VocabParallelEmbedding(VocabParallelEmbeddingOptions(32128, 4096), tp, options)
+//     rows split by vocabulary: weight (vocab / tp, d_model); lookups outside the rank's range give zero,
+//     then one all-reduce.
+//
+// Parameters are allocated uninitialised with `param_options` (dtype, device; the meta device counts
+// parameters without memory); the model fills them (seeded init or a checkpoint) through their layouts.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "dist/communicator.h"
+#include "model/parameter_layout.h"
+
+namespace t5scale {
+
+struct ColumnParallelLinearOptions {
+  ColumnParallelLinearOptions(int64_t in_features, int64_t out_features)
+      : in_features_(in_features), out_features_(out_features) {}
+  TORCH_ARG(int64_t, in_features);
+  TORCH_ARG(int64_t, out_features);
+  TORCH_ARG(bool, gather_output) = false;  // true: all-gather the output to every rank
+  TORCH_ARG(torch::TensorOptions, param_options) = torch::kFloat32;
+};
+
+class ColumnParallelLinearImpl : public torch::nn::Cloneable<ColumnParallelLinearImpl>, public ShardedModule {
+ public:
+  ColumnParallelLinearImpl(ColumnParallelLinearOptions options, CommunicatorPtr tp);
+  void reset() override;
+  torch::Tensor forward(const torch::Tensor& input);
+  std::vector<ParameterLayout> parameter_layouts() const override;
+  void pretty_print(std::ostream& stream) const override;
+
+  ColumnParallelLinearOptions options;
+  CommunicatorPtr tp;
+  torch::Tensor weight;  // (out / tp, in)
+};
+TORCH_MODULE(ColumnParallelLinear);
+
+struct RowParallelLinearOptions {
+  RowParallelLinearOptions(int64_t in_features, int64_t out_features)
+      : in_features_(in_features), out_features_(out_features) {}
+  TORCH_ARG(int64_t, in_features);
+  TORCH_ARG(int64_t, out_features);
+  TORCH_ARG(bool, input_is_parallel) = true;  // false: split the (replicated) input first
+  TORCH_ARG(torch::TensorOptions, param_options) = torch::kFloat32;
+};
+
+class RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl>, public ShardedModule {
+ public:
+  RowParallelLinearImpl(RowParallelLinearOptions options, CommunicatorPtr tp);
+  void reset() override;
+  torch::Tensor forward(const torch::Tensor& input);
+  std::vector<ParameterLayout> parameter_layouts() const override;
+  void pretty_print(std::ostream& stream) const override;
+
+  RowParallelLinearOptions options;
+  CommunicatorPtr tp;
+  torch::Tensor weight;  // (out, in / tp)
+};
+TORCH_MODULE(RowParallelLinear);
+
+struct VocabParallelEmbeddingOptions {
+  VocabParallelEmbeddingOptions(int64_t vocab_size, int64_t embedding_dim)
+      : vocab_size_(vocab_size), embedding_dim_(embedding_dim) {}
+  TORCH_ARG(int64_t, vocab_size);
+  TORCH_ARG(int64_t, embedding_dim);
+  TORCH_ARG(torch::TensorOptions, param_options) = torch::kFloat32;
+};
+
+class VocabParallelEmbeddingImpl : public torch::nn::Cloneable<VocabParallelEmbeddingImpl>, public ShardedModule {
+ public:
+  VocabParallelEmbeddingImpl(VocabParallelEmbeddingOptions options, CommunicatorPtr tp);
+  void reset() override;
+  torch::Tensor forward(const torch::Tensor& token_ids);
+  std::vector<ParameterLayout> parameter_layouts() const override;
+  void pretty_print(std::ostream& stream) const override;
+  int64_t vocab_start() const { return vocab_start_; }  // first token id held by this rank
+  int64_t vocab_per_rank() const { return options.vocab_size() / tp->size(); }
+
+  VocabParallelEmbeddingOptions options;
+  CommunicatorPtr tp;
+  torch::Tensor weight;  // (vocab / tp, d_model)
+
+ private:
+  int64_t vocab_start_ = 0;
+};
+TORCH_MODULE(VocabParallelEmbedding);
+
+}  // namespace t5scale

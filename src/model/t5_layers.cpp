@@ -1,0 +1,211 @@
+#include "model/t5_layers.h"
+
+#include <cmath>
+
+#include "core/check.h"
+
+namespace t5scale {
+
+torch::Tensor clamp_fp16(const torch::Tensor& hidden) {
+  if (hidden.scalar_type() != torch::kHalf) return hidden;
+  const double max_half = 65504.0;
+  const double clamp_value = hidden.isinf().any().item<bool>() ? max_half - 1000.0 : max_half;
+  return torch::clamp(hidden, -clamp_value, clamp_value);
+}
+
+// ---- RMSNorm ----
+
+RMSNormImpl::RMSNormImpl(int64_t dim_, double eps_, torch::TensorOptions param_options_)
+    : dim(dim_), eps(eps_), param_options(param_options_) {
+  reset();
+}
+
+void RMSNormImpl::reset() { weight = register_parameter("weight", torch::empty({dim}, param_options)); }
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& hidden) {
+  const torch::Tensor variance = hidden.to(torch::kFloat32).pow(2).mean(-1, /*keepdim=*/true);
+  torch::Tensor normed = hidden * torch::rsqrt(variance + eps);
+  if (weight.scalar_type() == torch::kHalf || weight.scalar_type() == torch::kBFloat16) {
+    normed = normed.to(weight.scalar_type());
+  }
+  return weight * normed;
+}
+
+std::vector<ParameterLayout> RMSNormImpl::parameter_layouts() const { return {{"weight", {dim}, -1}}; }
+
+// ---- relative position bias ----
+
+torch::Tensor relative_position_bucket(const torch::Tensor& relative_position, bool bidirectional,
+                                       int64_t num_buckets, int64_t max_distance) {
+  torch::Tensor buckets = torch::zeros_like(relative_position);
+  torch::Tensor distance;
+  if (bidirectional) {
+    num_buckets /= 2;
+    buckets = buckets + (relative_position > 0).to(torch::kLong) * num_buckets;
+    distance = relative_position.abs();
+  } else {
+    distance = -torch::clamp_max(relative_position, 0);  // only keys before the query count
+  }
+  const int64_t max_exact = num_buckets / 2;
+  const torch::Tensor is_small = distance < max_exact;
+  torch::Tensor if_large =
+      max_exact + (torch::log(distance.to(torch::kFloat32) / static_cast<double>(max_exact)) /
+                   std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact)) *
+                   static_cast<double>(num_buckets - max_exact))
+                      .to(torch::kLong);
+  if_large = torch::clamp_max(if_large, num_buckets - 1);
+  return buckets + torch::where(is_small, distance, if_large);
+}
+
+RelativePositionBiasImpl::RelativePositionBiasImpl(const ModelConfig& config, bool bidirectional_, CommunicatorPtr tp_,
+                                                   torch::TensorOptions param_options_)
+    : num_buckets(config.relative_attention_num_buckets),
+      max_distance(config.relative_attention_max_distance),
+      num_heads(config.num_heads),
+      bidirectional(bidirectional_),
+      tp(std::move(tp_)),
+      param_options(param_options_) {
+  reset();
+}
+
+void RelativePositionBiasImpl::reset() {
+  T5S_CHECK_DIVISIBLE(num_heads, tp->size());
+  weight = register_parameter("weight", torch::empty({num_buckets, num_heads / tp->size()}, param_options));
+}
+
+torch::Tensor RelativePositionBiasImpl::forward(int64_t query_length, int64_t key_length, int64_t query_offset) {
+  const auto long_options = torch::TensorOptions().dtype(torch::kLong).device(weight.device());
+  const torch::Tensor query_position =
+      torch::arange(query_offset, query_offset + query_length, long_options).unsqueeze(1);
+  const torch::Tensor key_position = torch::arange(key_length, long_options).unsqueeze(0);
+  const torch::Tensor buckets =
+      relative_position_bucket(key_position - query_position, bidirectional, num_buckets, max_distance);
+  return torch::embedding(weight, buckets).permute({2, 0, 1}).unsqueeze(0);  // (1, Hl, T, S)
+}
+
+std::vector<ParameterLayout> RelativePositionBiasImpl::parameter_layouts() const {
+  return {{"weight", {num_buckets, num_heads}, 1}};
+}
+
+// ---- attention ----
+
+T5AttentionImpl::T5AttentionImpl(const ModelConfig& config, CommunicatorPtr tp, torch::TensorOptions param_options)
+    : d_kv(config.d_kv), dropout_rate(config.dropout_rate) {
+  T5S_CHECK_DIVISIBLE(config.num_heads, tp->size());
+  heads_per_rank = config.num_heads / tp->size();
+  const int64_t inner = config.inner_dim();
+  auto column = [&](const char* name) {
+    return register_module(
+        name, ColumnParallelLinear(ColumnParallelLinearOptions(config.d_model, inner).param_options(param_options), tp));
+  };
+  q = column("q");
+  k = column("k");
+  v = column("v");
+  o = register_module(
+      "o", RowParallelLinear(RowParallelLinearOptions(inner, config.d_model).param_options(param_options), tp));
+}
+
+torch::Tensor T5AttentionImpl::project_query(const torch::Tensor& hidden) {
+  return q(hidden).view({hidden.size(0), hidden.size(1), heads_per_rank, d_kv}).transpose(1, 2);
+}
+
+std::pair<torch::Tensor, torch::Tensor> T5AttentionImpl::project_key_value(const torch::Tensor& input) {
+  auto heads = [&](const torch::Tensor& x) {
+    return x.view({input.size(0), input.size(1), heads_per_rank, d_kv}).transpose(1, 2);
+  };
+  return {heads(k(input)), heads(v(input))};
+}
+
+torch::Tensor T5AttentionImpl::attend(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
+                                      const torch::Tensor& bias) {
+  torch::Tensor scores = torch::matmul(query, key.transpose(3, 2)) + bias;  // (B, Hl, T, S)
+  torch::Tensor weights = torch::softmax(scores.to(torch::kFloat32), -1).to(scores.scalar_type());
+  weights = torch::dropout(weights, dropout_rate, is_training());
+  const torch::Tensor context = torch::matmul(weights, value).transpose(1, 2).contiguous();  // (B, T, Hl, D)
+  return o(context.view({context.size(0), context.size(1), heads_per_rank * d_kv}));
+}
+
+torch::Tensor T5AttentionImpl::forward(const torch::Tensor& hidden, const torch::Tensor& key_value_input,
+                                       const torch::Tensor& bias) {
+  auto [key, value] = project_key_value(key_value_input);
+  return attend(project_query(hidden), key, value, bias);
+}
+
+// ---- feed-forward ----
+
+T5FeedForwardImpl::T5FeedForwardImpl(const ModelConfig& config, CommunicatorPtr tp, torch::TensorOptions param_options)
+    : kind(config.feed_forward), dropout_rate(config.dropout_rate) {
+  auto column = [&](const char* name) {
+    return register_module(
+        name,
+        ColumnParallelLinear(ColumnParallelLinearOptions(config.d_model, config.d_ff).param_options(param_options), tp));
+  };
+  if (kind == FeedForwardKind::kRelu) {
+    wi = column("wi");
+  } else {
+    wi_0 = column("wi_0");
+    wi_1 = column("wi_1");
+  }
+  wo = register_module(
+      "wo", RowParallelLinear(RowParallelLinearOptions(config.d_ff, config.d_model).param_options(param_options), tp));
+}
+
+torch::Tensor T5FeedForwardImpl::forward(const torch::Tensor& hidden) {
+  torch::Tensor inner;  // (B, T, d_ff / tp)
+  if (kind == FeedForwardKind::kRelu) {
+    inner = torch::relu(wi(hidden));
+  } else {
+    inner = torch::gelu(wi_0(hidden), "tanh") * wi_1(hidden);
+  }
+  return wo(torch::dropout(inner, dropout_rate, is_training()));
+}
+
+// ---- block ----
+
+T5BlockImpl::T5BlockImpl(const ModelConfig& config, bool is_decoder_, CommunicatorPtr tp,
+                         torch::TensorOptions param_options)
+    : is_decoder(is_decoder_), dropout_rate(config.dropout_rate) {
+  auto norm = [&](const char* name) {
+    return register_module(name, RMSNorm(config.d_model, config.layer_norm_epsilon, param_options));
+  };
+  self_attn_norm = norm("self_attn_norm");
+  self_attn = register_module("self_attn", T5Attention(config, tp, param_options));
+  if (is_decoder) {
+    cross_attn_norm = norm("cross_attn_norm");
+    cross_attn = register_module("cross_attn", T5Attention(config, tp, param_options));
+  }
+  ff_norm = norm("ff_norm");
+  ff = register_module("ff", T5FeedForward(config, tp, param_options));
+}
+
+torch::Tensor T5BlockImpl::forward(const torch::Tensor& hidden, const torch::Tensor& self_bias,
+                                   const torch::Tensor& encoder_output, const torch::Tensor& cross_bias) {
+  const bool training = is_training();
+  torch::Tensor normed = self_attn_norm(hidden);
+  torch::Tensor h = clamp_fp16(hidden + torch::dropout(self_attn(normed, normed, self_bias), dropout_rate, training));
+  if (is_decoder) {
+    h = clamp_fp16(
+        h + torch::dropout(cross_attn(cross_attn_norm(h), encoder_output, cross_bias), dropout_rate, training));
+  }
+  return clamp_fp16(h + torch::dropout(ff(ff_norm(h)), dropout_rate, training));
+}
+
+torch::Tensor T5BlockImpl::forward_step(const torch::Tensor& hidden, const torch::Tensor& self_bias,
+                                        DecoderLayerCache& cache, const torch::Tensor& cross_bias) {
+  T5S_CHECK(is_decoder, "forward_step is for decoder blocks");
+  const bool training = is_training();
+  const torch::Tensor normed = self_attn_norm(hidden);
+  auto [key, value] = self_attn->project_key_value(normed);
+  cache.self_key = cache.self_key.defined() ? torch::cat({cache.self_key, key}, 2) : key;
+  cache.self_value = cache.self_value.defined() ? torch::cat({cache.self_value, value}, 2) : value;
+  torch::Tensor h = clamp_fp16(
+      hidden + torch::dropout(self_attn->attend(self_attn->project_query(normed), cache.self_key, cache.self_value,
+                                                self_bias),
+                              dropout_rate, training));
+  h = clamp_fp16(h + torch::dropout(cross_attn->attend(cross_attn->project_query(cross_attn_norm(h)), cache.cross_key,
+                                                       cache.cross_value, cross_bias),
+                                    dropout_rate, training));
+  return clamp_fp16(h + torch::dropout(ff(ff_norm(h)), dropout_rate, training));
+}
+
+}  // namespace t5scale

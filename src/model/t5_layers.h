@@ -1,0 +1,113 @@
+// The pieces of a T5 block, each tensor-parallel through the layers of parallel_layers.h: attention heads and
+// feed-forward columns are split across the TP group, the relative-position bias table by head.
+// Shapes: B batch, T query length, S key length, C d_model, H heads, Hl = H / tp heads on this rank, D d_kv.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "config/model_config.h"
+#include "dist/communicator.h"
+#include "model/parallel_layers.h"
+
+namespace t5scale {
+
+// T5's layer norm: scale only, no mean subtraction, no bias; the variance is accumulated in fp32.
+class RMSNormImpl : public torch::nn::Cloneable<RMSNormImpl>, public ShardedModule {
+ public:
+  RMSNormImpl(int64_t dim, double eps, torch::TensorOptions param_options);
+  void reset() override;
+  torch::Tensor forward(const torch::Tensor& hidden);
+  std::vector<ParameterLayout> parameter_layouts() const override;
+
+  int64_t dim;
+  double eps;
+  torch::TensorOptions param_options;
+  torch::Tensor weight;  // (C), replicated
+};
+TORCH_MODULE(RMSNorm);
+
+// T5's bucketing of key - query distances: exact buckets for short distances, logarithmic ones up to
+// max_distance; bidirectional (encoder) splits the buckets between the two signs, causal looks backwards only.
+torch::Tensor relative_position_bucket(const torch::Tensor& relative_position, bool bidirectional,
+                                       int64_t num_buckets, int64_t max_distance);
+
+// The learned bias table, split by head: computed once per stack (by its first block) and shared by all blocks.
+class RelativePositionBiasImpl : public torch::nn::Cloneable<RelativePositionBiasImpl>, public ShardedModule {
+ public:
+  RelativePositionBiasImpl(const ModelConfig& config, bool bidirectional, CommunicatorPtr tp,
+                           torch::TensorOptions param_options);
+  void reset() override;
+  // (1, Hl, query_length, key_length) for queries at positions query_offset .. query_offset + query_length - 1.
+  torch::Tensor forward(int64_t query_length, int64_t key_length, int64_t query_offset = 0);
+  std::vector<ParameterLayout> parameter_layouts() const override;
+
+  int64_t num_buckets, max_distance, num_heads;
+  bool bidirectional;
+  CommunicatorPtr tp;
+  torch::TensorOptions param_options;
+  torch::Tensor weight;  // (num_buckets, H / tp)
+};
+TORCH_MODULE(RelativePositionBias);
+
+// Multi-head attention without score scaling (T5 folds 1/sqrt(D) into the initialisation).
+class T5AttentionImpl : public torch::nn::Module {
+ public:
+  T5AttentionImpl(const ModelConfig& config, CommunicatorPtr tp, torch::TensorOptions param_options);
+  // hidden (B, T, C); key_value_input (B, S, C), the hidden states themselves for self-attention;
+  // bias broadcastable to (B, Hl, T, S): relative-position bias plus additive mask. Returns (B, T, C).
+  torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& key_value_input, const torch::Tensor& bias);
+
+  torch::Tensor project_query(const torch::Tensor& hidden);  // (B, Hl, T, D)
+  std::pair<torch::Tensor, torch::Tensor> project_key_value(const torch::Tensor& input);  // 2 x (B, Hl, S, D)
+  torch::Tensor attend(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
+                       const torch::Tensor& bias);  // (B, T, C)
+
+  int64_t heads_per_rank, d_kv;
+  double dropout_rate;
+  ColumnParallelLinear q{nullptr}, k{nullptr}, v{nullptr};  // each (H / tp * D, C)
+  RowParallelLinear o{nullptr};                              // (C, H / tp * D)
+};
+TORCH_MODULE(T5Attention);
+
+// Feed-forward: wo(dropout(relu(wi x))) for v1.0, wo(dropout(gelu_tanh(wi_0 x) * wi_1 x)) for v1.1.
+class T5FeedForwardImpl : public torch::nn::Module {
+ public:
+  T5FeedForwardImpl(const ModelConfig& config, CommunicatorPtr tp, torch::TensorOptions param_options);
+  torch::Tensor forward(const torch::Tensor& hidden);
+
+  FeedForwardKind kind;
+  double dropout_rate;
+  ColumnParallelLinear wi{nullptr}, wi_0{nullptr}, wi_1{nullptr};  // each (d_ff / tp, C); wi for relu only
+  RowParallelLinear wo{nullptr};                                    // (C, d_ff / tp)
+};
+TORCH_MODULE(T5FeedForward);
+
+// Keys and values a decoder block keeps between generation steps.
+struct DecoderLayerCache {
+  torch::Tensor self_key, self_value;    // (B, Hl, t, D), grows by one position per step
+  torch::Tensor cross_key, cross_value;  // (B, Hl, S, D), computed once from the encoder output
+};
+
+// One pre-norm residual block; a decoder block adds cross-attention over the encoder output.
+class T5BlockImpl : public torch::nn::Module {
+ public:
+  T5BlockImpl(const ModelConfig& config, bool is_decoder, CommunicatorPtr tp, torch::TensorOptions param_options);
+  torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& self_bias,
+                        const torch::Tensor& encoder_output = {}, const torch::Tensor& cross_bias = {});
+  // One decoder position (B, 1, C) against the cache, which it extends.
+  torch::Tensor forward_step(const torch::Tensor& hidden, const torch::Tensor& self_bias, DecoderLayerCache& cache,
+                             const torch::Tensor& cross_bias);
+
+  bool is_decoder;
+  double dropout_rate;
+  RMSNorm self_attn_norm{nullptr}, cross_attn_norm{nullptr}, ff_norm{nullptr};
+  T5Attention self_attn{nullptr}, cross_attn{nullptr};
+  T5FeedForward ff{nullptr};
+};
+TORCH_MODULE(T5Block);
+
+// fp16 only: keeps activations finite as Hugging Face's T5 does (clamp to the largest finite value, less 1000
+// once an inf has appeared). A no-op for other dtypes.
+torch::Tensor clamp_fp16(const torch::Tensor& hidden);
+
+}  // namespace t5scale

@@ -1,0 +1,230 @@
+#include "model/t5_model.h"
+
+#include <cmath>
+#include <ATen/CPUGeneratorImpl.h>
+#include <limits>
+
+#include "core/check.h"
+#include "model/tensor_parallel_mappings.h"
+#include "model/vocab_parallel_cross_entropy.h"
+
+namespace t5scale {
+
+namespace {
+
+double lowest_value(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat32: return std::numeric_limits<float>::lowest();
+    case torch::kFloat64: return std::numeric_limits<double>::lowest();
+    case torch::kBFloat16: return static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
+    case torch::kHalf: return static_cast<double>(std::numeric_limits<c10::Half>::lowest());
+    default: throw Error(msg("no attention-mask value for dtype ", dtype));
+  }
+}
+
+}  // namespace
+
+torch::Tensor padding_additive_mask(const torch::Tensor& attention_mask, torch::ScalarType dtype) {
+  const torch::Tensor mask = attention_mask.to(dtype).unsqueeze(1).unsqueeze(1);
+  return (1.0 - mask) * lowest_value(dtype);
+}
+
+torch::Tensor causal_additive_mask(int64_t length, torch::ScalarType dtype, torch::Device device) {
+  return torch::full({length, length}, lowest_value(dtype), torch::TensorOptions().dtype(dtype).device(device))
+      .triu(1)
+      .unsqueeze(0)
+      .unsqueeze(0);
+}
+
+// ---- stack ----
+
+T5StackImpl::T5StackImpl(const ModelConfig& config, bool is_decoder_, CommunicatorPtr tp,
+                         torch::TensorOptions param_options)
+    : is_decoder(is_decoder_), dropout_rate(config.dropout_rate) {
+  relative_attention_bias = register_module(
+      "relative_attention_bias", RelativePositionBias(config, /*bidirectional=*/!is_decoder, tp, param_options));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  const int64_t num_blocks = is_decoder ? config.num_decoder_layers : config.num_layers;
+  for (int64_t i = 0; i < num_blocks; ++i) blocks->push_back(T5Block(config, is_decoder, tp, param_options));
+  final_norm = register_module("final_norm", RMSNorm(config.d_model, config.layer_norm_epsilon, param_options));
+}
+
+torch::Tensor T5StackImpl::forward(const torch::Tensor& embeddings, const torch::Tensor& self_mask,
+                                   const torch::Tensor& encoder_output, const torch::Tensor& cross_mask) {
+  const int64_t length = embeddings.size(1);
+  // The bias is computed once and shared by all blocks; the mask rides along in it, as in the reference.
+  const torch::Tensor self_bias = relative_attention_bias(length, length).to(embeddings.scalar_type()) + self_mask;
+  torch::Tensor hidden = torch::dropout(embeddings, dropout_rate, is_training());
+  for (const auto& block : *blocks) {
+    hidden = block->as<T5BlockImpl>()->forward(hidden, self_bias, encoder_output, cross_mask);
+  }
+  return torch::dropout(final_norm(hidden), dropout_rate, is_training());
+}
+
+// ---- model ----
+
+T5ModelImpl::T5ModelImpl(const ModelConfig& config, CommunicatorPtr tp, torch::TensorOptions param_options)
+    : config_(config), tp_(std::move(tp)) {
+  check_valid(config_, "model");
+  // Every split is checked here, before any parameter is allocated, with both numbers in the message.
+  T5S_CHECK(config_.num_heads % tp_->size() == 0, "num_heads ", config_.num_heads, " is not divisible by tp ",
+            tp_->size());
+  T5S_CHECK(config_.d_ff % tp_->size() == 0, "d_ff ", config_.d_ff, " is not divisible by tp ", tp_->size());
+  T5S_CHECK(config_.vocab_size % tp_->size() == 0, "vocab_size ", config_.vocab_size, " is not divisible by tp ",
+            tp_->size());
+  shared = register_module(
+      "shared",
+      VocabParallelEmbedding(VocabParallelEmbeddingOptions(config_.vocab_size, config_.d_model).param_options(param_options),
+                             tp_));
+  encoder = register_module("encoder", T5Stack(config_, /*is_decoder=*/false, tp_, param_options));
+  decoder = register_module("decoder", T5Stack(config_, /*is_decoder=*/true, tp_, param_options));
+  if (!config_.tie_word_embeddings) {
+    lm_head = register_module(
+        "lm_head",
+        ColumnParallelLinear(ColumnParallelLinearOptions(config_.d_model, config_.vocab_size).param_options(param_options),
+                             tp_));
+  }
+}
+
+torch::Tensor T5ModelImpl::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
+  const torch::Tensor embeddings = shared(input_ids);
+  return encoder(embeddings, padding_additive_mask(attention_mask, embeddings.scalar_type()));
+}
+
+torch::Tensor T5ModelImpl::lm_logits(const torch::Tensor& decoder_hidden) {
+  if (!config_.tie_word_embeddings) return lm_head(decoder_hidden);
+  // Tied embeddings: rescale before projecting onto the vocabulary (Mesh TensorFlow's convention).
+  const torch::Tensor scaled = decoder_hidden * std::pow(static_cast<double>(config_.d_model), -0.5);
+  return torch::nn::functional::linear(copy_to_tensor_parallel_region(scaled, *tp_), shared->weight);
+}
+
+torch::Tensor T5ModelImpl::decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& encoder_output,
+                                  const torch::Tensor& attention_mask) {
+  const torch::Tensor embeddings = shared(decoder_input_ids);
+  const auto dtype = embeddings.scalar_type();
+  const torch::Tensor hidden =
+      decoder(embeddings, causal_additive_mask(decoder_input_ids.size(1), dtype, embeddings.device()), encoder_output,
+              padding_additive_mask(attention_mask, dtype));
+  return lm_logits(hidden);
+}
+
+torch::Tensor T5ModelImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                   const torch::Tensor& decoder_input_ids) {
+  return decode(decoder_input_ids, encode(input_ids, attention_mask), attention_mask);
+}
+
+torch::Tensor T5ModelImpl::token_losses(const torch::Tensor& local_logits, const torch::Tensor& labels) {
+  return vocab_parallel_cross_entropy(local_logits, labels, vocab_start(), *tp_);
+}
+
+torch::Tensor T5ModelImpl::loss(const Seq2SeqBatch& batch) {
+  const torch::Tensor logits = forward(batch.input_ids, batch.attention_mask, shift_right(batch.labels));
+  const torch::Tensor counted = (batch.labels != kIgnoreIndex).sum();
+  return token_losses(logits, batch.labels).sum() / counted.clamp_min(1).to(torch::kFloat32);
+}
+
+torch::Tensor T5ModelImpl::shift_right(const torch::Tensor& labels) const {
+  torch::Tensor shifted = torch::empty_like(labels);
+  shifted.select(1, 0).fill_(config_.decoder_start_token_id);
+  shifted.narrow(1, 1, labels.size(1) - 1).copy_(labels.narrow(1, 0, labels.size(1) - 1));
+  return shifted.masked_fill(shifted == kIgnoreIndex, config_.pad_token_id);
+}
+
+torch::Tensor T5ModelImpl::generate_greedy(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                           int64_t max_new_tokens) {
+  torch::NoGradGuard no_grad;
+  const int64_t batch = input_ids.size(0);
+  const torch::Tensor encoder_output = encode(input_ids, attention_mask);
+  const auto dtype = encoder_output.scalar_type();
+  const torch::Tensor cross_mask = padding_additive_mask(attention_mask, dtype);
+
+  std::vector<DecoderLayerCache> caches(decoder->blocks->size());
+  for (size_t i = 0; i < caches.size(); ++i) {
+    auto block = decoder->blocks[i]->as<T5BlockImpl>();
+    std::tie(caches[i].cross_key, caches[i].cross_value) = block->cross_attn->project_key_value(encoder_output);
+  }
+
+  const auto long_options = input_ids.options().dtype(torch::kLong);
+  torch::Tensor sequences = torch::full({batch, 1}, config_.decoder_start_token_id, long_options);
+  torch::Tensor unfinished = torch::ones({batch}, long_options);
+  for (int64_t step = 0; step < max_new_tokens; ++step) {
+    const torch::Tensor last = sequences.narrow(1, step, 1);  // (B, 1)
+    // This position attends to itself and every earlier one: no causal mask is needed.
+    const torch::Tensor self_bias = decoder->relative_attention_bias(1, step + 1, /*query_offset=*/step).to(dtype);
+    torch::Tensor hidden = torch::dropout(shared(last), decoder->dropout_rate, is_training());
+    for (size_t i = 0; i < caches.size(); ++i) {
+      hidden = decoder->blocks[i]->as<T5BlockImpl>()->forward_step(hidden, self_bias, caches[i], cross_mask);
+    }
+    hidden = torch::dropout(decoder->final_norm(hidden), decoder->dropout_rate, is_training());
+    const torch::Tensor logits = lm_logits(hidden).select(1, 0).to(torch::kFloat32);  // (B, V / tp)
+    torch::Tensor next = vocab_parallel_argmax(logits, vocab_start(), *tp_);
+    next = next * unfinished + config_.pad_token_id * (1 - unfinished);
+    sequences = torch::cat({sequences, next.unsqueeze(1)}, 1);
+    unfinished = unfinished * (next != config_.eos_token_id).to(torch::kLong);
+    if (unfinished.max().item<int64_t>() == 0) break;
+  }
+  return sequences;
+}
+
+std::vector<ParameterLayout> T5ModelImpl::parameter_layouts() {
+  std::vector<ParameterLayout> layouts;
+  for (const auto& item : named_modules()) {
+    const auto* sharded = dynamic_cast<const ShardedModule*>(item.value().get());
+    if (sharded == nullptr) continue;
+    for (ParameterLayout layout : sharded->parameter_layouts()) {
+      layout.name = item.key().empty() ? layout.name : item.key() + "." + layout.name;
+      layouts.push_back(std::move(layout));
+    }
+  }
+  return layouts;
+}
+
+namespace {
+
+// The standard deviation Hugging Face's T5 initialises each parameter with (see T5PreTrainedModel._init_weights).
+double init_std(const ModelConfig& c, const std::string& name) {
+  auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  const double f = c.initializer_factor;
+  const double d_model = static_cast<double>(c.d_model);
+  if (name == "shared.weight" || name == "lm_head.weight") return f * 1.0;
+  if (ends_with("relative_attention_bias.weight")) return f * std::pow(d_model, -0.5);
+  if (ends_with(".q.weight")) return f * std::pow(d_model * static_cast<double>(c.d_kv), -0.5);
+  if (ends_with(".k.weight") || ends_with(".v.weight")) return f * std::pow(d_model, -0.5);
+  if (ends_with(".o.weight")) return f * std::pow(static_cast<double>(c.inner_dim()), -0.5);
+  if (ends_with(".wi.weight") || ends_with(".wi_0.weight") || ends_with(".wi_1.weight")) {
+    return f * std::pow(d_model, -0.5);
+  }
+  if (ends_with(".wo.weight")) return f * std::pow(static_cast<double>(c.d_ff), -0.5);
+  throw Error(msg("no initialisation rule for parameter ", name));
+}
+
+// A hash that is the same on every rank, build and platform (std::hash promises none of that).
+uint64_t fnv1a_64(const std::string& text) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ULL;
+  return hash;
+}
+
+}  // namespace
+
+void T5ModelImpl::initialize_weights(uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  auto params = named_parameters();
+  for (const ParameterLayout& layout : parameter_layouts()) {
+    torch::Tensor param = params[layout.name];
+    if (param.device().is_meta()) continue;
+    const bool is_norm = layout.name.find("norm") != std::string::npos;
+    torch::Tensor full;
+    if (is_norm) {
+      full = torch::full(layout.full_shape, config_.initializer_factor, torch::kFloat32);
+    } else {
+      auto generator = at::make_generator<at::CPUGeneratorImpl>(seed ^ fnv1a_64(layout.name));
+      full = at::normal(0.0, init_std(config_, layout.name), layout.full_shape, generator);
+    }
+    param.copy_(shard_of(full, layout, tp_->rank(), tp_->size()));
+  }
+}
+
+}  // namespace t5scale

@@ -1,0 +1,94 @@
+// The T5 encoder-decoder, tensor-parallel over a TP group; with a one-rank group it is the single-GPU T5.
+// Parameter names (ours; io/hf_names maps them to Hugging Face's):
+//   shared.weight                                   (V / tp, C)      vocab-parallel, also the tied LM head
+//   lm_head.weight                                  (V / tp, C)      v1.1 only (untied)
+//   {encoder,decoder}.relative_attention_bias.weight (buckets, H / tp)
+//   {encoder,decoder}.blocks.{i}.self_attn.{q,k,v}.weight  (H / tp * D, C)
+//   {encoder,decoder}.blocks.{i}.self_attn.o.weight        (C, H / tp * D)
+//   decoder.blocks.{i}.cross_attn.{q,k,v,o}.weight         as self_attn
+//   {encoder,decoder}.blocks.{i}.ff.{wi | wi_0, wi_1}.weight (d_ff / tp, C);  ff.wo.weight (C, d_ff / tp)
+//   {encoder,decoder}.blocks.{i}.{self_attn,cross_attn,ff}_norm.weight, {encoder,decoder}.final_norm.weight  (C)
+#pragma once
+
+#include <torch/torch.h>
+
+#include "config/model_config.h"
+#include "dist/communicator.h"
+#include "model/parallel_layers.h"
+#include "model/t5_layers.h"
+
+namespace t5scale {
+
+class T5StackImpl : public torch::nn::Module {
+ public:
+  T5StackImpl(const ModelConfig& config, bool is_decoder, CommunicatorPtr tp, torch::TensorOptions param_options);
+  // embeddings (B, T, C); self_mask additive, broadcastable to (B, 1, T, T); for the decoder also the encoder
+  // output (B, S, C) and its additive mask (B, 1, 1, S). Returns the final-normed hidden states (B, T, C).
+  torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& self_mask,
+                        const torch::Tensor& encoder_output = {}, const torch::Tensor& cross_mask = {});
+
+  bool is_decoder;
+  double dropout_rate;
+  RelativePositionBias relative_attention_bias{nullptr};  // used by every block, held once per stack
+  torch::nn::ModuleList blocks;
+  RMSNorm final_norm{nullptr};
+};
+TORCH_MODULE(T5Stack);
+
+struct Seq2SeqBatch {
+  torch::Tensor input_ids;       // (B, S) int64
+  torch::Tensor attention_mask;  // (B, S) 1 for tokens, 0 for padding
+  torch::Tensor labels;          // (B, T) int64, kIgnoreIndex (-100) on padding
+};
+
+class T5ModelImpl : public torch::nn::Module {
+ public:
+  // tp: the tensor-parallel group; param_options: dtype and device of the parameters (kMeta counts shapes only).
+  T5ModelImpl(const ModelConfig& config, CommunicatorPtr tp, torch::TensorOptions param_options = torch::kFloat32);
+
+  torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);  // (B, S, C)
+  // This rank's slice of the logits, (B, T, V / tp), for vocabulary ids [vocab_start(), vocab_start() + V / tp).
+  torch::Tensor decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& encoder_output,
+                       const torch::Tensor& attention_mask);
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                        const torch::Tensor& decoder_input_ids);
+  // Mean token cross-entropy over labels != -100 (decoder inputs are the labels shifted right).
+  torch::Tensor loss(const Seq2SeqBatch& batch);
+  // Per-token loss of local logits (B, T, V / tp) against labels, zero where ignored.
+  torch::Tensor token_losses(const torch::Tensor& local_logits, const torch::Tensor& labels);
+
+  // decoder_start_token_id, then labels[:, :-1], with -100 replaced by pad_token_id.
+  torch::Tensor shift_right(const torch::Tensor& labels) const;
+
+  // Greedy decoding with a key/value cache. Returns (B, 1 + n) starting with decoder_start_token_id; a row that
+  // has produced eos is continued with pad; stops after max_new_tokens or when every row has finished.
+  torch::Tensor generate_greedy(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                int64_t max_new_tokens);
+
+  // Every parameter's full name, full shape and split dimension.
+  std::vector<ParameterLayout> parameter_layouts();
+  // Seeded initialisation as Hugging Face's T5 does it (normal, std per Mesh TensorFlow). Each full tensor is
+  // drawn from its own generator (seed and name) and then sliced, so every TP size gives the same model.
+  void initialize_weights(uint64_t seed);
+
+  int64_t vocab_start() const { return shared->vocab_start(); }
+  const ModelConfig& config() const { return config_; }
+  Communicator& tp() { return *tp_; }
+
+  VocabParallelEmbedding shared{nullptr};
+  T5Stack encoder{nullptr}, decoder{nullptr};
+  ColumnParallelLinear lm_head{nullptr};  // untied models only: (V / tp, C)
+
+ private:
+  torch::Tensor lm_logits(const torch::Tensor& decoder_hidden);  // (B, T, V / tp)
+
+  ModelConfig config_;
+  CommunicatorPtr tp_;
+};
+TORCH_MODULE(T5Model);
+
+// Additive attention masks in the compute dtype: 0 where attended, the dtype's lowest value where not.
+torch::Tensor padding_additive_mask(const torch::Tensor& attention_mask, torch::ScalarType dtype);  // (B, 1, 1, S)
+torch::Tensor causal_additive_mask(int64_t length, torch::ScalarType dtype, torch::Device device);   // (1, 1, T, T)
+
+}  // namespace t5scale

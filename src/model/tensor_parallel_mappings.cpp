@@ -1,0 +1,92 @@
+#include "model/tensor_parallel_mappings.h"
+
+#include "core/check.h"
+
+namespace t5scale {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+namespace {
+
+// Autograd saves only tensors and IValues; the group is kept as its address. Communicators are owned by the
+// process grid, which lives for the whole program, so the address stays valid for every graph.
+void save_group(AutogradContext* ctx, Communicator& tp) {
+  ctx->saved_data["tp"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(&tp));
+}
+Communicator& saved_group(AutogradContext* ctx) {
+  return *reinterpret_cast<Communicator*>(static_cast<intptr_t>(ctx->saved_data["tp"].toInt()));
+}
+
+torch::Tensor all_reduce_copy(const torch::Tensor& input, Communicator& tp) {
+  torch::Tensor out = input.contiguous().clone();
+  tp.all_reduce_sum(out);
+  return out;
+}
+
+struct CopyToRegion : torch::autograd::Function<CopyToRegion> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input, Communicator* tp) {
+    save_group(ctx, *tp);
+    return input.view_as(input);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {all_reduce_copy(grads[0], saved_group(ctx)), torch::Tensor()};
+  }
+};
+
+struct ReduceFromRegion : torch::autograd::Function<ReduceFromRegion> {
+  static torch::Tensor forward(AutogradContext*, const torch::Tensor& input, Communicator* tp) {
+    return all_reduce_copy(input, *tp);
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) { return {grads[0], torch::Tensor()}; }
+};
+
+struct ScatterToRegion : torch::autograd::Function<ScatterToRegion> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input, Communicator* tp) {
+    save_group(ctx, *tp);
+    return split_last_dim(input, *tp);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {gather_last_dim(grads[0], saved_group(ctx)), torch::Tensor()};
+  }
+};
+
+struct GatherFromRegion : torch::autograd::Function<GatherFromRegion> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input, Communicator* tp) {
+    save_group(ctx, *tp);
+    return gather_last_dim(input, *tp);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {split_last_dim(grads[0], saved_group(ctx)), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor split_last_dim(const torch::Tensor& input, Communicator& tp) {
+  const int64_t full = input.size(-1);
+  T5S_CHECK(full % tp.size() == 0, "last dimension ", full, " is not divisible by the ", tp.name(), " group size ",
+            tp.size());
+  const int64_t part = full / tp.size();
+  return input.narrow(-1, tp.rank() * part, part).contiguous();
+}
+
+torch::Tensor gather_last_dim(const torch::Tensor& input, Communicator& tp) {
+  torch::Tensor stacked = tp.all_gather(input.contiguous());  // (tp, ..., part)
+  return torch::cat(stacked.unbind(0), -1);
+}
+
+torch::Tensor copy_to_tensor_parallel_region(const torch::Tensor& input, Communicator& tp) {
+  return tp.size() == 1 ? input : CopyToRegion::apply(input, &tp);
+}
+torch::Tensor reduce_from_tensor_parallel_region(const torch::Tensor& input, Communicator& tp) {
+  return tp.size() == 1 ? input : ReduceFromRegion::apply(input, &tp);
+}
+torch::Tensor scatter_to_tensor_parallel_region(const torch::Tensor& input, Communicator& tp) {
+  return tp.size() == 1 ? input : ScatterToRegion::apply(input, &tp);
+}
+torch::Tensor gather_from_tensor_parallel_region(const torch::Tensor& input, Communicator& tp) {
+  return tp.size() == 1 ? input : GatherFromRegion::apply(input, &tp);
+}
+
+}  // namespace t5scale

@@ -1,0 +1,23 @@
+// Softmax cross-entropy over logits split by vocabulary across the TP group, without ever gathering the full
+// logits (Megatron-LM's algorithm): an all-reduce of the row maximum, of the target logit and of the sum of
+// exponentials. With one rank it is ordinary cross-entropy. Computed in fp32 whatever the logits' dtype.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "dist/communicator.h"
+
+namespace t5scale {
+
+inline constexpr int64_t kIgnoreIndex = -100;  // labels with this value contribute neither loss nor gradient
+
+// local_logits (..., V / tp) holding token ids [vocab_start, vocab_start + V / tp); labels (...) global ids.
+// Returns the per-token loss (...) in fp32 (fp64 for fp64 logits), zero where the label is kIgnoreIndex.
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& local_logits, const torch::Tensor& labels,
+                                           int64_t vocab_start, Communicator& tp);
+
+// The index of the largest logit over the whole vocabulary, from vocabulary-split logits (..., V / tp); ties
+// go to the lowest token id, as torch::argmax does on full logits.
+torch::Tensor vocab_parallel_argmax(const torch::Tensor& local_logits, int64_t vocab_start, Communicator& tp);
+
+}  // namespace t5scale

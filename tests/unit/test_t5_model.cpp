@@ -1,0 +1,141 @@
+#include <gtest/gtest.h>
+
+#include "model/t5_layers.h"
+#include "model/t5_model.h"
+#include "model/vocab_parallel_cross_entropy.h"
+#include "test_support.h"
+
+namespace t5scale {
+namespace {
+
+std::shared_ptr<Communicator> solo() { return std::make_shared<SoloCommunicator>("tp"); }
+
+ModelConfig small_config(FeedForwardKind kind, bool tied) {
+  ModelConfig c = tiny_model_config(50);
+  c.feed_forward = kind;
+  c.tie_word_embeddings = tied;
+  c.num_layers = 3;
+  c.num_decoder_layers = 2;
+  c.num_heads = 3;
+  c.d_kv = 8;
+  c.dropout_rate = 0.1;
+  return c;
+}
+
+TEST(T5Model, ShiftRightStartsFromDecoderStartAndReplacesIgnoredLabels) {
+  T5Model model(small_config(FeedForwardKind::kRelu, true), solo());
+  const torch::Tensor labels = torch::tensor({{5, 6, 1, -100}, {7, 1, -100, -100}});
+  const torch::Tensor expected = torch::tensor({{0, 5, 6, 1}, {0, 7, 1, 0}});
+  EXPECT_TRUE(torch::equal(model->shift_right(labels), expected)) << model->shift_right(labels);
+}
+
+TEST(T5Model, RelativePositionBucketsFollowT5) {
+  // memory position - query position, 32 buckets, max distance 128 (T5's defaults).
+  const torch::Tensor distance = torch::tensor({0, -1, 1, -7, 7, -8, -200, 200});
+  EXPECT_TRUE(torch::equal(relative_position_bucket(distance, true, 32, 128),
+                           torch::tensor({0, 1, 17, 7, 23, 8, 15, 31})));
+  // Causal: keys after the query all share bucket 0; far-back keys saturate at the last bucket.
+  EXPECT_TRUE(torch::equal(relative_position_bucket(distance, false, 32, 128),
+                           torch::tensor({0, 1, 0, 7, 0, 8, 31, 0})));
+}
+
+TEST(T5Model, InitialisationIsSeededAndFollowsHuggingFaceScales) {
+  const ModelConfig config = small_config(FeedForwardKind::kGatedGelu, false);
+  T5Model a(config, solo()), b(config, solo()), c(config, solo());
+  a->initialize_weights(7);
+  b->initialize_weights(7);
+  c->initialize_weights(8);
+  auto pa = a->named_parameters(), pb = b->named_parameters(), pc = c->named_parameters();
+  for (const auto& item : pa) {
+    EXPECT_TRUE(torch::equal(item.value(), pb[item.key()])) << item.key();
+    if (item.key().find("norm") == std::string::npos) {
+      EXPECT_FALSE(torch::equal(item.value(), pc[item.key()])) << item.key();
+    }
+  }
+  // Spot-check the Mesh TensorFlow scales: embeddings std 1, q std (d_model * d_kv)^-0.5, norms 1.
+  EXPECT_NEAR(pa["shared.weight"].std().item<double>(), 1.0, 0.05);
+  EXPECT_NEAR(pa["encoder.blocks.0.self_attn.q.weight"].std().item<double>(), std::pow(64.0 * 8.0, -0.5), 0.01);
+  EXPECT_TRUE(torch::equal(pa["decoder.final_norm.weight"], torch::ones({64})));
+}
+
+TEST(T5Model, LossIsTheMeanTokenCrossEntropyOverLabelledTokens) {
+  T5Model model(small_config(FeedForwardKind::kRelu, true), solo());
+  model->initialize_weights(1);
+  model->eval();
+  Seq2SeqBatch batch;
+  batch.input_ids = torch::randint(3, 50, {2, 6});
+  batch.attention_mask = torch::ones({2, 6}, torch::kLong);
+  batch.labels = torch::tensor({{4, 5, 1, -100}, {9, 1, -100, -100}});
+  const torch::Tensor logits = model->forward(batch.input_ids, batch.attention_mask, model->shift_right(batch.labels));
+  const torch::Tensor reference = torch::nn::functional::cross_entropy(
+      logits.reshape({-1, 50}), batch.labels.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex));
+  EXPECT_TRUE(testing::tensors_close("loss", model->loss(batch), reference, 1e-6));
+}
+
+TEST(T5Model, GreedyGenerationWithCacheEqualsFullRecomputation) {
+  for (bool tied : {true, false}) {
+    T5Model model(small_config(tied ? FeedForwardKind::kRelu : FeedForwardKind::kGatedGelu, tied), solo());
+    model->initialize_weights(3);
+    model->eval();
+    const torch::Tensor input_ids = torch::randint(3, 50, {3, 7});
+    torch::Tensor mask = torch::ones({3, 7}, torch::kLong);
+    mask.index_put_({1, torch::indexing::Slice(4, torch::indexing::None)}, 0);
+    const int64_t steps = 9;
+    const torch::Tensor cached = model->generate_greedy(input_ids, mask, steps);
+
+    // Without a cache: run the whole decoder over the prefix at every step and take the last position's argmax.
+    torch::NoGradGuard no_grad;
+    torch::Tensor sequences = torch::zeros({3, 1}, torch::kLong);
+    torch::Tensor unfinished = torch::ones({3}, torch::kLong);
+    for (int64_t s = 0; s < steps; ++s) {
+      const torch::Tensor logits = model->forward(input_ids, mask, sequences).select(1, -1);
+      torch::Tensor next = logits.argmax(-1) * unfinished;  // pad (0) once finished
+      sequences = torch::cat({sequences, next.unsqueeze(1)}, 1);
+      unfinished = unfinished * (next != 1).to(torch::kLong);
+      if (unfinished.max().item<int64_t>() == 0) break;
+    }
+    EXPECT_TRUE(torch::equal(cached, sequences)) << "tied=" << tied << "\ncached\n" << cached << "\nrecomputed\n"
+                                                 << sequences;
+  }
+}
+
+TEST(T5Model, DropoutIsActiveOnlyInTraining) {
+  T5Model model(small_config(FeedForwardKind::kRelu, true), solo());
+  model->initialize_weights(2);
+  const torch::Tensor ids = torch::randint(3, 50, {2, 5});
+  const torch::Tensor mask = torch::ones({2, 5}, torch::kLong);
+  model->eval();
+  EXPECT_TRUE(torch::equal(model->forward(ids, mask, ids), model->forward(ids, mask, ids)));
+  model->train();
+  EXPECT_FALSE(torch::equal(model->forward(ids, mask, ids), model->forward(ids, mask, ids)));
+}
+
+// A stand-in group of three ranks; construction must fail before any collective is needed.
+class ThreeRankGroup final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 3; }
+  std::string name() const override { return "tp"; }
+  void all_reduce_sum(torch::Tensor&) override { FAIL() << "no collective expected"; }
+  void all_reduce_max(torch::Tensor&) override { FAIL() << "no collective expected"; }
+  torch::Tensor all_gather(const torch::Tensor& t) override {
+    ADD_FAILURE() << "no collective expected";
+    return t;
+  }
+  void broadcast(torch::Tensor&, int) override { FAIL() << "no collective expected"; }
+};
+
+TEST(T5Model, SplitsThatDoNotDivideAreRefusedWithBothNumbers) {
+  ModelConfig config = named_model_config("t5-v1_1-xxl");  // 64 heads, d_ff 10240, vocab 32128
+  const std::string message = testing::error_of(
+      [&] { T5Model(config, std::make_shared<ThreeRankGroup>(), torch::TensorOptions().device(torch::kMeta)); });
+  EXPECT_NE(message.find("num_heads 64 is not divisible by tp 3"), std::string::npos) << message;
+  config.num_heads = 63;
+  const std::string d_ff_message = testing::error_of(
+      [&] { T5Model(config, std::make_shared<ThreeRankGroup>(), torch::TensorOptions().device(torch::kMeta)); });
+  EXPECT_NE(d_ff_message.find("d_ff 10240 is not divisible by tp 3"), std::string::npos) << d_ff_message;
+}
+
+}  // namespace
+}  // namespace t5scale
