@@ -9,6 +9,14 @@
 
 namespace t5scale {
 
+// A collective in flight. wait() returns once the result is in the tensor it was launched on; a collective that
+// fails or exceeds the group's timeout brings the whole job down with the rank and the operation named.
+class CollectiveWork {
+ public:
+  virtual ~CollectiveWork() = default;
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -23,6 +31,19 @@ class Communicator {
   virtual torch::Tensor all_gather(const torch::Tensor& tensor) = 0;
   // The root's tensor, copied into every rank's tensor in place.
   virtual void broadcast(torch::Tensor& tensor, int root) = 0;
+  // Sum over the group of a flat tensor of size() equal chunks; returns this rank's chunk of the sum.
+  virtual torch::Tensor reduce_scatter_sum(const torch::Tensor& flat) = 0;
+
+  // Asynchronous sum in place; the tensor must not be touched until wait() returns.
+  virtual std::unique_ptr<CollectiveWork> all_reduce_sum_async(torch::Tensor& tensor) = 0;
+  // Asynchronous reduce-scatter of `flat` into `chunk` (flat.numel() / size() elements).
+  virtual std::unique_ptr<CollectiveWork> reduce_scatter_sum_async(const torch::Tensor& flat, torch::Tensor& chunk) = 0;
+};
+
+// A finished collective: what a one-rank group returns.
+class CompletedWork final : public CollectiveWork {
+ public:
+  void wait() override {}
 };
 
 // A group of one rank: every collective leaves its input as it is. The TP=1 and DP=1 case.
@@ -36,6 +57,14 @@ class SoloCommunicator final : public Communicator {
   void all_reduce_max(torch::Tensor&) override {}
   torch::Tensor all_gather(const torch::Tensor& tensor) override { return tensor.unsqueeze(0).clone(); }
   void broadcast(torch::Tensor&, int) override {}
+  torch::Tensor reduce_scatter_sum(const torch::Tensor& flat) override { return flat.clone(); }
+  std::unique_ptr<CollectiveWork> all_reduce_sum_async(torch::Tensor&) override {
+    return std::make_unique<CompletedWork>();
+  }
+  std::unique_ptr<CollectiveWork> reduce_scatter_sum_async(const torch::Tensor& flat, torch::Tensor& chunk) override {
+    chunk.copy_(flat);
+    return std::make_unique<CompletedWork>();
+  }
 
  private:
   std::string name_;

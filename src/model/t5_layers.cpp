@@ -89,8 +89,9 @@ std::vector<ParameterLayout> RelativePositionBiasImpl::parameter_layouts() const
 
 // ---- attention ----
 
-T5AttentionImpl::T5AttentionImpl(const ModelConfig& config, CommunicatorPtr tp, torch::TensorOptions param_options)
-    : d_kv(config.d_kv), dropout_rate(config.dropout_rate) {
+T5AttentionImpl::T5AttentionImpl(const ModelConfig& config, CommunicatorPtr tp, std::shared_ptr<ParallelRng> rng_,
+                                 torch::TensorOptions param_options)
+    : d_kv(config.d_kv), dropout_rate(config.dropout_rate), rng(std::move(rng_)) {
   T5S_CHECK_DIVISIBLE(config.num_heads, tp->size());
   heads_per_rank = config.num_heads / tp->size();
   const int64_t inner = config.inner_dim();
@@ -120,7 +121,7 @@ torch::Tensor T5AttentionImpl::attend(const torch::Tensor& query, const torch::T
                                       const torch::Tensor& bias) {
   torch::Tensor scores = torch::matmul(query, key.transpose(3, 2)) + bias;  // (B, Hl, T, S)
   torch::Tensor weights = torch::softmax(scores.to(torch::kFloat32), -1).to(scores.scalar_type());
-  weights = torch::dropout(weights, dropout_rate, is_training());
+  weights = dropout_with(weights, dropout_rate, is_training(), rng->tensor_parallel());
   const torch::Tensor context = torch::matmul(weights, value).transpose(1, 2).contiguous();  // (B, T, Hl, D)
   return o(context.view({context.size(0), context.size(1), heads_per_rank * d_kv}));
 }
@@ -133,8 +134,9 @@ torch::Tensor T5AttentionImpl::forward(const torch::Tensor& hidden, const torch:
 
 // ---- feed-forward ----
 
-T5FeedForwardImpl::T5FeedForwardImpl(const ModelConfig& config, CommunicatorPtr tp, torch::TensorOptions param_options)
-    : kind(config.feed_forward), dropout_rate(config.dropout_rate) {
+T5FeedForwardImpl::T5FeedForwardImpl(const ModelConfig& config, CommunicatorPtr tp, std::shared_ptr<ParallelRng> rng_,
+                                     torch::TensorOptions param_options)
+    : kind(config.feed_forward), dropout_rate(config.dropout_rate), rng(std::move(rng_)) {
   auto column = [&](const char* name) {
     return register_module(
         name,
@@ -157,25 +159,25 @@ torch::Tensor T5FeedForwardImpl::forward(const torch::Tensor& hidden) {
   } else {
     inner = torch::gelu(wi_0(hidden), "tanh") * wi_1(hidden);
   }
-  return wo(torch::dropout(inner, dropout_rate, is_training()));
+  return wo(dropout_with(inner, dropout_rate, is_training(), rng->tensor_parallel()));
 }
 
 // ---- block ----
 
 T5BlockImpl::T5BlockImpl(const ModelConfig& config, bool is_decoder_, CommunicatorPtr tp,
-                         torch::TensorOptions param_options)
+                         std::shared_ptr<ParallelRng> rng, torch::TensorOptions param_options)
     : is_decoder(is_decoder_), dropout_rate(config.dropout_rate) {
   auto norm = [&](const char* name) {
     return register_module(name, RMSNorm(config.d_model, config.layer_norm_epsilon, param_options));
   };
   self_attn_norm = norm("self_attn_norm");
-  self_attn = register_module("self_attn", T5Attention(config, tp, param_options));
+  self_attn = register_module("self_attn", T5Attention(config, tp, rng, param_options));
   if (is_decoder) {
     cross_attn_norm = norm("cross_attn_norm");
-    cross_attn = register_module("cross_attn", T5Attention(config, tp, param_options));
+    cross_attn = register_module("cross_attn", T5Attention(config, tp, rng, param_options));
   }
   ff_norm = norm("ff_norm");
-  ff = register_module("ff", T5FeedForward(config, tp, param_options));
+  ff = register_module("ff", T5FeedForward(config, tp, rng, param_options));
 }
 
 torch::Tensor T5BlockImpl::forward(const torch::Tensor& hidden, const torch::Tensor& self_bias,

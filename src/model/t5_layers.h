@@ -8,6 +8,7 @@
 #include "config/model_config.h"
 #include "dist/communicator.h"
 #include "model/parallel_layers.h"
+#include "model/parallel_rng.h"
 
 namespace t5scale {
 
@@ -52,7 +53,8 @@ TORCH_MODULE(RelativePositionBias);
 // Multi-head attention without score scaling (T5 folds 1/sqrt(D) into the initialisation).
 class T5AttentionImpl : public torch::nn::Module {
  public:
-  T5AttentionImpl(const ModelConfig& config, CommunicatorPtr tp, torch::TensorOptions param_options);
+  T5AttentionImpl(const ModelConfig& config, CommunicatorPtr tp, std::shared_ptr<ParallelRng> rng,
+                  torch::TensorOptions param_options);
   // hidden (B, T, C); key_value_input (B, S, C), the hidden states themselves for self-attention;
   // bias broadcastable to (B, Hl, T, S): relative-position bias plus additive mask. Returns (B, T, C).
   torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& key_value_input, const torch::Tensor& bias);
@@ -64,6 +66,7 @@ class T5AttentionImpl : public torch::nn::Module {
 
   int64_t heads_per_rank, d_kv;
   double dropout_rate;
+  std::shared_ptr<ParallelRng> rng;  // attention probabilities are split by head: the TP stream
   ColumnParallelLinear q{nullptr}, k{nullptr}, v{nullptr};  // each (H / tp * D, C)
   RowParallelLinear o{nullptr};                              // (C, H / tp * D)
 };
@@ -72,11 +75,13 @@ TORCH_MODULE(T5Attention);
 // Feed-forward: wo(dropout(relu(wi x))) for v1.0, wo(dropout(gelu_tanh(wi_0 x) * wi_1 x)) for v1.1.
 class T5FeedForwardImpl : public torch::nn::Module {
  public:
-  T5FeedForwardImpl(const ModelConfig& config, CommunicatorPtr tp, torch::TensorOptions param_options);
+  T5FeedForwardImpl(const ModelConfig& config, CommunicatorPtr tp, std::shared_ptr<ParallelRng> rng,
+                    torch::TensorOptions param_options);
   torch::Tensor forward(const torch::Tensor& hidden);
 
   FeedForwardKind kind;
   double dropout_rate;
+  std::shared_ptr<ParallelRng> rng;  // the inner activations are split by column: the TP stream
   ColumnParallelLinear wi{nullptr}, wi_0{nullptr}, wi_1{nullptr};  // each (d_ff / tp, C); wi for relu only
   RowParallelLinear wo{nullptr};                                    // (C, d_ff / tp)
 };
@@ -91,7 +96,8 @@ struct DecoderLayerCache {
 // One pre-norm residual block; a decoder block adds cross-attention over the encoder output.
 class T5BlockImpl : public torch::nn::Module {
  public:
-  T5BlockImpl(const ModelConfig& config, bool is_decoder, CommunicatorPtr tp, torch::TensorOptions param_options);
+  T5BlockImpl(const ModelConfig& config, bool is_decoder, CommunicatorPtr tp, std::shared_ptr<ParallelRng> rng,
+              torch::TensorOptions param_options);
   torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& self_bias,
                         const torch::Tensor& encoder_output = {}, const torch::Tensor& cross_bias = {});
   // One decoder position (B, 1, C) against the cache, which it extends.

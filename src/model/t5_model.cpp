@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "model/activation_checkpoint.h"
 #include "model/tensor_parallel_mappings.h"
 #include "model/vocab_parallel_cross_entropy.h"
 
@@ -39,13 +40,13 @@ torch::Tensor causal_additive_mask(int64_t length, torch::ScalarType dtype, torc
 // ---- stack ----
 
 T5StackImpl::T5StackImpl(const ModelConfig& config, bool is_decoder_, CommunicatorPtr tp,
-                         torch::TensorOptions param_options)
-    : is_decoder(is_decoder_), dropout_rate(config.dropout_rate) {
+                         std::shared_ptr<ParallelRng> rng_, torch::TensorOptions param_options)
+    : is_decoder(is_decoder_), dropout_rate(config.dropout_rate), rng(std::move(rng_)) {
   relative_attention_bias = register_module(
       "relative_attention_bias", RelativePositionBias(config, /*bidirectional=*/!is_decoder, tp, param_options));
   blocks = register_module("blocks", torch::nn::ModuleList());
   const int64_t num_blocks = is_decoder ? config.num_decoder_layers : config.num_layers;
-  for (int64_t i = 0; i < num_blocks; ++i) blocks->push_back(T5Block(config, is_decoder, tp, param_options));
+  for (int64_t i = 0; i < num_blocks; ++i) blocks->push_back(T5Block(config, is_decoder, tp, rng, param_options));
   final_norm = register_module("final_norm", RMSNorm(config.d_model, config.layer_norm_epsilon, param_options));
 }
 
@@ -55,16 +56,27 @@ torch::Tensor T5StackImpl::forward(const torch::Tensor& embeddings, const torch:
   // The bias is computed once and shared by all blocks; the mask rides along in it, as in the reference.
   const torch::Tensor self_bias = relative_attention_bias(length, length).to(embeddings.scalar_type()) + self_mask;
   torch::Tensor hidden = torch::dropout(embeddings, dropout_rate, is_training());
-  for (const auto& block : *blocks) {
-    hidden = block->as<T5BlockImpl>()->forward(hidden, self_bias, encoder_output, cross_mask);
+  const bool checkpointing = checkpoint_every > 0 && is_training() && torch::GradMode::is_enabled();
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    auto* block = blocks[i]->as<T5BlockImpl>();
+    if (checkpointing && static_cast<int64_t>(i) % checkpoint_every == 0) {
+      hidden = checkpointed_block_forward(*block, *rng, hidden, self_bias, encoder_output, cross_mask);
+    } else {
+      hidden = block->forward(hidden, self_bias, encoder_output, cross_mask);
+    }
   }
   return torch::dropout(final_norm(hidden), dropout_rate, is_training());
 }
 
 // ---- model ----
 
-T5ModelImpl::T5ModelImpl(const ModelConfig& config, CommunicatorPtr tp, torch::TensorOptions param_options)
-    : config_(config), tp_(std::move(tp)) {
+T5ModelImpl::T5ModelImpl(const ModelConfig& config, CommunicatorPtr tp, torch::TensorOptions param_options,
+                         std::shared_ptr<ParallelRng> rng)
+    : config_(config), tp_(std::move(tp)), rng_(std::move(rng)) {
+  if (!rng_) {
+    const torch::Device device = param_options.device().is_meta() ? torch::Device(torch::kCPU) : param_options.device();
+    rng_ = std::make_shared<ParallelRng>(0, tp_->rank(), device);
+  }
   check_valid(config_, "model");
   // Every split is checked here, before any parameter is allocated, with both numbers in the message.
   T5S_CHECK(config_.num_heads % tp_->size() == 0, "num_heads ", config_.num_heads, " is not divisible by tp ",
@@ -76,14 +88,20 @@ T5ModelImpl::T5ModelImpl(const ModelConfig& config, CommunicatorPtr tp, torch::T
       "shared",
       VocabParallelEmbedding(VocabParallelEmbeddingOptions(config_.vocab_size, config_.d_model).param_options(param_options),
                              tp_));
-  encoder = register_module("encoder", T5Stack(config_, /*is_decoder=*/false, tp_, param_options));
-  decoder = register_module("decoder", T5Stack(config_, /*is_decoder=*/true, tp_, param_options));
+  encoder = register_module("encoder", T5Stack(config_, /*is_decoder=*/false, tp_, rng_, param_options));
+  decoder = register_module("decoder", T5Stack(config_, /*is_decoder=*/true, tp_, rng_, param_options));
   if (!config_.tie_word_embeddings) {
     lm_head = register_module(
         "lm_head",
         ColumnParallelLinear(ColumnParallelLinearOptions(config_.d_model, config_.vocab_size).param_options(param_options),
                              tp_));
   }
+}
+
+void T5ModelImpl::set_activation_checkpointing(int64_t every_k_blocks) {
+  T5S_CHECK(every_k_blocks >= 0, "activation checkpointing: every_k_blocks must be >= 0, got ", every_k_blocks);
+  encoder->checkpoint_every = every_k_blocks;
+  decoder->checkpoint_every = every_k_blocks;
 }
 
 torch::Tensor T5ModelImpl::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {

@@ -15,13 +15,15 @@
 #include "config/model_config.h"
 #include "dist/communicator.h"
 #include "model/parallel_layers.h"
+#include "model/parallel_rng.h"
 #include "model/t5_layers.h"
 
 namespace t5scale {
 
 class T5StackImpl : public torch::nn::Module {
  public:
-  T5StackImpl(const ModelConfig& config, bool is_decoder, CommunicatorPtr tp, torch::TensorOptions param_options);
+  T5StackImpl(const ModelConfig& config, bool is_decoder, CommunicatorPtr tp, std::shared_ptr<ParallelRng> rng,
+              torch::TensorOptions param_options);
   // embeddings (B, T, C); self_mask additive, broadcastable to (B, 1, T, T); for the decoder also the encoder
   // output (B, S, C) and its additive mask (B, 1, 1, S). Returns the final-normed hidden states (B, T, C).
   torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& self_mask,
@@ -29,6 +31,8 @@ class T5StackImpl : public torch::nn::Module {
 
   bool is_decoder;
   double dropout_rate;
+  int64_t checkpoint_every = 0;  // activation checkpointing: 0 none, 1 every block, k every k-th block
+  std::shared_ptr<ParallelRng> rng;
   RelativePositionBias relative_attention_bias{nullptr};  // used by every block, held once per stack
   torch::nn::ModuleList blocks;
   RMSNorm final_norm{nullptr};
@@ -43,8 +47,13 @@ struct Seq2SeqBatch {
 
 class T5ModelImpl : public torch::nn::Module {
  public:
-  // tp: the tensor-parallel group; param_options: dtype and device of the parameters (kMeta counts shapes only).
-  T5ModelImpl(const ModelConfig& config, CommunicatorPtr tp, torch::TensorOptions param_options = torch::kFloat32);
+  // tp: the tensor-parallel group; param_options: dtype and device of the parameters (kMeta counts shapes only);
+  // rng: the dropout streams (default: seed 0 for this TP rank on the parameters' device).
+  T5ModelImpl(const ModelConfig& config, CommunicatorPtr tp, torch::TensorOptions param_options = torch::kFloat32,
+              std::shared_ptr<ParallelRng> rng = nullptr);
+
+  // Activation checkpointing in both stacks: 0 none, 1 every block, k every k-th block.
+  void set_activation_checkpointing(int64_t every_k_blocks);
 
   torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);  // (B, S, C)
   // This rank's slice of the logits, (B, T, V / tp), for vocabulary ids [vocab_start(), vocab_start() + V / tp).
@@ -84,6 +93,7 @@ class T5ModelImpl : public torch::nn::Module {
 
   ModelConfig config_;
   CommunicatorPtr tp_;
+  std::shared_ptr<ParallelRng> rng_;
 };
 TORCH_MODULE(T5Model);
 

@@ -124,6 +124,18 @@ class ThreeRankGroup final : public Communicator {
     return t;
   }
   void broadcast(torch::Tensor&, int) override { FAIL() << "no collective expected"; }
+  torch::Tensor reduce_scatter_sum(const torch::Tensor& t) override {
+    ADD_FAILURE() << "no collective expected";
+    return t;
+  }
+  std::unique_ptr<CollectiveWork> all_reduce_sum_async(torch::Tensor&) override {
+    ADD_FAILURE() << "no collective expected";
+    return std::make_unique<CompletedWork>();
+  }
+  std::unique_ptr<CollectiveWork> reduce_scatter_sum_async(const torch::Tensor&, torch::Tensor&) override {
+    ADD_FAILURE() << "no collective expected";
+    return std::make_unique<CompletedWork>();
+  }
 };
 
 TEST(T5Model, SplitsThatDoNotDivideAreRefusedWithBothNumbers) {

@@ -1,0 +1,56 @@
+#include "dist/mpi_runtime.h"
+
+#include <cstdio>
+#include <exception>
+
+namespace t5scale {
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+  // Gradient hooks may issue collectives from autograd's worker threads, one at a time.
+  T5S_CHECK(provided >= MPI_THREAD_SERIALIZED, "the MPI library offers thread level ", provided,
+            "; t5scale needs at least MPI_THREAD_SERIALIZED");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
+}
+
+MpiRuntime::~MpiRuntime() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+int world_rank() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return 0;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+void abort_job(const std::string& program, const std::string& message, int exit_code) {
+  std::fprintf(stderr, "[rank %d] %s: error: %s\n", world_rank(), program.c_str(), message.c_str());
+  std::fflush(stderr);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+int run_mpi_program(int argc, char** argv, const std::string& program, const std::function<int(int, char**)>& body) {
+  try {
+    MpiRuntime mpi(&argc, &argv);
+    const int code = body(argc, argv);
+    if (code != 0) abort_job(program, msg("exited with code ", code), code);
+    return 0;
+  } catch (const std::exception& e) {
+    abort_job(program, e.what());
+  }
+}
+
+}  // namespace t5scale

@@ -1,0 +1,50 @@
+// MPI for the whole process: initialisation, the job-wide abort, and the check macro for MPI calls.
+// A fatal error on any rank ends every rank (MPI_Abort), never a hang.
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <string>
+
+#include "core/check.h"
+
+namespace t5scale {
+
+class MpiRuntime {
+ public:
+  MpiRuntime(int* argc, char*** argv);  // MPI_Init_thread; requires at least MPI_THREAD_SERIALIZED
+  ~MpiRuntime();                        // MPI_Finalize
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return world_size_; }
+
+ private:
+  int world_rank_ = 0, world_size_ = 1;
+};
+
+int world_rank();  // MPI_COMM_WORLD rank, or 0 before MPI is initialised
+
+// Prints "[rank R] program: error: message" to stderr and ends the whole job (MPI_Abort on MPI_COMM_WORLD).
+[[noreturn]] void abort_job(const std::string& program, const std::string& message, int exit_code = 2);
+
+// Runs `body` under MPI; any exception on any rank prints its message with the rank and aborts the job, so a
+// failure on one rank never leaves the others waiting in a collective. Returns body's exit code.
+int run_mpi_program(int argc, char** argv, const std::string& program, const std::function<int(int, char**)>& body);
+
+}  // namespace t5scale
+
+// MPI_CHECK(MPI_Allreduce(...)) -> "[rank 3] MPI_Allreduce(...) failed: <MPI's error string>"
+#define MPI_CHECK(expression)                                                                                \
+  do {                                                                                                       \
+    const int mpi_check_status_ = (expression);                                                              \
+    if (mpi_check_status_ != MPI_SUCCESS) {                                                                  \
+      char mpi_check_text_[MPI_MAX_ERROR_STRING];                                                            \
+      int mpi_check_length_ = 0;                                                                             \
+      MPI_Error_string(mpi_check_status_, mpi_check_text_, &mpi_check_length_);                              \
+      throw ::t5scale::Error(::t5scale::msg("[rank ", ::t5scale::world_rank(), "] ", #expression, " failed: ", \
+                                            std::string(mpi_check_text_, mpi_check_length_), " at ", __FILE__,  \
+                                            ":", __LINE__));                                                 \
+    }                                                                                                        \
+  } while (0)

@@ -1,0 +1,79 @@
+#include "model/activation_checkpoint.h"
+
+namespace t5scale {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+namespace {
+
+// Non-tensor arguments travel in saved_data as addresses: the block and the RNG belong to the model, which
+// outlives every graph built from it.
+template <typename T>
+int64_t address_of(T* object) {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(object));
+}
+template <typename T>
+T* object_at(const c10::IValue& value) {
+  return reinterpret_cast<T*>(static_cast<intptr_t>(value.toInt()));
+}
+
+struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
+  // Custom functions take no undefined tensors: an encoder block gets empty placeholders for the cross-attention
+  // inputs and has_cross = false.
+  static torch::Tensor forward(AutogradContext* ctx, T5BlockImpl* block, ParallelRng* rng, bool has_cross,
+                               const torch::Tensor& hidden, const torch::Tensor& self_bias,
+                               const torch::Tensor& encoder_output, const torch::Tensor& cross_bias) {
+    const ParallelRng::State state = rng->get_state();
+    ctx->saved_data["block"] = address_of(block);
+    ctx->saved_data["rng"] = address_of(rng);
+    ctx->saved_data["default_generator"] = state.default_generator;
+    ctx->saved_data["tensor_parallel_generator"] = state.tensor_parallel;
+    ctx->saved_data["has_cross"] = has_cross;
+    ctx->save_for_backward({hidden, self_bias, encoder_output, cross_bias});
+    torch::NoGradGuard no_grad;
+    return has_cross ? block->forward(hidden, self_bias, encoder_output, cross_bias) : block->forward(hidden, self_bias);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    auto* block = object_at<T5BlockImpl>(ctx->saved_data["block"]);
+    auto* rng = object_at<ParallelRng>(ctx->saved_data["rng"]);
+    const bool has_cross = ctx->saved_data["has_cross"].toBool();
+    auto saved = ctx->get_saved_variables();
+    if (!has_cross) saved[2] = saved[3] = torch::Tensor();
+
+    // Recompute with the forward's RNG states, then give the generators back the states they have now.
+    const ParallelRng::State now = rng->get_state();
+    rng->set_state({ctx->saved_data["default_generator"].toTensor(),
+                    ctx->saved_data["tensor_parallel_generator"].toTensor()});
+    std::vector<torch::Tensor> inputs;
+    for (const auto& t : saved) {
+      inputs.push_back(t.defined() ? t.detach().requires_grad_(t.is_floating_point()) : t);
+    }
+    torch::Tensor output;
+    {
+      torch::AutoGradMode enable_grad(true);
+      output = block->forward(inputs[0], inputs[1], inputs[2], inputs[3]);
+    }
+    rng->set_state(now);
+
+    // Parameters' gradients accumulate as in any backward; the inputs' gradients are returned.
+    torch::autograd::backward({output}, {grad_outputs[0]});
+    variable_list grads = {torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    for (const auto& t : inputs) grads.push_back(t.defined() ? t.grad() : torch::Tensor());
+    return grads;
+  }
+};
+
+}  // namespace
+
+torch::Tensor checkpointed_block_forward(T5BlockImpl& block, ParallelRng& rng, const torch::Tensor& hidden,
+                                         const torch::Tensor& self_bias, const torch::Tensor& encoder_output,
+                                         const torch::Tensor& cross_bias) {
+  const bool has_cross = encoder_output.defined();
+  const torch::Tensor absent = torch::empty({0}, hidden.options());
+  return CheckpointedBlock::apply(&block, &rng, has_cross, hidden, self_bias, has_cross ? encoder_output : absent,
+                                  has_cross ? cross_bias : absent);
+}
+
+}  // namespace t5scale

@@ -1,0 +1,36 @@
+// Two random streams for dropout, as Megatron's model-parallel RNG tracker keeps them:
+//   - activations replicated over the TP group (the residual stream) draw from the device's default generator,
+//     seeded alike on every TP rank so that the replicas stay identical;
+//   - activations split over the TP group (this rank's attention heads, its d_ff / tp feed-forward columns) draw
+//     from the tensor-parallel generator, seeded seed + 2718 + tp_rank, so every slice gets its own mask.
+// Activation checkpointing saves both states before a block and restores them before recomputing it.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <torch/torch.h>
+
+namespace t5scale {
+
+class ParallelRng {
+ public:
+  ParallelRng(uint64_t seed, int tp_rank, torch::Device device = torch::kCPU);
+
+  at::Generator& tensor_parallel() { return tensor_parallel_; }
+  torch::Device device() const { return device_; }
+
+  struct State {
+    torch::Tensor default_generator;
+    torch::Tensor tensor_parallel;
+  };
+  State get_state();
+  void set_state(const State& state);
+
+ private:
+  torch::Device device_;
+  at::Generator tensor_parallel_;
+};
+
+// Inverted dropout drawing its mask from `generator` (the TP stream); the identity when not training or p == 0.
+torch::Tensor dropout_with(const torch::Tensor& input, double p, bool training, at::Generator& generator);
+
+}  // namespace t5scale

@@ -1,0 +1,120 @@
+#include "train/gradient_buckets.h"
+
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "core/check.h"
+
+namespace t5scale {
+
+GradientBuckets::GradientBuckets(std::vector<ParameterSlot> slots, CommunicatorPtr dp, int64_t bucket_bytes,
+                                 bool zero1)
+    : slots_(std::move(slots)), dp_(std::move(dp)), zero1_(zero1) {
+  T5S_CHECK(bucket_bytes > 0, "bucket size must be positive, got ", bucket_bytes);
+  const int64_t bucket_elements = std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)));
+  // Gradients arrive roughly in the reverse of the forward order: fill buckets from the last parameter.
+  std::vector<std::vector<size_t>> members(1);
+  int64_t filled = 0;
+  for (size_t k = slots_.size(); k-- > 0;) {
+    ParameterSlot& slot = slots_[k];
+    slot.numel = slot.param.numel();
+    if (filled > 0 && filled + slot.numel > bucket_elements) {
+      members.emplace_back();
+      filled = 0;
+    }
+    slot.bucket = members.size() - 1;
+    slot.offset = filled;
+    filled += slot.numel;
+    members.back().push_back(k);
+  }
+  const int64_t dp_size = dp_->size();
+  for (auto& bucket_slots : members) {
+    GradientBucket bucket;
+    int64_t used = 0;
+    for (size_t k : bucket_slots) used = std::max(used, slots_[k].offset + slots_[k].numel);
+    const int64_t padded = (used + dp_size - 1) / dp_size * dp_size;  // equal chunks for reduce-scatter
+    // fp32 for bf16/fp16/fp32 models; fp64 models (used to check exactness) keep fp64.
+    const torch::Tensor& first = slots_[bucket_slots[0]].param;
+    const auto options =
+        torch::TensorOptions().dtype(torch::promote_types(first.scalar_type(), torch::kFloat32)).device(first.device());
+    bucket.main_grad = torch::zeros({padded}, options);
+    if (zero1_) bucket.shard_grad = torch::zeros({padded / dp_size}, options);
+    bucket.slots = bucket_slots;
+    buckets_.push_back(std::move(bucket));
+  }
+  arrived_.assign(slots_.size(), false);
+
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(slots_[k].param);
+    T5S_CHECK(accumulator != nullptr, "parameter ", slots_[k].name, " has no gradient accumulator (not a leaf?)");
+    hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, k](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          on_gradient(k);
+          return outputs;
+        })));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+GradientBuckets::~GradientBuckets() {
+  for (size_t k = 0; k < accumulators_.size(); ++k) accumulators_[k]->del_post_hook(hook_keys_[k]);
+}
+
+void GradientBuckets::zero() {
+  for (auto& bucket : buckets_) {
+    T5S_CHECK(bucket.work == nullptr, "zero() while a reduction is in flight");
+    bucket.main_grad.zero_();
+  }
+}
+
+void GradientBuckets::begin_micro_batch(bool last_micro_batch) {
+  last_micro_batch_ = last_micro_batch;
+  arrived_.assign(slots_.size(), false);
+  for (auto& bucket : buckets_) bucket.pending = bucket.slots.size();
+}
+
+void GradientBuckets::on_gradient(size_t k) {
+  ParameterSlot& slot = slots_[k];
+  torch::Tensor& grad = slot.param.mutable_grad();
+  if (!grad.defined()) return;
+  T5S_CHECK(!arrived_[k], "the gradient of ", slot.name, " arrived twice in one backward: a parameter used in "
+            "several checkpointed regions cannot be reduced per bucket");
+  arrived_[k] = true;
+  GradientBucket& bucket = buckets_[slot.bucket];
+  bucket.main_grad.narrow(0, slot.offset, slot.numel).add_(grad.detach().reshape({-1}).to(bucket.main_grad.scalar_type()));
+  grad = torch::Tensor();  // released: the fp32 main gradient holds it now
+  if (last_micro_batch_ && --bucket.pending == 0) launch(slot.bucket);
+}
+
+void GradientBuckets::launch(size_t b) {
+  GradientBucket& bucket = buckets_[b];
+  if (bucket.work) return;
+  bucket.work = zero1_ ? dp_->reduce_scatter_sum_async(bucket.main_grad, bucket.shard_grad)
+                       : dp_->all_reduce_sum_async(bucket.main_grad);
+}
+
+void GradientBuckets::finish() {
+  // Parameters that took no part in this backward (frozen or unused) leave their bucket incomplete: launch it.
+  for (size_t b = 0; b < buckets_.size(); ++b) launch(b);
+  for (auto& bucket : buckets_) {
+    bucket.work->wait();
+    bucket.work.reset();
+  }
+}
+
+std::pair<int64_t, int64_t> GradientBuckets::owned_range(size_t b) const {
+  const int64_t padded = buckets_[b].main_grad.numel();
+  if (!zero1_) return {0, padded};
+  const int64_t chunk = padded / dp_->size();
+  return {dp_->rank() * chunk, (dp_->rank() + 1) * chunk};
+}
+
+torch::Tensor GradientBuckets::gathered_grad(size_t k) {
+  const ParameterSlot& slot = slots_[k];
+  const GradientBucket& bucket = buckets_[slot.bucket];
+  torch::Tensor full = bucket.main_grad;
+  if (zero1_) full = dp_->all_gather(bucket.shard_grad).reshape({-1});
+  return full.narrow(0, slot.offset, slot.numel).view(slot.param.sizes()).clone();
+}
+
+}  // namespace t5scale

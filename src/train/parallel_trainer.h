@@ -1,0 +1,67 @@
+// One training step over a TP x DP grid, top to bottom:
+//   1. count the target tokens of the global batch (all micro-batches, all DP replicas);
+//   2. for each micro-batch: forward, summed token cross-entropy / global token count (x loss scale in fp16),
+//      backward; gradients gather in fp32 buckets, reduced over DP during the last micro-batch's backward;
+//   3. wait for the reductions; fp16: skip the step everywhere if any rank overflowed, and lower the scale;
+//   4. global gradient norm, clipping folded into the gradient scale;
+//   5. AdamW on the fp32 master weights (ZeRO-1: on this rank's chunk), written back to the parameters.
+// The loss is the mean over every target token of the global batch, so any grid, and any split into
+// micro-batches, computes what one rank computes on the whole batch.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "dist/process_grid.h"
+#include "model/t5_model.h"
+#include "train/distributed_adamw.h"
+#include "train/gradient_buckets.h"
+
+namespace t5scale {
+
+enum class Precision { kFp32, kBf16, kFp16 };
+torch::ScalarType compute_dtype(Precision precision);
+
+struct ParallelTrainingOptions {
+  AdamWOptions adamw;
+  double max_grad_norm = 1.0;  // 0: no clipping
+  bool zero1 = false;
+  int64_t bucket_bytes = 25 * 1024 * 1024;
+  Precision precision = Precision::kFp32;
+  double initial_loss_scale = 65536.0;  // fp16 only
+  int64_t loss_scale_growth_interval = 1000;
+};
+
+struct StepResult {
+  double loss = 0.0;       // mean token cross-entropy over the global batch
+  double grad_norm = 0.0;  // before clipping
+  bool skipped = false;    // fp16 overflow: no update was made
+  double loss_scale = 1.0;
+  int64_t target_tokens = 0;  // over the global batch
+};
+
+class ParallelTrainer {
+ public:
+  // The model must be built over grid.tp. Parameters whose requires_grad is false are frozen: no gradient,
+  // no optimizer state. Weight decay skips norms and biases (names containing "norm" or "bias").
+  ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTrainingOptions options);
+
+  // micro_batches: this DP replica's share of the global batch, one entry per micro-batch.
+  StepResult step(const std::vector<Seq2SeqBatch>& micro_batches, double learning_rate);
+
+  GradientBuckets& gradients() { return *gradients_; }
+  DistributedAdamW& optimizer() { return *optimizer_; }
+  T5Model& model() { return model_; }
+  const ProcessGrid& grid() const { return grid_; }
+
+ private:
+  T5Model model_;
+  ProcessGrid grid_;
+  ParallelTrainingOptions options_;
+  std::unique_ptr<GradientBuckets> gradients_;
+  std::unique_ptr<DistributedAdamW> optimizer_;
+  double loss_scale_ = 1.0;
+  int64_t steps_since_overflow_ = 0;
+};
+
+}  // namespace t5scale
