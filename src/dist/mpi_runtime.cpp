@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <memory>
 
 namespace t5scale {
 
@@ -43,14 +44,18 @@ void abort_job(const std::string& program, const std::string& message, int exit_
 }
 
 int run_mpi_program(int argc, char** argv, const std::string& program, const std::function<int(int, char**)>& body) {
+  // The handler must run while MPI is still initialised: unwinding through the runtime's destructor would call
+  // MPI_Finalize, which waits for the other ranks, and the abort would never come.
+  std::unique_ptr<MpiRuntime> mpi;
   try {
-    MpiRuntime mpi(&argc, &argv);
+    mpi = std::make_unique<MpiRuntime>(&argc, &argv);
     const int code = body(argc, argv);
     if (code != 0) abort_job(program, msg("exited with code ", code), code);
-    return 0;
   } catch (const std::exception& e) {
     abort_job(program, e.what());
   }
+  mpi.reset();
+  return 0;
 }
 
 }  // namespace t5scale

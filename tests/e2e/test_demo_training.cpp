@@ -7,12 +7,12 @@
 #include "io/hf_checkpoint.h"
 #include "model/vocab_parallel_cross_entropy.h"
 #include "test_support.h"
-#include "train/training_loop.h"
+#include "train/parallel_trainer.h"
 
 namespace t5scale {
 namespace {
 
-double mean_loss(const std::vector<StepRecord>& history, size_t begin, size_t end) {
+double mean_loss(const std::vector<StepResult>& history, size_t begin, size_t end) {
   double sum = 0.0;
   for (size_t i = begin; i < end; ++i) sum += history[i].loss;
   return sum / static_cast<double>(end - begin);
@@ -20,16 +20,18 @@ double mean_loss(const std::vector<StepRecord>& history, size_t begin, size_t en
 
 TEST(E2E, DemoTrainingLossFallsAndTheModelLearnsTheTask) {
   torch::manual_seed(0);
-  T5Model model(tiny_model_config(32), std::make_shared<SoloCommunicator>("tp"));
+  const ProcessGrid grid = ProcessGrid::solo();
+  T5Model model(tiny_model_config(32), grid.tp);
   model->initialize_weights(1234);
   SyntheticTaskOptions task_options;
   task_options.vocab_size = 32;
   SyntheticTask task(task_options);
-  TrainingOptions options;
-  options.steps = 400;
-  const auto history = train(*model, [&] { return task.next_batch(options.batch_size); }, options);
-  ASSERT_EQ(history.size(), 400u);
-  for (const auto& r : history) ASSERT_TRUE(std::isfinite(r.loss)) << "step " << r.step;
+  ParallelTrainer trainer(model, grid, ParallelTrainingOptions{});
+  std::vector<StepResult> history;
+  for (int step = 1; step <= 400; ++step) {
+    history.push_back(trainer.step({task.next_batch(16)}, 3e-3 * std::min(1.0, step / 20.0)));
+    ASSERT_TRUE(std::isfinite(history.back().loss)) << "step " << step;
+  }
   const double first = mean_loss(history, 0, 20), last = mean_loss(history, 380, 400);
   std::cout << "mean loss: first 20 steps " << first << ", last 20 steps " << last << "\n";
   EXPECT_LT(last, 0.5 * first);
