@@ -8,7 +8,9 @@
 #include "model/t5_model.h"
 #include "model/tensor_parallel_mappings.h"
 #include "model/vocab_parallel_cross_entropy.h"
+#include "data/synthetic_task.h"
 #include "mpi_test_support.h"
+#include "train/parallel_trainer.h"
 #include "test_support.h"
 
 namespace t5scale {
@@ -198,6 +200,41 @@ TEST(ProcessGridLayout, BadGridsAreRefusedWithTheReason) {
     const std::string message = testing::error_of([&] { ProcessGrid::create(options); });
     EXPECT_NE(message.find("is not divisible by tp"), std::string::npos) << message;
   }
+}
+
+}  // namespace
+}  // namespace t5scale
+
+namespace t5scale {
+namespace {
+
+TEST(ParallelRngStreams, SplitRegionsDifferPerTpRankReplicatedOnesAgree) {
+  ProcessGrid grid = testing::make_grid(testing::world_size());
+  ParallelRng rng(123, grid.tp_rank);
+  const torch::Tensor split_mask = torch::empty({64}).bernoulli_(0.5, rng.tensor_parallel());
+  torch::manual_seed(123);
+  const torch::Tensor replicated_mask = torch::dropout(torch::ones({64}), 0.5, true);
+  const torch::Tensor split_all = grid.tp->all_gather(split_mask);
+  const torch::Tensor replicated_all = grid.tp->all_gather(replicated_mask);
+  for (int r = 1; r < grid.tp_size; ++r) {
+    EXPECT_FALSE(torch::equal(split_all[r], split_all[0])) << "TP rank " << r << " drew rank 0's split mask";
+    EXPECT_TRUE(torch::equal(replicated_all[r], replicated_all[0])) << "TP rank " << r << " drew another replicated mask";
+  }
+}
+
+TEST(ParallelTraining, AnOverflowOnOneRankIsSeenByEveryRank) {
+  ProcessGrid grid = testing::make_grid(1);  // dp = world
+  ModelConfig config = tiny_model_config(32);
+  config.dropout_rate = 0.0;
+  T5Model model(config, grid.tp);
+  model->initialize_weights(1);
+  ParallelTrainer trainer(model, grid, ParallelTrainingOptions{});
+  SyntheticTaskOptions task_options;
+  task_options.vocab_size = 32;
+  trainer.step({SyntheticTask(task_options).next_batch(2)}, 1e-3);
+  EXPECT_FALSE(trainer.optimizer().found_non_finite(*grid.world));
+  if (grid.world_rank() == testing::world_size() - 1) trainer.gradients().owned_grad(0)[0] = INFINITY;
+  EXPECT_TRUE(trainer.optimizer().found_non_finite(*grid.world));
 }
 
 }  // namespace
