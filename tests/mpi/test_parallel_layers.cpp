@@ -239,3 +239,41 @@ TEST(ParallelTraining, AnOverflowOnOneRankIsSeenByEveryRank) {
 
 }  // namespace
 }  // namespace t5scale
+
+namespace t5scale {
+namespace {
+
+TEST(GradientBucketsOverlap, ReductionsStartInsideBackwardOnlyOnTheLastMicroBatch) {
+  ProcessGrid grid = testing::make_grid(1);  // dp = world
+  ModelConfig config = tiny_model_config(32);
+  config.dropout_rate = 0.0;
+  T5Model model(config, grid.tp);
+  model->initialize_weights(2);
+  std::vector<ParameterSlot> slots;
+  auto params = model->named_parameters();
+  for (const auto& layout : model->parameter_layouts()) slots.push_back({layout.name, params[layout.name], layout});
+  GradientBuckets buckets(std::move(slots), grid.dp, /*bucket_bytes=*/16 * 1024, /*zero1=*/false);
+  ASSERT_GT(buckets.buckets().size(), 3u);
+  SyntheticTaskOptions task_options;
+  task_options.vocab_size = 32;
+  SyntheticTask task(task_options);
+  auto in_flight = [&] {
+    size_t n = 0;
+    for (const auto& b : buckets.buckets()) n += b.work != nullptr;
+    return n;
+  };
+  buckets.zero();
+  buckets.begin_micro_batch(/*last_micro_batch=*/false);
+  model->loss(task.next_batch(2)).backward();
+  EXPECT_EQ(in_flight(), 0u) << "no reduction before the last micro-batch";
+  buckets.begin_micro_batch(/*last_micro_batch=*/true);
+  model->loss(task.next_batch(2)).backward();
+  // Every bucket was launched by the gradient hooks while backward ran; finish() only waits.
+  EXPECT_EQ(in_flight(), buckets.buckets().size());
+  buckets.finish();
+  EXPECT_EQ(in_flight(), 0u);
+  for (const auto& p : model->parameters()) EXPECT_FALSE(p.grad().defined()) << "gradients live in the fp32 buckets";
+}
+
+}  // namespace
+}  // namespace t5scale
