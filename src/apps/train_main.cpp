@@ -121,11 +121,6 @@ Arguments parse(int argc, char** argv) {
   return a;
 }
 
-Seq2SeqBatch rows(const Seq2SeqBatch& b, int64_t begin, int64_t count) {
-  return {b.input_ids.narrow(0, begin, count), b.attention_mask.narrow(0, begin, count),
-          b.labels.narrow(0, begin, count)};
-}
-
 int run(const Arguments& args, int world_size) {
   if (args.threads > 0) torch::set_num_threads(args.threads);
   torch::manual_seed(args.seed);  // the replicated dropout stream: alike on every rank
@@ -170,7 +165,7 @@ int run(const Arguments& args, int world_size) {
   task_options.vocab_size = std::min<int64_t>(config.vocab_size, 32);
   task_options.seed = args.seed;  // every rank draws the same global batch and keeps its replica's rows
   SyntheticTask task(task_options);
-  const int64_t per_replica = args.global_batch / grid.dp_size, per_micro = per_replica / args.micro_batches;
+  const int64_t per_micro = args.global_batch / grid.dp_size / args.micro_batches;
   if (rank0) {
     std::printf("t5scale-train: model %s (%s, %s embeddings), %lld parameters; grid %d ranks = tp %d x dp %d\n",
                 config.name.c_str(), feed_forward_name(config.feed_forward).c_str(),
@@ -187,11 +182,8 @@ int run(const Arguments& args, int world_size) {
   const int width = static_cast<int>(std::to_string(args.steps).size());
   for (int64_t step = 1; step <= args.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
-    const Seq2SeqBatch global = task.next_batch(args.global_batch);
-    std::vector<Seq2SeqBatch> micro_batches;
-    for (int64_t m = 0; m < args.micro_batches; ++m) {
-      micro_batches.push_back(rows(global, grid.dp_rank * per_replica + m * per_micro, per_micro));
-    }
+    const std::vector<Seq2SeqBatch> micro_batches =
+        replica_micro_batches(task.next_batch(args.global_batch), grid, args.micro_batches);
     const double warmup =
         args.warmup_steps > 0 ? std::min(1.0, static_cast<double>(step) / static_cast<double>(args.warmup_steps)) : 1.0;
     const StepResult r = trainer.step(micro_batches, args.lr * warmup);

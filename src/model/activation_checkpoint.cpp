@@ -1,22 +1,13 @@
 #include "model/activation_checkpoint.h"
 
+#include "model/autograd_saved_object.h"
+
 namespace t5scale {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 namespace {
-
-// Non-tensor arguments travel in saved_data as addresses: the block and the RNG belong to the model, which
-// outlives every graph built from it.
-template <typename T>
-int64_t address_of(T* object) {
-  return static_cast<int64_t>(reinterpret_cast<intptr_t>(object));
-}
-template <typename T>
-T* object_at(const c10::IValue& value) {
-  return reinterpret_cast<T*>(static_cast<intptr_t>(value.toInt()));
-}
 
 struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
   // Custom functions take no undefined tensors: an encoder block gets empty placeholders for the cross-attention
@@ -25,8 +16,8 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
                                const torch::Tensor& hidden, const torch::Tensor& self_bias,
                                const torch::Tensor& encoder_output, const torch::Tensor& cross_bias) {
     const ParallelRng::State state = rng->get_state();
-    ctx->saved_data["block"] = address_of(block);
-    ctx->saved_data["rng"] = address_of(rng);
+    save_object(ctx, "block", block);
+    save_object(ctx, "rng", rng);
     ctx->saved_data["default_generator"] = state.default_generator;
     ctx->saved_data["tensor_parallel_generator"] = state.tensor_parallel;
     ctx->saved_data["has_cross"] = has_cross;
@@ -36,8 +27,8 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    auto* block = object_at<T5BlockImpl>(ctx->saved_data["block"]);
-    auto* rng = object_at<ParallelRng>(ctx->saved_data["rng"]);
+    auto* block = saved_object<T5BlockImpl>(ctx, "block");
+    auto* rng = saved_object<ParallelRng>(ctx, "rng");
     const bool has_cross = ctx->saved_data["has_cross"].toBool();
     auto saved = ctx->get_saved_variables();
     if (!has_cross) saved[2] = saved[3] = torch::Tensor();

@@ -1,6 +1,7 @@
 #include "model/tensor_parallel_mappings.h"
 
 #include "core/check.h"
+#include "model/autograd_saved_object.h"
 
 namespace t5scale {
 
@@ -9,14 +10,8 @@ using torch::autograd::variable_list;
 
 namespace {
 
-// Autograd saves only tensors and IValues; the group is kept as its address. Communicators are owned by the
-// process grid, which lives for the whole program, so the address stays valid for every graph.
-void save_group(AutogradContext* ctx, Communicator& tp) {
-  ctx->saved_data["tp"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(&tp));
-}
-Communicator& saved_group(AutogradContext* ctx) {
-  return *reinterpret_cast<Communicator*>(static_cast<intptr_t>(ctx->saved_data["tp"].toInt()));
-}
+void save_group(AutogradContext* ctx, Communicator& tp) { save_object(ctx, "tp", &tp); }
+Communicator& saved_group(AutogradContext* ctx) { return *saved_object<Communicator>(ctx, "tp"); }
 
 torch::Tensor all_reduce_copy(const torch::Tensor& input, Communicator& tp) {
   torch::Tensor out = input.contiguous().clone();

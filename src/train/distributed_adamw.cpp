@@ -51,9 +51,11 @@ double DistributedAdamW::grad_norm(double grad_scale) {
 
 bool DistributedAdamW::found_non_finite(Communicator& world) {
   torch::NoGradGuard no_grad;
-  bool local = false;
-  for (size_t b = 0; b < state_.size(); ++b) local = local || !torch::isfinite(gradients_.owned_grad(b)).all().item<bool>();
-  torch::Tensor flag = torch::full({1}, local ? 1.0f : 0.0f, state_.empty() ? torch::TensorOptions() : state_[0].master.options());
+  // One flag on the device for all buckets: a single host synchronisation, after the all-reduce.
+  torch::Tensor flag = torch::zeros({1}, state_.empty() ? torch::TensorOptions() : state_[0].master.options());
+  for (size_t b = 0; b < state_.size(); ++b) {
+    flag = torch::maximum(flag, (~torch::isfinite(gradients_.owned_grad(b))).any().to(flag.scalar_type()).reshape({1}));
+  }
   world.all_reduce_max(flag);
   return flag.item<float>() > 0.0f;
 }

@@ -14,6 +14,21 @@ torch::ScalarType compute_dtype(Precision precision) {
   return torch::kFloat32;
 }
 
+std::vector<Seq2SeqBatch> replica_micro_batches(const Seq2SeqBatch& global, const ProcessGrid& grid,
+                                                int64_t micro_batches) {
+  const int64_t rows = global.input_ids.size(0);
+  T5S_CHECK(micro_batches >= 1 && rows % (grid.dp_size * micro_batches) == 0, "a global batch of ", rows,
+            " sequences does not split into dp ", grid.dp_size, " x ", micro_batches, " micro-batches");
+  const int64_t per_replica = rows / grid.dp_size, per_micro = per_replica / micro_batches;
+  std::vector<Seq2SeqBatch> out;
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    const int64_t begin = grid.dp_rank * per_replica + m * per_micro;
+    out.push_back({global.input_ids.narrow(0, begin, per_micro), global.attention_mask.narrow(0, begin, per_micro),
+                   global.labels.narrow(0, begin, per_micro)});
+  }
+  return out;
+}
+
 ParallelTrainer::ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTrainingOptions options)
     : model_(std::move(model)), grid_(std::move(grid)), options_(options) {
   T5S_CHECK(&model_->tp() == grid_.tp.get(), "the model must be built over the grid's TP group");

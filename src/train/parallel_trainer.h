@@ -40,6 +40,11 @@ struct StepResult {
   int64_t target_tokens = 0;  // over the global batch
 };
 
+// This DP replica's share of a global batch (rows dp_rank * B / dp onward), split into equal micro-batches.
+// Every rank of a replica gets the same rows; B must be divisible by dp x micro_batches.
+std::vector<Seq2SeqBatch> replica_micro_batches(const Seq2SeqBatch& global, const ProcessGrid& grid,
+                                                int64_t micro_batches);
+
 class ParallelTrainer {
  public:
   // The model must be built over grid.tp. Parameters whose requires_grad is false are frozen: no gradient,

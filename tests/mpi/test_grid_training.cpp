@@ -63,21 +63,6 @@ ParallelTrainingOptions training_options(bool zero1) {
   return o;
 }
 
-// Rows [begin, begin + count) of a batch.
-Seq2SeqBatch rows(const Seq2SeqBatch& b, int64_t begin, int64_t count) {
-  return {b.input_ids.narrow(0, begin, count), b.attention_mask.narrow(0, begin, count),
-          b.labels.narrow(0, begin, count)};
-}
-
-// This DP replica's share of the global batch, split into micro-batches.
-std::vector<Seq2SeqBatch> share(const Seq2SeqBatch& global, const ProcessGrid& grid, int64_t micro_batches) {
-  const int64_t per_replica = kGlobalBatch / grid.dp_size;
-  const int64_t per_micro = per_replica / micro_batches;
-  std::vector<Seq2SeqBatch> out;
-  for (int64_t m = 0; m < micro_batches; ++m) out.push_back(rows(global, grid.dp_rank * per_replica + m * per_micro, per_micro));
-  return out;
-}
-
 struct Snapshot {
   std::vector<StepResult> steps;
   std::map<std::string, torch::Tensor> gradients;  // after the first step, full tensors
@@ -96,7 +81,7 @@ Snapshot train_run(const ModelConfig& config, ProcessGrid grid, const Variant& v
   Snapshot snapshot;
   for (int s = 0; s < steps; ++s) {
     const Seq2SeqBatch global = task.next_batch(kGlobalBatch);
-    snapshot.steps.push_back(trainer.step(share(global, trainer.grid(), variant.micro_batches), kLearningRate));
+    snapshot.steps.push_back(trainer.step(replica_micro_batches(global, trainer.grid(), variant.micro_batches), kLearningRate));
     if (s == 0) {
       const auto& slots = trainer.gradients().slots();
       for (size_t k = 0; k < slots.size(); ++k) {
