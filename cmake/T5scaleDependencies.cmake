@@ -4,6 +4,9 @@
 #   T5SCALE_NCCL_ROOT                NCCL (include/nccl.h, lib/libnccl.so*); default: the torch wheel's nvidia-nccl
 #   MPI_HOME / MPI_CXX_COMPILER      MPI (FindMPI)
 #   nlohmann_json_DIR                nlohmann/json (header only)
+#   HDF5_ROOT                        HDF5 (C library; serial is enough: rank 0 writes the run file)
+#   yaml-cpp_DIR                     yaml-cpp
+#   PKG_CONFIG_PATH                  SentencePiece (sentencepiece.pc)
 
 # ---- LibTorch ----
 if(NOT Torch_DIR)
@@ -58,3 +61,10 @@ endif()
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
+
+# ---- HDF5, YAML, SentencePiece: the parts without LibTorch (config, data, eval, telemetry, plan) ----
+find_package(HDF5 REQUIRED COMPONENTS C)
+find_package(yaml-cpp REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(SentencePiece REQUIRED IMPORTED_TARGET sentencepiece)
+message(STATUS "t5scale: HDF5 ${HDF5_VERSION}, yaml-cpp ${yaml-cpp_VERSION}, SentencePiece ${SentencePiece_VERSION}")

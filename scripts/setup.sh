@@ -2,7 +2,8 @@
 # Installs everything t5scale needs on a Debian 12 machine; safe to run again.
 #   - Debian packages: compilers, CMake, Open MPI, HDF5, yaml-cpp, SentencePiece, GoogleTest, ccache
 #   - a Python virtual environment outside the clone, keyed by the pinned versions, holding the
-#     PyPI torch wheel (LibTorch + NCCL) and the parity reference (transformers, safetensors)
+#     PyPI torch wheel (LibTorch + NCCL), the references the tests compare against (transformers, rouge-score)
+#     and the analysis packages (scripts/requirements-venv.txt, pinned; installed again when that file changes)
 # Prints nothing but progress; the venv path is written to $T5SCALE_CACHE/venv-path for the other scripts.
 set -euo pipefail
 
@@ -21,6 +22,8 @@ APT_PACKAGES=(
   libsentencepiece-dev sentencepiece
   libgtest-dev googletest
   nlohmann-json3-dev
+  slurm-wlm munge          # the local one-node cluster of the slurm tests
+  clang libclang-rt-14-dev # libFuzzer for scripts/fuzz.sh
 )
 
 log() { echo "[setup] $*"; }
@@ -43,14 +46,22 @@ if [[ ! -f $stamp ]]; then
   mkdir -p "$CACHE_DIR"
   "$PYTHON_BIN" -m venv "$VENV_DIR"
   "$VENV_DIR/bin/pip" install -q --upgrade pip
-  "$VENV_DIR/bin/pip" install -q "torch==$TORCH_VERSION" "transformers==$TRANSFORMERS_VERSION" \
-      safetensors numpy sentencepiece
+  "$VENV_DIR/bin/pip" install -q "torch==$TORCH_VERSION" "transformers==$TRANSFORMERS_VERSION"
   "$VENV_DIR/bin/python" - <<'PY'
 import torch, transformers, safetensors
 import nvidia.nccl, os
 print("[setup] torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)
 PY
   touch "$stamp"
+fi
+requirements="$(dirname "${BASH_SOURCE[0]}")/requirements-venv.txt"
+extras_stamp="$VENV_DIR/.t5scale-extras-$(sha256sum "$requirements" | cut -c1-16)"
+if [[ ! -f $extras_stamp ]]; then
+  log "installing the pinned Python packages of $requirements"
+  "$VENV_DIR/bin/pip" install -q -r "$requirements"
+  "$VENV_DIR/bin/python" -c "import rouge_score, h5py, pandas, pyarrow, matplotlib, pytest, yaml"
+  rm -f "$VENV_DIR"/.t5scale-extras-*
+  touch "$extras_stamp"
 fi
 mkdir -p "$CACHE_DIR"
 echo "$VENV_DIR" > "$CACHE_DIR/venv-path"

@@ -5,8 +5,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <filesystem>
 #include <string>
+
+#include "base_test_support.h"
 
 namespace t5scale::testing {
 
@@ -25,29 +26,5 @@ Mismatch compare(const torch::Tensor& actual, const torch::Tensor& reference);
 // norm-wise and the worst-element errors.
 ::testing::AssertionResult tensors_close(const std::string& name, const torch::Tensor& actual,
                                          const torch::Tensor& reference, double relative_tolerance);
-
-// A fresh folder under the test temp dir, removed with the object.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::filesystem::path& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
-// The error message of `fn` (which must throw t5scale::Error); fails the test if it does not throw.
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an error, none was thrown";
-  return "";
-}
 
 }  // namespace t5scale::testing

@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "config/model_config.h"
+#include "core/seq2seq_batch.h"
 #include "dist/communicator.h"
 #include "model/parallel_layers.h"
 #include "model/parallel_rng.h"
@@ -38,12 +39,6 @@ class T5StackImpl : public torch::nn::Module {
   RMSNorm final_norm{nullptr};
 };
 TORCH_MODULE(T5Stack);
-
-struct Seq2SeqBatch {
-  torch::Tensor input_ids;       // (B, S) int64
-  torch::Tensor attention_mask;  // (B, S) 1 for tokens, 0 for padding
-  torch::Tensor labels;          // (B, T) int64, kIgnoreIndex (-100) on padding
-};
 
 class T5ModelImpl : public torch::nn::Module {
  public:
