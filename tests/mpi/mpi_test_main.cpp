@@ -1,40 +1,10 @@
-// Entry point of the multi-rank tests (run under mpirun with 1, 2 or 4 ranks). Rank 0 prints gtest's usual
-// output; other ranks print only their failures, prefixed with their rank. Every rank returns its own result,
-// so mpirun fails when any rank does.
-#include <gtest/gtest.h>
-#include <mpi.h>
+// Entry point of the multi-rank tests on LibTorch (see rank_test_runner.h).
 #include <torch/torch.h>
 
-#include <cstdio>
-
-#include "dist/mpi_runtime.h"
-
-namespace {
-
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (result.failed()) {
-      std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_, result.file_name() ? result.file_name() : "?",
-                   result.line_number(), result.summary());
-    }
-  }
-
- private:
-  int rank_;
-};
-
-}  // namespace
+#include "mpi/rank_test_runner.h"
 
 int main(int argc, char** argv) {
-  t5scale::MpiRuntime mpi(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  torch::set_num_threads(1);  // ranks share the machine's cores
-  if (mpi.world_rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new RankFailurePrinter(mpi.world_rank()));
-  }
-  return RUN_ALL_TESTS();
+  return t5scale::testing::run_tests_on_every_rank(argc, argv, [] {
+    torch::set_num_threads(1);  // ranks share the machine's cores
+  });
 }
