@@ -1,0 +1,292 @@
+#include "io/sharded_checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace t5scale {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "t5scale-checkpoint";
+constexpr int kFormatVersion = 1;
+
+std::string step_folder_name(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(step));
+  return name;
+}
+
+// step_00000100 -> 100; anything else (a .tmp folder, another file) -> -1.
+int64_t parse_step_folder(const std::string& name) {
+  if (name.size() != 13 || name.rfind("step_", 0) != 0) return -1;
+  int64_t step = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+void write_text_file_atomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    T5S_CHECK(out.good(), "cannot write ", temporary);
+    out << text;
+    out.flush();
+    T5S_CHECK(out.good(), "writing ", temporary, " failed (disk full?)");
+  }
+  fs::rename(temporary, path);
+}
+
+std::string shard_name(int tp_rank, int dp_rank) {
+  return msg("rank_tp", tp_rank, "_dp", dp_rank, ".safetensors");
+}
+
+}  // namespace
+
+std::vector<std::string> CheckpointIdentity::differences_from(const CheckpointIdentity& saved) const {
+  std::vector<std::string> differences;
+  if (saved.tp != tp) {
+    differences.push_back(msg("it was written with tp ", saved.tp, ", this job has tp ", tp,
+                              " (resharding to another TP size is not supported)"));
+  }
+  if (saved.dp != dp) differences.push_back(msg("it was written with dp ", saved.dp, ", this job has dp ", dp));
+  if (saved.model_name != model_name) {
+    differences.push_back(msg("it holds model '", saved.model_name, "', this job trains '", model_name, "'"));
+  }
+  if (saved.parameter_count != parameter_count) {
+    differences.push_back(msg("it holds ", saved.parameter_count, " parameters, this model has ", parameter_count));
+  }
+  if (saved.model_config != model_config) {
+    for (const auto& [key, value] : model_config.items()) {
+      if (!saved.model_config.contains(key) || saved.model_config[key] != value) {
+        differences.push_back(msg("model config '", key, "' is ",
+                                  saved.model_config.contains(key) ? saved.model_config[key].dump() : "missing",
+                                  " in the checkpoint, ", value.dump(), " in this job"));
+      }
+    }
+  }
+  return differences;
+}
+
+nlohmann::json to_json(const CheckpointIdentity& identity) {
+  return {{"tp", identity.tp},
+          {"dp", identity.dp},
+          {"model_name", identity.model_name},
+          {"parameter_count", identity.parameter_count},
+          {"model_config", identity.model_config}};
+}
+
+CheckpointIdentity checkpoint_identity_from_json(const nlohmann::json& json) {
+  CheckpointIdentity identity;
+  identity.tp = json.at("tp").get<int>();
+  identity.dp = json.at("dp").get<int>();
+  identity.model_name = json.at("model_name").get<std::string>();
+  identity.parameter_count = json.at("parameter_count").get<int64_t>();
+  identity.model_config = json.at("model_config");
+  return identity;
+}
+
+std::string file_checksum(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  T5S_CHECK(in.good(), "cannot read ", path);
+  // A multiply-rotate hash over 8-byte words: several GB/s, so checksumming a shard costs little next to
+  // writing it; any changed, missing or extra byte changes the result with overwhelming probability.
+  constexpr uint64_t kMultiplier1 = 0x9E3779B97F4A7C15ull, kMultiplier2 = 0xC2B2AE3D27D4EB4Full;
+  uint64_t hash = 0x27D4EB2F165667C5ull, length = 0;
+  std::vector<char> buffer(1 << 20);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const size_t got = static_cast<size_t>(in.gcount());
+    size_t i = 0;
+    for (; i + 8 <= got; i += 8) {
+      uint64_t word;
+      std::memcpy(&word, buffer.data() + i, 8);
+      hash ^= word * kMultiplier1;
+      hash = ((hash << 31) | (hash >> 33)) * kMultiplier2;
+    }
+    for (; i < got; ++i) {
+      hash ^= static_cast<uint8_t>(buffer[i]) * kMultiplier1;
+      hash = ((hash << 31) | (hash >> 33)) * kMultiplier2;
+    }
+    length += got;
+  }
+  hash ^= length * kMultiplier2;
+  std::ostringstream hex;
+  hex << std::hex << std::setw(16) << std::setfill('0') << hash;
+  return hex.str();
+}
+
+ShardedCheckpointStore::ShardedCheckpointStore(std::string dir, int keep_last, CommunicatorPtr world, int tp_rank,
+                                               int dp_rank)
+    : dir_(std::move(dir)), keep_last_(keep_last), world_(std::move(world)), tp_rank_(tp_rank), dp_rank_(dp_rank) {
+  T5S_CHECK(keep_last_ >= 1, "checkpoint.keep_last must be at least 1, got ", keep_last_);
+  T5S_CHECK(!dir_.empty(), "the checkpoint folder is empty");
+}
+
+std::string ShardedCheckpointStore::shard_file_name() const { return shard_name(tp_rank_, dp_rank_); }
+
+void ShardedCheckpointStore::barrier() {
+  torch::Tensor token = torch::zeros({1}, torch::kInt64);
+  world_->all_reduce_sum(token);
+}
+
+std::vector<std::pair<int64_t, std::string>> ShardedCheckpointStore::complete_checkpoints() const {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code error;
+  if (!fs::is_directory(dir_, error)) return found;
+  for (const auto& entry : fs::directory_iterator(dir_, error)) {
+    const int64_t step = parse_step_folder(entry.path().filename().string());
+    if (step >= 0 && fs::exists(entry.path() / "manifest.json")) found.emplace_back(step, entry.path().string());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return found;
+}
+
+std::string ShardedCheckpointStore::save(int64_t step, const NamedTensors& rank_tensors,
+                                         const CheckpointIdentity& identity, const nlohmann::json& run_state) {
+  const bool rank0 = world_->rank() == 0;
+  const fs::path final_folder = fs::path(dir_) / step_folder_name(step);
+  const fs::path temporary_folder = fs::path(dir_) / (step_folder_name(step) + ".tmp");
+  if (rank0) {
+    fs::create_directories(dir_);
+    fs::remove_all(temporary_folder);  // left by a job killed while saving this step
+    fs::create_directories(temporary_folder);
+  }
+  barrier();
+
+  const std::string shard_path = (temporary_folder / shard_file_name()).string();
+  write_safetensors(shard_path, rank_tensors,
+                    {{"step", std::to_string(step)},
+                     {"tp_rank", std::to_string(tp_rank_)},
+                     {"dp_rank", std::to_string(dp_rank_)}});
+  const std::string checksum = file_checksum(shard_path);
+  const int64_t bytes = static_cast<int64_t>(fs::file_size(shard_path));
+
+  // Rank 0 learns every rank's file: (tp_rank, dp_rank, bytes, checksum as two 32-bit halves).
+  const uint64_t checksum_value = std::stoull(checksum, nullptr, 16);
+  torch::Tensor mine = torch::tensor({static_cast<int64_t>(tp_rank_), static_cast<int64_t>(dp_rank_), bytes,
+                                      static_cast<int64_t>(checksum_value >> 32),
+                                      static_cast<int64_t>(checksum_value & 0xFFFFFFFFull)},
+                                     torch::kInt64);
+  const torch::Tensor everyone = world_->all_gather(mine);
+  if (rank0) {
+    nlohmann::json files = nlohmann::json::object();
+    for (int64_t r = 0; r < everyone.size(0); ++r) {
+      const auto row = everyone[r];
+      const uint64_t value = (static_cast<uint64_t>(row[3].item<int64_t>()) << 32) |
+                             static_cast<uint64_t>(row[4].item<int64_t>());
+      std::ostringstream hex;
+      hex << std::hex << std::setw(16) << std::setfill('0') << value;
+      files[shard_name(static_cast<int>(row[0].item<int64_t>()), static_cast<int>(row[1].item<int64_t>()))] = {
+          {"bytes", row[2].item<int64_t>()}, {"checksum", hex.str()}};
+    }
+    const nlohmann::json manifest = {{"format", kFormat},         {"format_version", kFormatVersion},
+                                     {"step", step},              {"created_utc", utc_now()},
+                                     {"identity", to_json(identity)}, {"run_state", run_state},
+                                     {"files", files}};
+    write_text_file_atomically((temporary_folder / "manifest.json").string(), manifest.dump(2));
+    if (fs::exists(final_folder)) {
+      // The same step saved again (after a resume): swap so that a complete checkpoint exists at every moment.
+      const fs::path previous = fs::path(dir_) / (step_folder_name(step) + ".old.tmp");
+      fs::remove_all(previous);
+      fs::rename(final_folder, previous);
+      fs::rename(temporary_folder, final_folder);
+      fs::remove_all(previous);
+    } else {
+      fs::rename(temporary_folder, final_folder);
+    }
+    // Keep the newest keep_last; drop folders of saves that never completed.
+    const auto complete = complete_checkpoints();
+    for (size_t i = static_cast<size_t>(keep_last_); i < complete.size(); ++i) fs::remove_all(complete[i].second);
+    for (const auto& entry : fs::directory_iterator(dir_)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("step_", 0) == 0 && name.size() > 4 && name.substr(name.size() - 4) == ".tmp") {
+        fs::remove_all(entry.path());
+      }
+    }
+  }
+  barrier();
+  return final_folder.string();
+}
+
+std::optional<LoadedCheckpoint> ShardedCheckpointStore::load_latest(const CheckpointIdentity& expected,
+                                                                    std::vector<std::string>* notes) {
+  // Rank 0's view of the folder decides the candidates, so every rank tries the same steps in the same order.
+  std::vector<int64_t> steps;
+  if (world_->rank() == 0) {
+    for (const auto& [step, folder] : complete_checkpoints()) steps.push_back(step);
+  }
+  torch::Tensor count = torch::tensor({static_cast<int64_t>(steps.size())}, torch::kInt64);
+  world_->broadcast(count, 0);
+  torch::Tensor candidates = torch::zeros({count.item<int64_t>()}, torch::kInt64);
+  if (world_->rank() == 0 && !steps.empty()) candidates.copy_(torch::tensor(steps, torch::kInt64));
+  if (candidates.numel() > 0) world_->broadcast(candidates, 0);
+
+  for (int64_t i = 0; i < candidates.numel(); ++i) {
+    const int64_t step = candidates[i].item<int64_t>();
+    const fs::path folder = fs::path(dir_) / step_folder_name(step);
+    std::string problem;
+    nlohmann::json manifest;
+    try {
+      std::ifstream in(folder / "manifest.json");
+      T5S_CHECK(in.good(), "cannot read ", (folder / "manifest.json").string());
+      manifest = nlohmann::json::parse(in);
+      T5S_CHECK(manifest.value("format", "") == kFormat, "not a t5scale checkpoint manifest");
+      T5S_CHECK(manifest.at("format_version").get<int>() == kFormatVersion, "manifest format_version ",
+                manifest.at("format_version").dump(), " (this build reads ", kFormatVersion, ")");
+      const auto& file = manifest.at("files").at(shard_file_name());
+      const fs::path shard_path = folder / shard_file_name();
+      T5S_CHECK(fs::exists(shard_path), "missing ", shard_path.string());
+      T5S_CHECK(static_cast<int64_t>(fs::file_size(shard_path)) == file.at("bytes").get<int64_t>(), shard_path.string(),
+                " has ", fs::file_size(shard_path), " bytes, the manifest says ", file.at("bytes").get<int64_t>());
+      const std::string checksum = file_checksum(shard_path.string());
+      T5S_CHECK(checksum == file.at("checksum").get<std::string>(), shard_path.string(), " checksum ", checksum,
+                " differs from the manifest's ", file.at("checksum").get<std::string>());
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+    torch::Tensor bad = torch::tensor({problem.empty() ? int64_t{0} : int64_t{1}}, torch::kInt64);
+    world_->all_reduce_max(bad);
+    if (bad.item<int64_t>() != 0) {
+      if (notes) {
+        notes->push_back(msg("checkpoint ", folder.string(), " skipped: ",
+                             problem.empty() ? "another rank cannot read its shard" : problem));
+      }
+      continue;
+    }
+    const CheckpointIdentity saved = checkpoint_identity_from_json(manifest.at("identity"));
+    const auto differences = expected.differences_from(saved);
+    if (!differences.empty()) {
+      std::string message = msg("cannot resume from ", folder.string(), ":");
+      for (const auto& d : differences) message += "\n  " + d;
+      message += "\n(use another checkpoint.dir, or checkpoint.resume: never to start afresh)";
+      throw Error(message);
+    }
+    LoadedCheckpoint loaded{step, folder.string(), manifest.at("run_state"),
+                            SafetensorsFile::open((folder / shard_file_name()).string())};
+    return loaded;
+  }
+  return std::nullopt;
+}
+
+}  // namespace t5scale
