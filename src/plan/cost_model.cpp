@@ -1,0 +1,108 @@
+#include "plan/cost_model.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/check.h"
+
+namespace t5scale {
+
+double forward_flops(const ModelConfig& m, const BatchShape& batch) {
+  T5S_CHECK(batch.rows > 0 && batch.source_length > 0 && batch.target_length > 0,
+            "a batch shape needs positive rows and lengths, got ", batch.rows, " x (", batch.source_length, ", ",
+            batch.target_length, ")");
+  const double b = static_cast<double>(batch.rows);
+  const double s = static_cast<double>(batch.source_length), t = static_cast<double>(batch.target_length);
+  const double d = static_cast<double>(m.d_model), inner = static_cast<double>(m.inner_dim());
+  const double ff_inputs = m.feed_forward == FeedForwardKind::kGatedGelu ? 2.0 : 1.0;
+  const double feed_forward_per_token = 2.0 * (ff_inputs + 1.0) * d * static_cast<double>(m.d_ff);
+  const double projections_per_token = 2.0 * 4.0 * d * inner;  // q, k, v, o
+
+  // Encoder block, per source token: projections, scores (q k^T) and weighted values (p v) over s keys.
+  const double encoder_block = s * (projections_per_token + 2.0 * 2.0 * s * inner + feed_forward_per_token);
+  // Decoder block, per target token: self-attention over t keys, cross-attention (q and o on target tokens, k and
+  // v on every source token) over s keys, feed-forward.
+  const double decoder_block = t * (projections_per_token + 2.0 * 2.0 * t * inner) +
+                               t * (2.0 * 2.0 * d * inner + 2.0 * 2.0 * s * inner) + s * (2.0 * 2.0 * d * inner) +
+                               t * feed_forward_per_token;
+  const double lm_head = t * 2.0 * d * static_cast<double>(m.vocab_size);
+  return b * (static_cast<double>(m.num_layers) * encoder_block +
+              static_cast<double>(m.num_decoder_layers) * decoder_block + lm_head);
+}
+
+double training_flops(const ModelConfig& model, const BatchShape& batch) { return 3.0 * forward_flops(model, batch); }
+
+int64_t parameters_per_rank(const ModelConfig& c, int tp) {
+  T5S_CHECK(tp >= 1, "tp must be at least 1, got ", tp);
+  // Everything but the norms is split over TP: q/k/v/o by heads, wi/wo by d_ff columns, the relative-position
+  // bias tables by heads, the embedding and LM head by vocabulary (the grid validation checks divisibility).
+  const int64_t full = parameter_count(c);
+  const int64_t norms = c.d_model * (2 * c.num_layers + 1 + 3 * c.num_decoder_layers + 1);
+  return norms + (full - norms) / tp;
+}
+
+MemoryPrediction predict_memory(const ModelConfig& c, const MemoryInputs& in) {
+  T5S_CHECK(in.tp >= 1 && in.dp >= 1, "tp and dp must be at least 1, got ", in.tp, " and ", in.dp);
+  T5S_CHECK(in.compute_bytes_per_element == 2 || in.compute_bytes_per_element == 4,
+            "compute bytes per element must be 2 or 4, got ", in.compute_bytes_per_element);
+  MemoryPrediction p;
+  const int64_t n = parameters_per_rank(c, in.tp);
+  const int64_t e = in.compute_bytes_per_element;
+  p.parameters_per_rank = n;
+  p.weights_bytes = n * e;
+  p.gradients_bytes = n * 4 + n * e;  // fp32 buckets, and each parameter's .grad in the compute dtype
+  if (in.adafactor) {
+    // fp32 master weights, plus factored moments: one row and one column vector per matrix, a full vector for
+    // the norms; bounded above by 1/64 of the parameters for T5's shapes, counted as such.
+    p.optimizer_bytes = n * 4 + n * 4 / 64;
+  } else {
+    const int64_t shard = in.zero1 ? (n + in.dp - 1) / in.dp : n;
+    p.optimizer_bytes = shard * 4 * 3;  // master weights, first and second moments
+  }
+
+  // Activations saved for backward, in the compute dtype, per token of one micro-batch. For a block with hidden
+  // size h, TP size t, heads a, and sequence length L: about L*b*h*(10 + 24/t) bytes for 2-byte activations plus
+  // 5*a*L^2*b/t for the attention scores, softmax and dropout mask (Korthikanti et al., 2022, eq. 2); T5's
+  // feed-forward width and head size enter through the 24/t term scaled by d_ff / (4 h) and inner / h.
+  const double b = static_cast<double>(in.micro_batch.rows);
+  const double h = static_cast<double>(c.d_model), t = static_cast<double>(in.tp);
+  const double a = static_cast<double>(c.num_heads);
+  const double scale = static_cast<double>(e) / 2.0;
+  auto block_bytes = [&](double length, double attention_keys, int attentions) {
+    const double ff_factor = static_cast<double>(c.d_ff) / (4.0 * h);
+    const double inner_factor = static_cast<double>(c.inner_dim()) / h;
+    const double linear = length * b * h * (10.0 + (8.0 * inner_factor * attentions + 16.0 * ff_factor) / t);
+    const double scores = 5.0 * a * length * attention_keys * b / t * attentions;
+    return scale * (linear + scores);
+  };
+  const double s = static_cast<double>(in.micro_batch.source_length);
+  const double tl = static_cast<double>(in.micro_batch.target_length);
+  const double encoder_block = block_bytes(s, s, 1);
+  // Decoder blocks attend to themselves and to the encoder output; average the key lengths of the two.
+  const double decoder_block = block_bytes(tl, (tl + s) / 2.0, 2);
+  const double logits = b * tl * static_cast<double>(c.vocab_size) / t * 4.0 * 2.0;  // fp32 logits and their grad
+  double activations = 0.0;
+  if (in.activation_checkpointing) {
+    // Only each block's input is kept; one block's activations exist at a time during recomputation.
+    activations = e * b * h * (s * c.num_layers + tl * c.num_decoder_layers) +
+                  std::max(encoder_block, decoder_block);
+  } else {
+    activations = encoder_block * c.num_layers + decoder_block * c.num_decoder_layers;
+  }
+  p.activations_bytes = static_cast<int64_t>(activations + logits);
+  p.workspace_bytes = in.on_gpu ? int64_t{1536} * 1024 * 1024 : 0;
+  return p;
+}
+
+std::string MemoryPrediction::describe() const {
+  auto gib = [](int64_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+    return std::string(text);
+  };
+  return msg("weights ", gib(weights_bytes), " + gradients ", gib(gradients_bytes), " + optimizer ",
+             gib(optimizer_bytes), " + activations ", gib(activations_bytes), " + workspace ", gib(workspace_bytes),
+             " = ", gib(total_bytes()));
+}
+
+}  // namespace t5scale
