@@ -1,0 +1,5 @@
+# The run config: key registry, YAML loading and overrides, validation, reference (no LibTorch).
+target_sources(t5scale_base PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/config_registry.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/run_config.cpp
+)

@@ -1,0 +1,933 @@
+// The key registry of the run config and everything driven by it: YAML loading, --set overrides, to_yaml, the
+// per-key checks and key lookup. The table in registry() is the one place where a key is declared; the order of
+// its entries is the schema's order (INTERFACES.md, "Run config (YAML)"), which to_yaml and the reference follow.
+#include "config/config_registry.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <type_traits>
+#include <utility>
+
+#include "core/check.h"
+
+namespace t5scale {
+
+// ---- Enum names ----
+
+namespace {
+
+template <typename E>
+using EnumNames = std::vector<std::pair<E, std::string>>;
+
+template <typename E>
+const EnumNames<E>& enum_names();
+
+template <typename E>
+std::string lookup_enum_name(E value) {
+  for (const auto& [v, name] : enum_names<E>()) {
+    if (v == value) return name;
+  }
+  throw Error(msg("enum value ", static_cast<int>(value), " has no name"));
+}
+
+}  // namespace
+
+#define T5S_ENUM_NAMES(E, ...)                       \
+  namespace {                                        \
+  template <>                                        \
+  const EnumNames<E>& enum_names<E>() {              \
+    static const EnumNames<E> names = {__VA_ARGS__}; \
+    return names;                                    \
+  }                                                  \
+  }                                                  \
+  std::string enum_name(E value) { return lookup_enum_name(value); }
+
+T5S_ENUM_NAMES(DataSettings::Sampling, {DataSettings::Sampling::kRandom, "random"},
+               {DataSettings::Sampling::kSortish, "sortish"}, {DataSettings::Sampling::kSequential, "sequential"})
+T5S_ENUM_NAMES(ParallelSettings::Backend, {ParallelSettings::Backend::kAuto, "auto"},
+               {ParallelSettings::Backend::kMpi, "mpi"}, {ParallelSettings::Backend::kNccl, "nccl"})
+T5S_ENUM_NAMES(RunConfig::Precision, {RunConfig::Precision::kFp32, "fp32"}, {RunConfig::Precision::kBf16, "bf16"},
+               {RunConfig::Precision::kFp16, "fp16"})
+T5S_ENUM_NAMES(TrainSettings::BatchMode, {TrainSettings::BatchMode::kFixedGlobal, "fixed_global"},
+               {TrainSettings::BatchMode::kFixedMicro, "fixed_micro"})
+T5S_ENUM_NAMES(OptimizerSettings::Name, {OptimizerSettings::Name::kAdamw, "adamw"},
+               {OptimizerSettings::Name::kAdafactor, "adafactor"})
+T5S_ENUM_NAMES(OptimizerSettings::Fused, {OptimizerSettings::Fused::kAuto, "auto"},
+               {OptimizerSettings::Fused::kOn, "on"}, {OptimizerSettings::Fused::kOff, "off"})
+T5S_ENUM_NAMES(LrScheduleSettings::Decay, {LrScheduleSettings::Decay::kConstant, "constant"},
+               {LrScheduleSettings::Decay::kLinear, "linear"}, {LrScheduleSettings::Decay::kCosine, "cosine"},
+               {LrScheduleSettings::Decay::kInverseSqrt, "inverse_sqrt"})
+T5S_ENUM_NAMES(LrScalingSettings::Rule, {LrScalingSettings::Rule::kNone, "none"},
+               {LrScalingSettings::Rule::kLinear, "linear"}, {LrScalingSettings::Rule::kSqrt, "sqrt"})
+T5S_ENUM_NAMES(EarlyStoppingSettings::Mode, {EarlyStoppingSettings::Mode::kAuto, "auto"},
+               {EarlyStoppingSettings::Mode::kMin, "min"}, {EarlyStoppingSettings::Mode::kMax, "max"})
+T5S_ENUM_NAMES(CheckpointSettings::Resume, {CheckpointSettings::Resume::kAuto, "auto"},
+               {CheckpointSettings::Resume::kNever, "never"})
+T5S_ENUM_NAMES(TelemetrySettings::GpuEnergy, {TelemetrySettings::GpuEnergy::kAuto, "auto"},
+               {TelemetrySettings::GpuEnergy::kNvml, "nvml"}, {TelemetrySettings::GpuEnergy::kNone, "none"})
+T5S_ENUM_NAMES(TelemetrySettings::CpuEnergy, {TelemetrySettings::CpuEnergy::kAuto, "auto"},
+               {TelemetrySettings::CpuEnergy::kRapl, "rapl"}, {TelemetrySettings::CpuEnergy::kNone, "none"})
+
+#undef T5S_ENUM_NAMES
+
+std::string type_name(ConfigValueType type) {
+  switch (type) {
+    case ConfigValueType::kInt: return "int";
+    case ConfigValueType::kFloat: return "float";
+    case ConfigValueType::kBool: return "bool";
+    case ConfigValueType::kString: return "string";
+    case ConfigValueType::kEnum: return "enum";
+  }
+  return "?";
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> previous(b.size() + 1), current(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) previous[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    current[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substitution = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, substitution});
+    }
+    std::swap(previous, current);
+  }
+  return previous[b.size()];
+}
+
+namespace {
+
+// ---- Scalars: reading YAML text as a key's type, and writing values back ----
+
+std::string lower(std::string text) {
+  for (char& ch : text) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return text;
+}
+
+std::optional<int64_t> parse_int(const std::string& text) {
+  std::string digits = text;
+  if (!digits.empty() && digits[0] == '+') digits.erase(0, 1);
+  if (digits.empty() || (digits[0] == '-' && digits.size() == 1)) return std::nullopt;
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return value;
+}
+
+std::optional<double> parse_float(const std::string& text) {
+  std::string number = text;
+  if (!number.empty() && number[0] == '+') number.erase(0, 1);
+  if (number.empty()) return std::nullopt;
+  double value = 0.0;
+  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (ec != std::errc() || end != number.data() + number.size() || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+std::optional<bool> parse_bool(const std::string& text) {
+  const std::string t = lower(text);
+  if (t == "true" || t == "yes" || t == "on") return true;
+  if (t == "false" || t == "no" || t == "off") return false;
+  return std::nullopt;
+}
+
+// The shortest text that reads back to the same double, spelled so that YAML 1.1 readers (PyYAML) see a float:
+// a '.' in the mantissa and a signed exponent ("3.0e-04", "475.0").
+std::string format_float(double value) {
+  char buffer[64];
+  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  std::string text(buffer, end);
+  const size_t e = text.find('e');
+  const std::string mantissa = text.substr(0, e);
+  if (mantissa.find('.') == std::string::npos) {
+    text = mantissa + ".0" + (e == std::string::npos ? "" : text.substr(e));
+  }
+  return text;
+}
+
+// A number for the docs: shortest form, no forced ".0".
+std::string format_number(double value) {
+  char buffer[64];
+  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, end);
+}
+
+std::string quote(const std::string& text) {
+  std::string out = "\"";
+  for (const char ch : text) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (byte < 0x20 || byte == 0x7f) {
+      char escape[8];
+      std::snprintf(escape, sizeof(escape), "\\x%02x", byte);
+      out += escape;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
+  return out;
+}
+
+// ---- Registry entries ----
+
+struct Range {
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false, hi_open = false;
+
+  bool contains(double v) const { return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi); }
+  std::string text() const {
+    const bool has_lo = std::isfinite(lo), has_hi = std::isfinite(hi);
+    if (has_lo && has_hi) {
+      return msg(lo_open ? "(" : "[", format_number(lo), ", ", format_number(hi), hi_open ? ")" : "]");
+    }
+    if (has_lo) return msg(lo_open ? "> " : ">= ", format_number(lo));
+    if (has_hi) return msg(hi_open ? "< " : "<= ", format_number(hi));
+    return "";
+  }
+};
+
+Range at_least(double lo) { return Range{lo, std::numeric_limits<double>::infinity(), false, false}; }
+Range above(double lo) { return Range{lo, std::numeric_limits<double>::infinity(), true, false}; }
+Range closed_open(double lo, double hi) { return Range{lo, hi, false, true}; }
+Range closed(double lo, double hi) { return Range{lo, hi, false, false}; }
+
+using Reason = std::optional<std::string>;  // nullopt = fine
+
+struct Entry {
+  ConfigKeyInfo info;
+  std::function<std::string(const RunConfig&)> text;               // unquoted
+  std::function<std::string(const RunConfig&)> yaml;               // as to_yaml writes it
+  std::function<Reason(RunConfig&, const std::string& text)> set;  // type check
+  std::function<Reason(const RunConfig&)> check;                   // range / allowed values
+  std::function<bool(const RunConfig&, const RunConfig&)> equal;
+};
+
+template <typename T>
+using Accessor = T& (*)(RunConfig&);
+
+template <typename T>
+const T& read(Accessor<T> access, const RunConfig& config) {
+  return access(const_cast<RunConfig&>(config));  // the accessor only forms a reference; nothing is written
+}
+
+std::pair<std::string, std::string> split_key(const std::string& key) {
+  const size_t dot = key.find('.');
+  if (dot == std::string::npos) return {"", key};
+  return {key.substr(0, dot), key.substr(dot + 1)};
+}
+
+template <typename T>
+Entry base_entry(const std::string& key, ConfigValueType type, Accessor<T> access, const std::string& doc) {
+  Entry e;
+  e.info.key = key;
+  e.info.section = split_key(key).first;
+  e.info.type = type;
+  e.info.doc = doc;
+  e.equal = [access](const RunConfig& a, const RunConfig& b) { return read(access, a) == read(access, b); };
+  return e;
+}
+
+Entry int_key(const std::string& key, Accessor<int64_t> access, Range range, const std::string& doc) {
+  Entry e = base_entry(key, ConfigValueType::kInt, access, doc);
+  e.info.allowed = range.text();
+  e.text = [access](const RunConfig& c) { return std::to_string(read(access, c)); };
+  e.yaml = e.text;
+  e.set = [access](RunConfig& c, const std::string& text) -> Reason {
+    const auto v = parse_int(text);
+    if (!v) return msg("expected an integer (int), got '", text, "'");
+    access(c) = *v;
+    return std::nullopt;
+  };
+  e.check = [access, range](const RunConfig& c) -> Reason {
+    const int64_t v = read(access, c);
+    if (!range.contains(static_cast<double>(v))) return msg("must be ", range.text(), ", got ", v);
+    return std::nullopt;
+  };
+  return e;
+}
+
+Entry float_key(const std::string& key, Accessor<double> access, Range range, const std::string& doc) {
+  Entry e = base_entry(key, ConfigValueType::kFloat, access, doc);
+  e.info.allowed = range.text();
+  e.text = [access](const RunConfig& c) { return format_float(read(access, c)); };
+  e.yaml = e.text;
+  e.set = [access](RunConfig& c, const std::string& text) -> Reason {
+    const auto v = parse_float(text);
+    if (!v) return msg("expected a finite number (float), got '", text, "'");
+    access(c) = *v;
+    return std::nullopt;
+  };
+  e.check = [access, range](const RunConfig& c) -> Reason {
+    const double v = read(access, c);
+    if (!range.contains(v)) return msg("must be ", range.text(), ", got ", format_number(v));
+    return std::nullopt;
+  };
+  return e;
+}
+
+Entry bool_key(const std::string& key, Accessor<bool> access, const std::string& doc) {
+  Entry e = base_entry(key, ConfigValueType::kBool, access, doc);
+  e.info.allowed = "true, false";
+  e.text = [access](const RunConfig& c) -> std::string { return read(access, c) ? "true" : "false"; };
+  e.yaml = e.text;
+  e.set = [access](RunConfig& c, const std::string& text) -> Reason {
+    const auto v = parse_bool(text);
+    if (!v) return msg("expected true or false (bool), got '", text, "'");
+    access(c) = *v;
+    return std::nullopt;
+  };
+  e.check = [](const RunConfig&) -> Reason { return std::nullopt; };
+  return e;
+}
+
+// `check` adds a rule of the key's own (non-empty, a pattern that compiles); `allowed` documents it.
+Entry string_key(const std::string& key, Accessor<std::string> access, const std::string& allowed,
+                 std::function<Reason(const std::string&)> check, const std::string& doc) {
+  Entry e = base_entry(key, ConfigValueType::kString, access, doc);
+  e.info.allowed = allowed;
+  e.text = [access](const RunConfig& c) { return read(access, c); };
+  e.yaml = [access](const RunConfig& c) { return quote(read(access, c)); };
+  e.set = [access](RunConfig& c, const std::string& text) -> Reason {
+    access(c) = text;
+    return std::nullopt;
+  };
+  e.check = [access, check](const RunConfig& c) -> Reason { return check ? check(read(access, c)) : std::nullopt; };
+  return e;
+}
+
+Entry string_key(const std::string& key, Accessor<std::string> access, const std::string& doc) {
+  return string_key(key, access, "", nullptr, doc);
+}
+
+Reason non_empty(const std::string& value) {
+  if (value.empty()) return std::string("must not be empty");
+  return std::nullopt;
+}
+
+// YAML 1.1 readers (PyYAML) would read these plain scalars as booleans or null.
+bool ambiguous_in_yaml_1_1(const std::string& text) {
+  static const std::set<std::string> words = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~", ""};
+  return words.count(lower(text)) > 0;
+}
+
+// The enum type comes from the accessor's return type (a lambda does not deduce as a function pointer).
+template <typename F>
+Entry enum_key(const std::string& key, F lambda, const std::string& doc) {
+  using E = std::remove_reference_t<decltype(lambda(std::declval<RunConfig&>()))>;
+  const Accessor<E> access = lambda;
+  Entry e = base_entry(key, ConfigValueType::kEnum, access, doc);
+  std::vector<std::string> names;
+  for (const auto& [v, name] : enum_names<E>()) names.push_back(name);
+  e.info.choices = names;
+  e.info.allowed = join(names, ", ");
+  e.text = [access](const RunConfig& c) { return lookup_enum_name(read(access, c)); };
+  e.yaml = [access](const RunConfig& c) {
+    const std::string name = lookup_enum_name(read(access, c));
+    return ambiguous_in_yaml_1_1(name) ? quote(name) : name;
+  };
+  e.set = [access, names](RunConfig& c, const std::string& text) -> Reason {
+    for (const auto& [v, name] : enum_names<E>()) {
+      if (name == text) {
+        access(c) = v;
+        return std::nullopt;
+      }
+    }
+    std::string nearest;
+    size_t best = 3;  // suggest only close spellings
+    for (const auto& name : names) {
+      const size_t d = edit_distance(lower(text), name);
+      if (d < best) best = d, nearest = name;
+    }
+    return msg("'", text, "' is not one of ", join(names, ", "),
+               nearest.empty() ? "" : " (did you mean '" + nearest + "'?)");
+  };
+  e.check = [](const RunConfig&) -> Reason { return std::nullopt; };
+  return e;
+}
+
+// Member access with the key spelled once: T5S_KEY(train, max_steps) -> "train.max_steps", &c.train.max_steps.
+#define T5S_KEY(section, member) \
+  #section "." #member, [](RunConfig& c) -> decltype(c.section.member)& { return c.section.member; }
+
+Reason valid_metric_list(const std::string& value) {
+  static const std::vector<std::string> families = {"loss", "rouge", "squad", "classification"};
+  std::stringstream items(value);
+  std::vector<std::string> bad;
+  int count = 0;
+  for (std::string item; std::getline(items, item, ',');) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    ++count;
+    if (std::find(families.begin(), families.end(), item) == families.end()) bad.push_back("'" + item + "'");
+  }
+  if (count == 0) return std::string("must name at least one of loss, rouge, squad, classification");
+  if (!bad.empty()) return msg(join(bad, ", "), " not among loss, rouge, squad, classification");
+  return std::nullopt;
+}
+
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> entries = [] {
+    std::vector<Entry> k;
+    // run
+    k.push_back(string_key(
+        T5S_KEY(run, name), "non-empty, no '/'",
+        [](const std::string& v) -> Reason {
+          if (v.empty()) return std::string("must not be empty");
+          if (v.find('/') != std::string::npos || v == "." || v == "..") {
+            return msg("'", v, "' is used as a file name: no '/', not '.' or '..'");
+          }
+          return std::nullopt;
+        },
+        "Run name: run file `<output_dir>/<name>.h5`, checkpoints `<output_dir>/<name>.ckpt/`, "
+        "generations `<output_dir>/<name>.eval.jsonl`."));
+    k.push_back(
+        string_key(T5S_KEY(run, study), "Study the run belongs to, recorded in the run file (t5scale-study sets it)."));
+    k.push_back(string_key(T5S_KEY(run, output_dir), "non-empty", non_empty,
+                           "Folder of the run file, checkpoints and generations (created if missing)."));
+    k.push_back(int_key(T5S_KEY(run, seed), at_least(0), "Seed of the initialisation, dropout and data order."));
+    // model
+    k.push_back(string_key(T5S_KEY(model, name), "tiny, " + join(named_model_names(), ", "), nullptr,
+                           "Model shape: tiny (a small model for demos and tests, vocabulary from the data) or a "
+                           "named shape (also with a google/ prefix)."));
+    k.push_back(string_key(T5S_KEY(model, init_from),
+                           "Hugging Face T5 folder (config.json + model.safetensors) to start from; its config.json "
+                           "gives the shape and model.name is only a label. \"\" = initialise from run.seed."));
+    k.push_back([] {
+      Entry e = float_key(T5S_KEY(model, dropout_rate), Range{},
+                          "Dropout probability; -1 = the shape's own (tiny 0, named shapes 0.1, init_from its "
+                          "config.json).");
+      e.info.allowed = "-1, or [0, 1)";
+      e.check = [](const RunConfig& c) -> Reason {
+        const double v = c.model.dropout_rate;
+        if (v == -1.0 || (v >= 0.0 && v < 1.0)) return std::nullopt;
+        return msg("must be -1 (the model's own) or in [0, 1), got ", format_number(v));
+      };
+      return e;
+    }());
+    // data
+    k.push_back(string_key(T5S_KEY(data, dataset), "non-empty", non_empty,
+                           "Training data: a tokenized dataset file written by t5scale-prep (HDF5), or synthetic "
+                           "(the built-in shift-by-one task)."));
+    k.push_back(string_key(T5S_KEY(data, tokenizer),
+                           "SentencePiece .model file that made the dataset, to decode generations for the text "
+                           "metrics; \"\" = none."));
+    k.push_back(string_key(T5S_KEY(data, train_split), "non-empty", non_empty, "Split (HDF5 group) to train on."));
+    k.push_back(string_key(T5S_KEY(data, eval_split), "non-empty", non_empty, "Split (HDF5 group) to evaluate on."));
+    k.push_back(int_key(T5S_KEY(data, max_source_length), at_least(0),
+                        "Source tokens kept per example (a cut keeps the final eos); 0 = as stored."));
+    k.push_back(int_key(T5S_KEY(data, max_target_length), at_least(0),
+                        "Target tokens kept per example (a cut keeps the final eos); 0 = as stored."));
+    k.push_back(enum_key(T5S_KEY(data, sampling),
+                         "Order of the training examples: random (reshuffled every epoch), sortish (batches of "
+                         "similar length, in random order), sequential (file order)."));
+    k.push_back(int_key(T5S_KEY(data, sortish_factor), at_least(1),
+                        "sortish: pools of sortish_factor x global batch examples are sorted by length and cut into "
+                        "batches."));
+    k.push_back(int_key(T5S_KEY(data, max_tokens_per_micro_batch), at_least(0),
+                        "Cap on the padded tokens (source + target) of one micro-batch; 0 = no cap."));
+    k.push_back(int_key(T5S_KEY(data, pad_to_multiple_of), at_least(1),
+                        "Pad batch lengths up to a multiple of this (tensor-core friendly shapes); 1 = no rounding."));
+    k.push_back(bool_key(T5S_KEY(data, drop_last), "Drop the last incomplete global batch of each epoch."));
+    k.push_back(int_key(T5S_KEY(data, synthetic_vocab_size), at_least(5),
+                        "synthetic: vocabulary size (ids 0, 1, 2 are pad, eos, unk; the alphabet is the rest)."));
+    k.push_back(int_key(T5S_KEY(data, synthetic_examples), at_least(1), "synthetic: examples per epoch."));
+    // parallel
+    k.push_back(int_key(T5S_KEY(parallel, tp), at_least(1),
+                        "Tensor-parallel size (consecutive ranks); divides the model's heads, d_ff and vocabulary "
+                        "and the world size; dp = world / tp."));
+    k.push_back(bool_key(T5S_KEY(parallel, zero1), "Shard the optimizer state over the data-parallel ranks (ZeRO-1)."));
+    k.push_back(bool_key(T5S_KEY(parallel, activation_checkpointing),
+                         "Recompute T5 blocks in backward instead of keeping their activations."));
+    k.push_back(int_key(T5S_KEY(parallel, checkpoint_every_blocks), at_least(1),
+                        "With activation_checkpointing: checkpoint every k-th block."));
+    k.push_back(float_key(T5S_KEY(parallel, bucket_mib), above(0),
+                          "Size of the gradient buckets of the data-parallel reduction, in MiB."));
+    k.push_back(float_key(T5S_KEY(parallel, collective_timeout_s), above(0),
+                          "A collective still waiting after this many seconds aborts the job, naming the rank and "
+                          "the operation."));
+    k.push_back(enum_key(T5S_KEY(parallel, backend), "Collectives: auto (nccl on GPUs, mpi on CPUs), mpi, nccl."));
+    // precision (a top-level key)
+    k.push_back(enum_key(
+        "precision", [](RunConfig& c) -> RunConfig::Precision& { return c.precision; },
+        "Compute precision: fp32, bf16, or fp16 with dynamic loss scaling; master weights, gradient "
+        "accumulation and optimizer state are fp32 always."));
+    // train
+    k.push_back(int_key(T5S_KEY(train, max_steps), at_least(0),
+                        "Optimizer steps to train; exactly one of max_steps and epochs is > 0."));
+    k.push_back(float_key(T5S_KEY(train, epochs), at_least(0),
+                          "Passes over the training split, may be fractional (steps = epochs x steps per epoch, "
+                          "rounded up); exactly one of max_steps and epochs is > 0."));
+    k.push_back(int_key(T5S_KEY(train, global_batch), at_least(1),
+                        "Sequences per optimizer step over all replicas (batch_mode fixed_global)."));
+    k.push_back(int_key(T5S_KEY(train, micro_batch), at_least(0),
+                        "Sequences per micro-batch and replica: required in fixed_micro; in fixed_global 0 = "
+                        "derived (any other value must equal the derived one)."));
+    k.push_back(int_key(T5S_KEY(train, grad_accumulation), at_least(1),
+                        "Micro-batches per optimizer step and replica (gradient accumulation)."));
+    k.push_back(enum_key(T5S_KEY(train, batch_mode),
+                         "fixed_global: micro_batch = global_batch / (dp x grad_accumulation), which must divide; "
+                         "fixed_micro: global batch = micro_batch x dp x grad_accumulation (global_batch unused)."));
+    k.push_back(float_key(T5S_KEY(train, max_grad_norm), at_least(0),
+                          "Clip the global gradient norm to this; 0 = no clipping."));
+    k.push_back(int_key(T5S_KEY(train, log_every), at_least(1), "A log line every this many steps."));
+    k.push_back(bool_key(T5S_KEY(train, freeze_embeddings), "Do not train the token embeddings."));
+    k.push_back(bool_key(T5S_KEY(train, freeze_encoder), "Do not train the encoder stack."));
+    k.push_back(string_key(
+        T5S_KEY(train, freeze_pattern), "ECMAScript regular expression",
+        [](const std::string& v) -> Reason {
+          try {
+            std::regex compiled(v, std::regex::ECMAScript);
+          } catch (const std::regex_error& e) {
+            return msg("'", v, "' is not a valid regular expression: ", e.what());
+          }
+          return std::nullopt;
+        },
+        "Do not train the parameters whose Hugging Face name contains a match of this "
+        "regular expression; \"\" = none."));
+    // optimizer
+    k.push_back(enum_key(T5S_KEY(optimizer, name),
+                         "adamw (decoupled weight decay) or adafactor (factored second moments, T5's optimizer)."));
+    k.push_back(float_key(T5S_KEY(optimizer, lr), above(0),
+                          "Base learning rate, before lr_scaling: the peak of the schedule at the reference batch."));
+    k.push_back(
+        float_key(T5S_KEY(optimizer, weight_decay), at_least(0), "Decoupled weight decay (not on norms and biases)."));
+    k.push_back(float_key(T5S_KEY(optimizer, beta1), closed_open(0, 1), "AdamW: first-moment decay."));
+    k.push_back(float_key(T5S_KEY(optimizer, beta2), closed_open(0, 1), "AdamW: second-moment decay."));
+    k.push_back(float_key(T5S_KEY(optimizer, eps), above(0), "AdamW: epsilon added to the root of the second moment."));
+    k.push_back(enum_key(T5S_KEY(optimizer, fused),
+                         "AdamW: the fused ATen kernel: auto (where the device has one), on (required), off."));
+    k.push_back(bool_key(T5S_KEY(optimizer, adafactor_relative_step),
+                         "Adafactor: its own step size min(1e-2, 1/sqrt(step)) instead of optimizer.lr and the "
+                         "schedule."));
+    k.push_back(bool_key(T5S_KEY(optimizer, adafactor_scale_parameter),
+                         "Adafactor: scale the step by the root mean square of each weight."));
+    k.push_back(bool_key(T5S_KEY(optimizer, adafactor_warmup_init),
+                         "Adafactor with adafactor_relative_step: start the step size at 1e-6 x step."));
+    k.push_back(float_key(T5S_KEY(optimizer, adafactor_decay_rate), closed_open(-1, 0),
+                          "Adafactor: second-moment decay 1 - step^decay_rate."));
+    k.push_back(float_key(T5S_KEY(optimizer, adafactor_clip_threshold), above(0),
+                          "Adafactor: clip the root mean square of the update to this."));
+    k.push_back(float_key(T5S_KEY(optimizer, adafactor_beta1), closed_open(0, 1),
+                          "Adafactor: first-moment decay; 0 = no first moment (saves its memory)."));
+    k.push_back(float_key(T5S_KEY(optimizer, adafactor_eps1), above(0),
+                          "Adafactor: regulariser added to the squared gradients."));
+    k.push_back(float_key(T5S_KEY(optimizer, adafactor_eps2), above(0),
+                          "Adafactor: floor of the parameter scale (with adafactor_scale_parameter)."));
+    // lr_schedule
+    k.push_back(int_key(T5S_KEY(lr_schedule, warmup_steps), at_least(0),
+                        "Linear warmup from 0 to the peak over this many steps (the first update has LR 0, as in "
+                        "Hugging Face's schedules)."));
+    k.push_back(float_key(T5S_KEY(lr_schedule, warmup_ratio), closed_open(0, 1),
+                          "Warmup as a fraction of the total steps, rounded up; set warmup_steps or warmup_ratio, "
+                          "not both."));
+    k.push_back(enum_key(T5S_KEY(lr_schedule, decay),
+                         "After warmup: constant; linear or cosine, reaching min_lr_ratio x peak at the total "
+                         "step count; inverse_sqrt: peak x sqrt(warmup / step) (no warmup: timescale 10000)."));
+    k.push_back(float_key(T5S_KEY(lr_schedule, min_lr_ratio), closed(0, 1),
+                          "linear, cosine: the final LR as a fraction of the peak; inverse_sqrt: a floor; constant: "
+                          "unused."));
+    // lr_scaling
+    k.push_back(enum_key(T5S_KEY(lr_scaling, rule),
+                         "Peak LR = optimizer.lr x k (linear), x sqrt(k) (sqrt) or x 1 (none), with k = global "
+                         "batch / reference_global_batch."));
+    k.push_back(int_key(T5S_KEY(lr_scaling, reference_global_batch), at_least(1),
+                        "The global batch at which optimizer.lr was tuned."));
+    k.push_back(bool_key(T5S_KEY(lr_scaling, scale_warmup),
+                         "Keep the warmup's samples: warmup_steps x reference_global_batch / global batch, rounded "
+                         "up (Goyal et al. 2017 warm up for a fixed number of epochs)."));
+    // eval
+    k.push_back(
+        int_key(T5S_KEY(eval, every_steps), at_least(0), "Evaluate every this many steps; 0 = not during training."));
+    k.push_back(bool_key(T5S_KEY(eval, at_end), "Evaluate after the last step."));
+    k.push_back(int_key(T5S_KEY(eval, max_examples), at_least(0),
+                        "Evaluate on the first this many examples of eval_split; 0 = all."));
+    k.push_back(int_key(T5S_KEY(eval, batch_size), at_least(1), "Sequences per evaluation batch and replica."));
+    k.push_back(bool_key(T5S_KEY(eval, generate), "Generate (greedy) for the text metrics; false = loss only."));
+    k.push_back(int_key(T5S_KEY(eval, max_new_tokens), at_least(1), "Most tokens generated per example."));
+    k.push_back(string_key(T5S_KEY(eval, metrics), "comma list of loss, rouge, squad, classification",
+                           valid_metric_list,
+                           "Metric families: loss (eval_loss), rouge (rouge1, rouge2, rougeL, rougeLsum), squad "
+                           "(exact_match, f1), classification (accuracy, macro_f1)."));
+    k.push_back(
+        bool_key(T5S_KEY(eval, write_generations), "Write the generations to `<output_dir>/<name>.eval.jsonl`."));
+    k.push_back(bool_key(T5S_KEY(eval, only),
+                         "Evaluation-only mode: evaluate the starting model (model.init_from or the latest "
+                         "checkpoint) and stop; no max_steps or epochs needed."));
+    // early_stopping
+    k.push_back(string_key(
+        T5S_KEY(early_stopping, metric), "\"\", " + join(known_eval_metric_names(), ", "),
+        [](const std::string& v) -> Reason {
+          const auto& names = known_eval_metric_names();
+          if (v.empty() || std::find(names.begin(), names.end(), v) != names.end()) {
+            return std::nullopt;
+          }
+          return msg("'", v, "' is not one of ", join(names, ", "));
+        },
+        "Stop when this evaluation metric stops improving; \"\" = off. Needs eval.every_steps > "
+        "0 and the metric's family in eval.metrics."));
+    k.push_back(enum_key(T5S_KEY(early_stopping, mode),
+                         "The better direction: min, max, or auto (min for eval_loss, max for the others)."));
+    k.push_back(
+        int_key(T5S_KEY(early_stopping, patience), at_least(1), "Evaluations without improvement before stopping."));
+    k.push_back(float_key(T5S_KEY(early_stopping, min_delta), at_least(0),
+                          "Smallest change of the metric that counts as an improvement."));
+    // checkpoint
+    k.push_back(string_key(T5S_KEY(checkpoint, dir), "Checkpoint folder; \"\" = `<output_dir>/<name>.ckpt`."));
+    k.push_back(int_key(T5S_KEY(checkpoint, every_steps), at_least(0), "Checkpoint every this many steps; 0 = off."));
+    k.push_back(float_key(T5S_KEY(checkpoint, every_minutes), at_least(0),
+                          "Checkpoint when this many minutes have passed since the last one; 0 = off."));
+    k.push_back(int_key(T5S_KEY(checkpoint, keep_last), at_least(1),
+                        "Checkpoints kept; older ones are deleted once a newer one is complete."));
+    k.push_back(enum_key(T5S_KEY(checkpoint, resume),
+                         "auto: resume from the latest valid checkpoint in the folder, if any; never: start fresh."));
+    k.push_back(bool_key(T5S_KEY(checkpoint, at_end), "Checkpoint after the last step."));
+    // export
+    k.push_back(string_key(
+        "export.hf_dir", [](RunConfig& c) -> std::string& { return c.export_.hf_dir; },
+        "Write the final model as a Hugging Face T5 folder (config.json + model.safetensors); "
+        "\"\" = no export."));
+    // telemetry
+    k.push_back(int_key(T5S_KEY(telemetry, flush_every_steps), at_least(1),
+                        "Flush the run file every this many steps (and at exit)."));
+    k.push_back(enum_key(T5S_KEY(telemetry, gpu_energy),
+                         "GPU energy: auto (NVML's energy counter, else integrated power, else none), nvml "
+                         "(required), none."));
+    k.push_back(enum_key(T5S_KEY(telemetry, cpu_energy),
+                         "CPU package energy: auto (RAPL where readable, else none), rapl (required), none."));
+    k.push_back(float_key(T5S_KEY(telemetry, peak_flops_per_device), at_least(0),
+                          "Peak FLOP/s of one device, for MFU; 0 = from the table of peaks by device name."));
+    // cost
+    k.push_back(float_key(T5S_KEY(cost, price_per_node_hour_usd), at_least(0),
+                          "Price of one node-hour in USD: cost = price x nodes x wall time; 0 = unknown."));
+    k.push_back(float_key(T5S_KEY(cost, low_priority_price_per_node_hour_usd), at_least(0),
+                          "Price of one low-priority (preemptible) node-hour in USD, for comparison; 0 = unknown."));
+    k.push_back(float_key(T5S_KEY(cost, carbon_intensity_g_per_kwh), at_least(0),
+                          "Carbon intensity of the electricity, g CO2eq per kWh (475: world average, as CodeCarbon "
+                          "uses)."));
+    k.push_back(float_key(T5S_KEY(cost, pue), at_least(1),
+                          "Power usage effectiveness of the data centre: energy = (GPU + CPU) x pue; 1 = hardware "
+                          "only."));
+    k.push_back(int_key(T5S_KEY(cost, gpus_per_node), at_least(0),
+                        "GPUs per node, for nodes = world / gpus_per_node; 0 = from the launch (Slurm)."));
+
+    const RunConfig defaults;
+    for (Entry& e : k) e.info.default_text = e.text(defaults);
+    return k;
+  }();
+  return entries;
+}
+
+#undef T5S_KEY
+
+const Entry* find_entry(const std::string& key) {
+  for (const Entry& e : registry()) {
+    if (e.info.key == key) return &e;
+  }
+  return nullptr;
+}
+
+bool is_section(const std::string& name) {
+  for (const auto& s : config_sections()) {
+    if (s.name == name && find_entry(name) == nullptr) return true;
+  }
+  return false;
+}
+
+std::string unknown_key_message(const std::string& key) {
+  const std::string suggestion = suggest_config_key(key);
+  return msg("unknown key '", key, "'", suggestion.empty() ? "" : " (did you mean '" + suggestion + "'?)");
+}
+
+// "<source>:<line>: " for messages about a node.
+std::string where(const std::string& source, const YAML::Node& node) {
+  const YAML::Mark mark = node.Mark();
+  if (mark.is_null()) return source + ": ";
+  return msg(source, ":", mark.line + 1, ": ");
+}
+
+std::string node_kind(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Null: return "no value";
+    default: return "a scalar";
+  }
+}
+
+// One key's value from YAML; appends "<source>:<line>: <key>: <reason>" on failure, with the key's line (a
+// missing value has no line of its own).
+void set_from_node(RunConfig& config, const Entry& entry, const YAML::Node& key, const YAML::Node& value,
+                   const std::string& source, std::vector<std::string>& errors) {
+  std::string text;
+  if (value.IsScalar()) {
+    text = value.Scalar();
+  } else if (value.IsNull() && entry.info.type == ConfigValueType::kString) {
+    text = "";  // "study:" with nothing after it
+  } else {
+    errors.push_back(msg(where(source, key), entry.info.key, ": expected ",
+                         entry.info.type == ConfigValueType::kEnum ? "one of " + entry.info.allowed
+                                                                   : "a value of type " + type_name(entry.info.type),
+                         ", got ", node_kind(value)));
+    return;
+  }
+  if (const Reason reason = entry.set(config, text)) {
+    errors.push_back(msg(where(source, key), entry.info.key, ": ", *reason));
+  }
+}
+
+[[noreturn]] void throw_load_errors(const std::string& source, const std::vector<std::string>& errors) {
+  if (errors.size() == 1) throw Error(errors[0]);
+  throw Error(msg(source, ": ", errors.size(), " problems in the run config:\n  ", join(errors, "\n  ")));
+}
+
+}  // namespace
+
+// ---- Public functions of the registry ----
+
+const std::vector<ConfigKeyInfo>& config_keys() {
+  static const std::vector<ConfigKeyInfo> keys = [] {
+    std::vector<ConfigKeyInfo> out;
+    for (const Entry& e : registry()) out.push_back(e.info);
+    return out;
+  }();
+  return keys;
+}
+
+const std::vector<ConfigSectionInfo>& config_sections() {
+  static const std::vector<ConfigSectionInfo> sections = {
+      {"run", "Identity of the run and where its files go."},
+      {"model", "Model shape and initialisation."},
+      {"data", "Training and evaluation data, batching by length."},
+      {"parallel", "Tensor and data parallelism, memory savers, collectives."},
+      {"precision", "Numeric precision (a key of its own at the top level)."},
+      {"train", "Length of the run, batch sizes, frozen parameters."},
+      {"optimizer", "AdamW or Adafactor and their hyperparameters."},
+      {"lr_schedule", "Learning-rate warmup and decay, step for step as Hugging Face's schedules."},
+      {"lr_scaling", "Learning rate as a function of the global batch."},
+      {"eval", "Evaluation during and after training, and the evaluation-only mode."},
+      {"early_stopping", "Stopping when an evaluation metric stops improving."},
+      {"checkpoint", "Checkpoints and resumption after preemption."},
+      {"export", "Export of the final model."},
+      {"telemetry", "Run file flushing, energy meters, MFU."},
+      {"cost", "Inputs of the cost and carbon figures."},
+  };
+  return sections;
+}
+
+std::optional<ConfigKeyInfo> find_config_key(const std::string& key) {
+  const Entry* e = find_entry(key);
+  if (e == nullptr) return std::nullopt;
+  return e->info;
+}
+
+std::string suggest_config_key(const std::string& unknown) {
+  // A known key in the wrong section ("optimizer.warmup_steps", "max_steps" at the top level) is found by its leaf.
+  const std::string leaf = split_key(unknown).second;
+  for (const Entry& e : registry()) {
+    if (split_key(e.info.key).second == leaf && e.info.key != unknown) return e.info.key;
+  }
+  std::vector<std::string> candidates;
+  for (const Entry& e : registry()) candidates.push_back(e.info.key);
+  for (const auto& s : config_sections()) candidates.push_back(s.name);
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, unknown.size() / 4) + 1;  // closer than this, or no suggestion
+  for (const auto& candidate : candidates) {
+    const size_t d = edit_distance(unknown, candidate);
+    if (d < best_distance) best_distance = d, best = candidate;
+  }
+  return best;
+}
+
+std::string config_value_text(const RunConfig& config, const std::string& key) {
+  const Entry* e = find_entry(key);
+  if (e == nullptr) throw Error(unknown_key_message(key));
+  return e->text(config);
+}
+
+void set_config_value(RunConfig& config, const std::string& key, const std::string& value_text) {
+  const Entry* e = find_entry(key);
+  if (e == nullptr) {
+    if (is_section(key)) {
+      std::vector<std::string> keys;
+      for (const Entry& entry : registry()) {
+        if (entry.info.section == key) keys.push_back(entry.info.key);
+      }
+      throw Error(msg("'", key, "' is a section; set one of its keys: ", join(keys, ", ")));
+    }
+    throw Error(unknown_key_message(key));
+  }
+  if (const Reason reason = e->set(config, value_text)) throw Error(msg(key, ": ", *reason));
+}
+
+std::vector<ConfigError> check_key_ranges(const RunConfig& config) {
+  std::vector<ConfigError> errors;
+  for (const Entry& e : registry()) {
+    if (const Reason reason = e.check(config)) errors.push_back({e.info.key, *reason});
+  }
+  return errors;
+}
+
+bool operator==(const RunConfig& a, const RunConfig& b) {
+  for (const Entry& e : registry()) {
+    if (!e.equal(a, b)) return false;
+  }
+  return true;
+}
+
+// ---- Loading, overrides, YAML output ----
+
+RunConfig parse_run_config(const std::string& yaml_text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    throw Error(msg(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax error: ", e.msg));
+  }
+  RunConfig config;
+  if (root.IsNull()) return config;  // an empty file: every default
+  if (!root.IsMap()) {
+    throw Error(msg(where(source, root), "a run config is a mapping of sections (run:, model:, train:, ...), got ",
+                    node_kind(root)));
+  }
+  std::vector<std::string> errors;
+  std::set<std::string> seen;
+  for (const auto& top : root) {
+    if (!top.first.IsScalar()) {
+      errors.push_back(msg(where(source, top.first), "a key must be a plain name, got ", node_kind(top.first)));
+      continue;
+    }
+    const std::string name = top.first.Scalar();
+    if (!seen.insert(name).second) {
+      errors.push_back(msg(where(source, top.first), name, ": duplicate key"));
+      continue;
+    }
+    if (const Entry* entry = find_entry(name)) {  // a top-level key (precision)
+      set_from_node(config, *entry, top.first, top.second, source, errors);
+      continue;
+    }
+    if (!is_section(name)) {
+      errors.push_back(where(source, top.first) + unknown_key_message(name));
+      continue;
+    }
+    if (top.second.IsNull()) continue;  // "train:" with no keys
+    if (!top.second.IsMap()) {
+      errors.push_back(msg(where(source, top.second), name, ": a section holds keys (", name,
+                           ": {key: value, ...}), got ", node_kind(top.second)));
+      continue;
+    }
+    for (const auto& item : top.second) {
+      if (!item.first.IsScalar()) {
+        errors.push_back(
+            msg(where(source, item.first), name, ": a key must be a plain name, got ", node_kind(item.first)));
+        continue;
+      }
+      const std::string key = name + "." + item.first.Scalar();
+      if (!seen.insert(key).second) {
+        errors.push_back(msg(where(source, item.first), key, ": duplicate key"));
+        continue;
+      }
+      const Entry* entry = find_entry(key);
+      if (entry == nullptr) {
+        errors.push_back(where(source, item.first) + unknown_key_message(key));
+        continue;
+      }
+      set_from_node(config, *entry, item.first, item.second, source, errors);
+    }
+  }
+  if (!errors.empty()) throw_load_errors(source, errors);
+  return config;
+}
+
+RunConfig load_run_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(msg("cannot read the run config '", path, "': ", std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error(msg("cannot read the run config '", path, "': read error"));
+  return parse_run_config(text.str(), path);
+}
+
+namespace {
+
+std::string trim(const std::string& text) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+// The value of `--set key=value`: the text as typed, or unquoted when the whole of it is quoted YAML.
+std::string override_value(const std::string& raw) {
+  const std::string value = trim(raw);
+  if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front()) {
+    try {
+      const YAML::Node node = YAML::Load(value);
+      if (node.IsScalar()) return node.Scalar();
+    } catch (const YAML::Exception& e) {
+      throw Error(msg("the quoted value ", value, " is not a valid YAML string: ", e.msg));
+    }
+  }
+  return value;
+}
+
+}  // namespace
+
+void apply_override(RunConfig& config, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  try {
+    if (eq == std::string::npos) throw Error("expected section.key=value");
+    set_config_value(config, trim(assignment.substr(0, eq)), override_value(assignment.substr(eq + 1)));
+  } catch (const Error& e) {
+    throw Error(msg("--set ", assignment, ": ", e.what()));
+  }
+}
+
+void apply_overrides(RunConfig& config, const std::vector<std::string>& assignments) {
+  std::vector<std::string> errors;
+  for (const auto& assignment : assignments) {
+    try {
+      apply_override(config, assignment);
+    } catch (const Error& e) {
+      errors.push_back(e.what());
+    }
+  }
+  if (!errors.empty()) throw_load_errors("--set", errors);
+}
+
+std::string to_yaml(const RunConfig& config) {
+  std::string out;
+  for (const auto& section : config_sections()) {
+    if (const Entry* top = find_entry(section.name)) {
+      out += section.name + ": " + top->yaml(config) + "\n";
+      continue;
+    }
+    out += section.name + ":\n";
+    for (const Entry& e : registry()) {
+      if (e.info.section == section.name) out += "  " + split_key(e.info.key).second + ": " + e.yaml(config) + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace t5scale

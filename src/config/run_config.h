@@ -1,0 +1,272 @@
+// The run configuration of t5scale-train and t5scale-study: plain structs, one per section of the YAML file, and
+// the functions that load, override, check, print and document it.
+//
+// Every key is declared once, in the key registry (config_registry.cpp: key path, type, default, one-line doc,
+// allowed values, the struct member). YAML loading, `--set a.b=c`, to_yaml(), the per-key range checks of
+// validate() and the Markdown reference (jobs/CONFIG_REFERENCE.md) all come from that table, so a key cannot be
+// loadable but undocumented, or documented but unchecked. The defaults below are the registry's defaults.
+//
+// Life of a config: load_run_config(path) (types checked, unknown keys refused) -> apply_overrides(--set ...) ->
+// validate() (every error at once, each starting with its key; no files touched, so a study can plan runs
+// whose data does not exist yet) -> at start-up validate_for_world(world) and check_files().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/model_config.h"
+
+namespace t5scale {
+
+struct RunSettings {
+  std::string name = "run";  // run file <output_dir>/<name>.h5, checkpoints <output_dir>/<name>.ckpt/
+  std::string study;
+  std::string output_dir = "results";
+  int64_t seed = 1234;
+};
+
+struct ModelSettings {
+  std::string name = "tiny";   // "tiny" or a named shape (named_model_names())
+  std::string init_from;       // Hugging Face T5 folder; "" = initialise from the seed
+  double dropout_rate = -1.0;  // -1 = the model's own
+};
+
+struct DataSettings {
+  enum class Sampling { kRandom, kSortish, kSequential };
+  std::string dataset = "synthetic";  // a t5scale-prep HDF5 file, or "synthetic"
+  std::string tokenizer;
+  std::string train_split = "train";
+  std::string eval_split = "validation";
+  int64_t max_source_length = 512;  // 0 = the dataset's own lengths
+  int64_t max_target_length = 128;
+  Sampling sampling = Sampling::kRandom;
+  int64_t sortish_factor = 50;
+  int64_t max_tokens_per_micro_batch = 0;  // 0 = off
+  int64_t pad_to_multiple_of = 8;
+  bool drop_last = true;
+  int64_t synthetic_vocab_size = 64;
+  int64_t synthetic_examples = 4096;
+};
+
+struct ParallelSettings {
+  enum class Backend { kAuto, kMpi, kNccl };
+  int64_t tp = 1;
+  bool zero1 = false;
+  bool activation_checkpointing = false;
+  int64_t checkpoint_every_blocks = 1;
+  double bucket_mib = 25.0;
+  double collective_timeout_s = 600.0;
+  Backend backend = Backend::kAuto;
+};
+
+struct TrainSettings {
+  enum class BatchMode { kFixedGlobal, kFixedMicro };
+  int64_t max_steps = 0;  // exactly one of max_steps / epochs is > 0
+  double epochs = 0.0;
+  int64_t global_batch = 16;  // sequences per optimizer step over all DP replicas (fixed_global)
+  int64_t micro_batch = 0;    // sequences per micro-batch and replica (fixed_micro; 0 = derived)
+  int64_t grad_accumulation = 1;
+  BatchMode batch_mode = BatchMode::kFixedGlobal;
+  double max_grad_norm = 1.0;  // 0 = no clipping
+  int64_t log_every = 10;
+  bool freeze_embeddings = false;
+  bool freeze_encoder = false;
+  std::string freeze_pattern;  // ECMAScript regex over parameter names; "" = none
+};
+
+struct OptimizerSettings {
+  enum class Name { kAdamw, kAdafactor };
+  enum class Fused { kAuto, kOn, kOff };
+  Name name = Name::kAdamw;
+  double lr = 3.0e-4;  // the base LR, before lr_scaling
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1.0e-8;
+  Fused fused = Fused::kAuto;
+  bool adafactor_relative_step = false;
+  bool adafactor_scale_parameter = false;
+  bool adafactor_warmup_init = false;
+  double adafactor_decay_rate = -0.8;
+  double adafactor_clip_threshold = 1.0;
+  double adafactor_beta1 = 0.0;  // 0 = no first moment
+  double adafactor_eps1 = 1.0e-30;
+  double adafactor_eps2 = 1.0e-3;
+};
+
+struct LrScheduleSettings {
+  enum class Decay { kConstant, kLinear, kCosine, kInverseSqrt };
+  int64_t warmup_steps = 0;
+  double warmup_ratio = 0.0;
+  Decay decay = Decay::kConstant;
+  double min_lr_ratio = 0.0;
+};
+
+struct LrScalingSettings {
+  enum class Rule { kNone, kLinear, kSqrt };
+  Rule rule = Rule::kNone;
+  int64_t reference_global_batch = 16;
+  bool scale_warmup = false;
+};
+
+struct EvalSettings {
+  int64_t every_steps = 0;  // 0 = only at the end (if at_end)
+  bool at_end = true;
+  int64_t max_examples = 0;  // 0 = the whole split
+  int64_t batch_size = 16;
+  bool generate = true;
+  int64_t max_new_tokens = 64;
+  std::string metrics = "loss";  // comma list of loss, rouge, squad, classification
+  bool write_generations = true;
+  bool only = false;  // evaluation-only mode
+};
+
+struct EarlyStoppingSettings {
+  enum class Mode { kAuto, kMin, kMax };
+  std::string metric;  // "" = off
+  Mode mode = Mode::kAuto;
+  int64_t patience = 3;
+  double min_delta = 0.0;
+};
+
+struct CheckpointSettings {
+  enum class Resume { kAuto, kNever };
+  std::string dir;  // "" = <output_dir>/<name>.ckpt
+  int64_t every_steps = 0;
+  double every_minutes = 0.0;
+  int64_t keep_last = 2;
+  Resume resume = Resume::kAuto;
+  bool at_end = true;
+};
+
+struct ExportSettings {
+  std::string hf_dir;  // "" = no export
+};
+
+struct TelemetrySettings {
+  enum class GpuEnergy { kAuto, kNvml, kNone };
+  enum class CpuEnergy { kAuto, kRapl, kNone };
+  int64_t flush_every_steps = 10;
+  GpuEnergy gpu_energy = GpuEnergy::kAuto;
+  CpuEnergy cpu_energy = CpuEnergy::kAuto;
+  double peak_flops_per_device = 0.0;  // 0 = from the table of peaks by device name
+};
+
+struct CostSettings {
+  double price_per_node_hour_usd = 0.0;  // 0 = unknown
+  double low_priority_price_per_node_hour_usd = 0.0;
+  double carbon_intensity_g_per_kwh = 475.0;
+  double pue = 1.0;
+  int64_t gpus_per_node = 0;  // 0 = from the launch
+};
+
+struct RunConfig {
+  enum class Precision { kFp32, kBf16, kFp16 };
+  RunSettings run;
+  ModelSettings model;
+  DataSettings data;
+  ParallelSettings parallel;
+  Precision precision = Precision::kBf16;
+  TrainSettings train;
+  OptimizerSettings optimizer;
+  LrScheduleSettings lr_schedule;
+  LrScalingSettings lr_scaling;
+  EvalSettings eval;
+  EarlyStoppingSettings early_stopping;
+  CheckpointSettings checkpoint;
+  ExportSettings export_;  // YAML section "export" (a C++ keyword)
+  TelemetrySettings telemetry;
+  CostSettings cost;
+};
+
+// Key by key, through the registry; doubles compare exactly (a YAML round trip keeps every bit).
+bool operator==(const RunConfig& a, const RunConfig& b);
+inline bool operator!=(const RunConfig& a, const RunConfig& b) { return !(a == b); }
+
+// The names as written in YAML ("fixed_global", "inverse_sqrt", ...).
+std::string enum_name(DataSettings::Sampling value);
+std::string enum_name(ParallelSettings::Backend value);
+std::string enum_name(RunConfig::Precision value);
+std::string enum_name(TrainSettings::BatchMode value);
+std::string enum_name(OptimizerSettings::Name value);
+std::string enum_name(OptimizerSettings::Fused value);
+std::string enum_name(LrScheduleSettings::Decay value);
+std::string enum_name(LrScalingSettings::Rule value);
+std::string enum_name(EarlyStoppingSettings::Mode value);
+std::string enum_name(CheckpointSettings::Resume value);
+std::string enum_name(TelemetrySettings::GpuEnergy value);
+std::string enum_name(TelemetrySettings::CpuEnergy value);
+
+// ---- Loading and overrides (types and key names; ranges are validate()'s) ----
+
+// Reads a YAML file; keys not in it keep their defaults. Throws t5scale::Error listing every problem, each as
+// "<file>:<line>: <key>: <reason>": an unknown key (with the nearest known key), a value of the wrong type (the
+// value and the expected type), a value that is not one of an enum's names, a duplicate key, a YAML syntax
+// error (line and column), or a file that cannot be read.
+RunConfig load_run_config(const std::string& path);
+// The same from text; `source` names it in messages.
+RunConfig parse_run_config(const std::string& yaml_text, const std::string& source = "<config>");
+// One "--set section.key=value": the value is read as the key's type, as in YAML (quotes optional). Throws an
+// Error starting with "--set <assignment>: ".
+void apply_override(RunConfig& config, const std::string& assignment);
+// All of them, reporting every bad one at once.
+void apply_overrides(RunConfig& config, const std::vector<std::string>& assignments);
+
+// Every key, resolved, in the schema's order, as YAML that load_run_config reads back to an equal config
+// (floats in their shortest round-trip form; strings quoted).
+std::string to_yaml(const RunConfig& config);
+
+// ---- Validation ----
+
+struct ConfigError {
+  std::string key;      // "train.max_steps"; for checks across keys, the key to change first
+  std::string message;  // the reason, without the key
+  std::string text() const { return key + ": " + message; }
+};
+
+// Every problem that the config alone shows: each key's range or allowed values, and the checks across keys
+// (exactly one of max_steps / epochs, the model name, tp dividing the model, adafactor with zero1, early
+// stopping on a computed metric, ...). Touches no file.
+std::vector<ConfigError> validate(const RunConfig& config);
+// validate() plus what the world size decides: world % tp, and the batch split (resolve_batch's checks).
+std::vector<ConfigError> validate_for_world(const RunConfig& config, int64_t world_size);
+// The paths that must exist: data.dataset (unless "synthetic"), data.tokenizer and model.init_from if set.
+std::vector<ConfigError> check_files(const RunConfig& config);
+// Throws t5scale::Error with every error of `errors`, one per line, under "<source>: invalid run config:".
+void throw_if_errors(const std::vector<ConfigError>& errors, const std::string& source);
+
+// ---- Resolution ----
+
+struct BatchPlan {
+  int64_t dp = 1;                 // data-parallel replicas = world / tp
+  int64_t micro_batch = 0;        // sequences per micro-batch and replica
+  int64_t grad_accumulation = 1;  // micro-batches per optimizer step and replica
+  int64_t global_batch = 0;       // sequences per optimizer step = micro_batch * dp * grad_accumulation
+};
+// fixed_global: micro_batch = global_batch / (dp * grad_accumulation), which must divide (train.micro_batch
+// must be 0 or that value); fixed_micro: global_batch = micro_batch * dp * grad_accumulation (train.global_batch
+// is not used). Throws an Error naming the keys and numbers when the split is impossible.
+BatchPlan resolve_batch(const RunConfig& config, int64_t world_size);
+
+// parallel.tp errors for a model shape: tp must divide num_heads, d_ff and vocab_size (each with both numbers).
+std::vector<ConfigError> check_tp_divides(const ModelConfig& model, int64_t tp);
+
+// The settings of the model section applied to a shape from anywhere (a named shape, an init_from config.json):
+// model.dropout_rate >= 0 replaces the shape's dropout.
+void apply_model_settings(const RunConfig& config, ModelConfig& model);
+
+// The model shape the run trains: "tiny" -> tiny_model_config(vocab_size) (vocab_size: the data's, from
+// data.synthetic_vocab_size or the dataset file's vocab_size attribute); a named shape -> named_model_config, whose
+// vocabulary must hold the data's ids (vocab_size <= its vocab_size); then apply_model_settings. With
+// model.init_from set the shape is that folder's config.json, which io reads: this throws.
+ModelConfig resolve_model_config(const RunConfig& config, int64_t vocab_size);
+
+// The reference of every key as Markdown (one table per section: key, type, default, allowed values, meaning,
+// then the checks across keys): what `t5scale-train --config-reference` prints and jobs/CONFIG_REFERENCE.md holds.
+std::string config_reference_markdown();
+
+// Metric names that early_stopping.metric accepts (the /eval columns of the run file, loss as "eval_loss").
+const std::vector<std::string>& known_eval_metric_names();
+
+}  // namespace t5scale
