@@ -1,0 +1,173 @@
+"""Figures of the report, drawn with matplotlib's Agg backend (no display) and saved as PNG and SVG."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
+
+from .runfile import LOWER_IS_BETTER, metric_label  # noqa: E402
+
+plt.rcParams.update({"svg.hashsalt": "t5scale", "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
+
+SCALING_PANELS = (
+    ("mean_step_time_s", "time per step (s)"),
+    ("samples_per_s", "throughput (samples/s)"),
+    ("speedup", "speedup"),
+    ("parallel_efficiency", "parallel efficiency"),
+    ("train_time_s", "training time (s)"),
+    ("cost_usd", "cost (USD)"),
+    ("energy_kwh", "energy (kWh)"),
+    ("co2_kg", "CO2 (kg)"),
+)
+
+
+def file_stem(text: str) -> str:
+    """A name that is safe in a file name; an empty study is "nostudy"."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).strip("_") or "nostudy"
+
+
+def study_name(study) -> str:
+    return str(study) if str(study) else "(no study)"
+
+
+def save(fig, out_dir: Path, stem: str) -> tuple:
+    """Writes <stem>.png and <stem>.svg under out_dir and closes the figure."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png, svg = out_dir / f"{stem}.png", out_dir / f"{stem}.svg"
+    fig.savefig(png, dpi=110, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(svg, bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    return png, svg
+
+
+def _log2_axis(ax, values) -> None:
+    values = sorted({float(v) for v in values if np.isfinite(v) and v > 0})
+    if not values:
+        return
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(values[0] / 1.4, values[-1] * 1.4)  # explicit: a panel with nothing drawn has no data limits
+    ax.set_xticks(values)
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _legend_below(fig, axes) -> None:
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(3, len(handles)),
+                   fontsize=8, frameon=False)
+
+
+def scaling_figure(table: pd.DataFrame, x: str, title: str):
+    """The scaling panels of one study against `x` ("world_size" or "nodes"): a line per series (per series and
+    GPUs per node against nodes) through the mean of each x, a marker per run."""
+    fig, axes = plt.subplots(2, 4, figsize=(15, 6.5))
+    axes = axes.ravel()
+    group_keys = ["series"] if x == "world_size" else ["series", "gpus_per_node"]
+    for keys, group in table.groupby(group_keys, sort=True):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        label = keys[0] if x == "world_size" else f"{keys[0]}, {keys[1]} GPU(s)/node"
+        for ax, (column, ylabel) in zip(axes, SCALING_PANELS):
+            if column not in group:
+                continue
+            values = group[[x, column]].astype(float)
+            means = values.groupby(x)[column].mean()
+            line, = ax.plot(means.index, means.to_numpy(), marker="o", label=label)
+            ax.scatter(values[x], values[column], s=12, color=line.get_color(), alpha=0.6)
+    for ax, (column, ylabel) in zip(axes, SCALING_PANELS):
+        if x == "world_size" and column == "speedup" and len(table):
+            base = float(table["base_world_size"].min())
+            xs = np.array(sorted(set(table[x].astype(float))))
+            ax.plot(xs, xs / base, color="grey", linestyle="--", linewidth=1, label="_ideal")
+        if x == "world_size" and column == "parallel_efficiency":
+            ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+        if column not in table or not np.isfinite(table[column].astype(float)).any():
+            ax.text(0.5, 0.5, "not measured", transform=ax.transAxes, ha="center", va="center", color="grey")
+        _log2_axis(ax, table[x].astype(float))
+        ax.set_xlabel("GPUs (world size)" if x == "world_size" else "nodes")
+        ax.set_ylabel(ylabel)
+    fig.suptitle(title)
+    fig.tight_layout()
+    _legend_below(fig, axes)
+    return fig
+
+
+def lr_scaling_figure(by_batch: pd.DataFrame, metric: str, title: str):
+    """Final (solid) and best (dashed) eval metric against the global batch, a colour per LR-scaling rule."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for rule, group in by_batch.groupby("lr_scaling_rule", sort=True):
+        line, = ax.plot(group["global_batch"], group["final"], marker="o", label=f"{rule}: final")
+        ax.plot(group["global_batch"], group["best"], marker="s", linestyle="--", color=line.get_color(),
+                label=f"{rule}: best")
+    _log2_axis(ax, by_batch["global_batch"].astype(float))
+    ax.set_xlabel("global batch (samples)")
+    ax.set_ylabel(metric_label(metric) + (" (lower is better)" if metric in LOWER_IS_BETTER else ""))
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def loss_curves_figure(runs: list, metric: str | None, title: str):
+    """Train loss against step and against samples seen (runs with different global batches compare on the
+    second), and the eval metric against samples seen."""
+    panels = 3 if metric is not None else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4.2))
+    for run in runs:
+        steps = run.steps
+        label = f"{run.run_id} ({run.attrs.get('lr_scaling_rule', '?')}, batch {run.attrs.get('global_batch', '?')})"
+        if len(steps) and "loss" in steps and "step" in steps:
+            seen = steps["samples"].cumsum() if "samples" in steps else steps["step"]
+            line, = axes[0].plot(steps["step"], steps["loss"], linewidth=1, label=label)
+            axes[1].plot(seen, steps["loss"], linewidth=1, color=line.get_color())
+            color = line.get_color()
+        else:
+            color = None
+        if metric is not None and len(run.evals) and metric in run.evals and len(steps) and "samples" in steps:
+            # samples seen at each evaluated step, from the steps' cumulative samples
+            cumulative = pd.Series(steps["samples"].cumsum().to_numpy(), index=steps["step"].to_numpy())
+            seen_at_eval = cumulative.reindex(run.evals["step"].to_numpy(), method="ffill").fillna(0)
+            axes[2].plot(seen_at_eval.to_numpy(), run.evals[metric], marker="o", linewidth=1, color=color)
+    axes[0].set_xlabel("step")
+    axes[1].set_xlabel("samples seen")
+    for ax in axes[:2]:
+        ax.set_ylabel("train loss")
+    if metric is not None:
+        if not axes[2].lines:
+            axes[2].text(0.5, 0.5, "no evaluation during training", transform=axes[2].transAxes, ha="center",
+                         va="center", color="grey")
+        axes[2].set_xlabel("samples seen")
+        axes[2].set_ylabel(metric_label(metric))
+    fig.suptitle(title)
+    fig.tight_layout()
+    _legend_below(fig, axes)
+    return fig
+
+
+def pareto_figure(table: pd.DataFrame, title: str):
+    """Cost against the best eval metric; the front's runs filled and joined, the dominated ones hollow."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    front = table[table["on_front"]].sort_values("cost")
+    rest = table[~table["on_front"]]
+    ax.scatter(rest["cost"], rest["best_metric"], facecolors="none", edgecolors="grey", label="dominated")
+    ax.plot(front["cost"], front["best_metric"], marker="o", color="tab:red", drawstyle="steps-post",
+            label="Pareto front")
+    for _, row in table.iterrows():
+        ax.annotate(str(row["run_id"]), (row["cost"], row["best_metric"]), fontsize=7, xytext=(3, 3),
+                    textcoords="offset points")
+    axis = table["cost_axis"].iloc[0] if len(table) else "cost_usd"
+    ax.set_xlabel("cost (USD)" if axis == "cost_usd" else "node-hours (no price per node-hour set)")
+    metric = table["metric"].iloc[0] if len(table) else ""
+    ax.set_ylabel("best " + metric_label(metric))
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

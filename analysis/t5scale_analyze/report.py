@@ -1,0 +1,238 @@
+"""From a results folder to the outputs: the runs table (CSV, Parquet), the scaling, LR-scaling and Pareto
+tables (CSV), the resource cards (Markdown), the figures (PNG, SVG) and one self-contained HTML report (figures
+embedded as base64 PNG, no external resource)."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import html
+import numbers
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from . import plots
+from .cards import card_rows, cards_markdown
+from .lr_scaling import lr_scaling_table, metric_by_batch, metric_columns
+from .pareto import pareto_table
+from .runfile import choose_metric, metric_label, read_folder
+from .scaling import scaling_table
+from .tables import format_number, runs_table, write_runs_table
+
+
+@dataclass
+class Analysis:
+    results_dir: Path
+    runs: list  # runfile.Run, in the runs table's order
+    skipped: list  # runfile.Skipped
+    table: pd.DataFrame  # the runs table
+    metric: str | None  # the eval metric reported (None: no run was evaluated)
+    scaling: pd.DataFrame
+    lr_scaling: pd.DataFrame
+    pareto: pd.DataFrame
+
+
+def analyze(results_dir, metric=None) -> Analysis:
+    """Reads every run file under results_dir and builds the tables. `metric` as for choose_metric (ValueError
+    for an unknown name)."""
+    results_dir = Path(results_dir)
+    runs, skipped = read_folder(results_dir)
+    table = runs_table(runs)
+    chosen = choose_metric(metric, table)
+    by_path = {str(run.path): run for run in runs}
+    ordered = [by_path[p] for p in table["path"]] if len(table) else []
+    return Analysis(results_dir=results_dir, runs=ordered, skipped=skipped, table=table, metric=chosen,
+                    scaling=scaling_table(table), lr_scaling=lr_scaling_table(table, chosen),
+                    pareto=pareto_table(table, chosen))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# HTML pieces
+
+
+def html_table(df: pd.DataFrame, columns=None) -> str:
+    if columns is not None:
+        df = df[[c for c in columns if c in df]]
+    if df.empty:
+        return "<p><em>no rows</em></p>"
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    body = []
+    for _, row in df.iterrows():
+        cells = []
+        for value in row:
+            text = html.escape(format_number(value))
+            numeric = isinstance(value, numbers.Number) and not isinstance(value, bool)
+            cells.append(f'<td class="num">{text}</td>' if numeric else f"<td>{text}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def html_figure(png: Path, caption: str) -> str:
+    data = base64.b64encode(png.read_bytes()).decode("ascii")
+    return (f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(caption)} (also {html.escape(png.with_suffix('.svg').name)})"
+            f"</figcaption></figure>")
+
+
+STYLE = """
+body { font-family: sans-serif; margin: 2em; max-width: 110em; color: #222; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em 0; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f0f0f0; }
+figure { margin: 1em 0; } figure img { max-width: 100%; }
+figcaption { font-size: 0.85em; color: #555; }
+.card { display: inline-block; vertical-align: top; margin: 0 1.5em 1.5em 0; }
+.note { color: #8a4b00; }
+"""
+
+DEFINITIONS = """
+<ul>
+<li><b>wall_time_s</b>: since the run's first start (resumed attempts included), to the last step or evaluation.
+<b>train_time_s</b>: the sum of the step times; <b>samples_per_s</b> = samples_total / train_time_s.</li>
+<li><b>speedup</b>: samples_per_s relative to the mean of the series' runs at its smallest world size;
+<b>parallel_efficiency</b> = speedup / (world_size / base_world_size). A series is the runs of a study that differ
+only in scale (same model, TP, precision, optimizer, LR rule, strategies, data and fixed batch).</li>
+<li><b>cost_usd</b> = price_per_node_hour_usd x nodes x wall_time_s / 3600 (0 when no price is set); the
+low-priority cost uses cost.low_priority_price_per_node_hour_usd.</li>
+<li><b>energy_kwh</b> = (GPU J + CPU J) / 3.6e6 x PUE, the counters summed over ranks (a source that measured
+nothing counts as 0); <b>co2_kg</b> = energy_kwh x carbon_intensity_g_per_kwh / 1000.</li>
+<li>Runs without a /summary (still being written, or killed) are <b>incomplete</b>: their figures come from the
+flushed steps and their totals are not final. Pareto fronts use completed runs only.</li>
+</ul>
+"""
+
+
+def write_report(analysis: Analysis, out_dir) -> dict:
+    """Writes every output under out_dir; returns {what: path}."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
+    runs_csv, runs_parquet = write_runs_table(analysis.table, out_dir)
+    written.update(runs_csv=runs_csv, runs_parquet=runs_parquet)
+    for what, df in (("scaling", analysis.scaling), ("lr_scaling", analysis.lr_scaling), ("pareto", analysis.pareto)):
+        written[what] = out_dir / f"{what}.csv"
+        df.to_csv(written[what], index=False)
+    written["cards"] = out_dir / "cards.md"
+    written["cards"].write_text(cards_markdown(analysis.table, analysis.metric), encoding="utf-8")
+
+    plot_dir = out_dir / "plots"
+    sections = [_header(analysis), _runs_section(analysis), _scaling_section(analysis, plot_dir),
+                _lr_section(analysis, plot_dir), _pareto_section(analysis, plot_dir), _cards_section(analysis),
+                _skipped_section(analysis), '<h2 id="definitions">Definitions</h2>' + DEFINITIONS]
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>t5scale report</title>"
+            f"<style>{STYLE}</style></head><body>\n" + "\n".join(sections) + "\n</body></html>\n")
+    written["report"] = out_dir / "report.html"
+    written["report"].write_text(page, encoding="utf-8")
+    written["plots"] = plot_dir
+    return written
+
+
+def _metric_text(analysis: Analysis) -> str:
+    return metric_label(analysis.metric) if analysis.metric else "none (no evaluations)"
+
+
+def _header(analysis: Analysis) -> str:
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return ("<h1>t5scale report</h1>"
+            f"<p>Results folder <code>{html.escape(str(analysis.results_dir))}</code>: {len(analysis.runs)} run(s), "
+            f"{len(analysis.skipped)} file(s) skipped. Eval metric: <b>{html.escape(_metric_text(analysis))}</b>. "
+            f"Written {now}.</p>"
+            '<p>Contents: <a href="#runs">runs</a> · <a href="#scaling">scaling</a> · '
+            '<a href="#lr">learning-rate scaling</a> · <a href="#pareto">cost/quality Pareto front</a> · '
+            '<a href="#cards">resource cards</a> · <a href="#skipped">skipped files</a> · '
+            '<a href="#definitions">definitions</a></p>')
+
+
+def _runs_section(analysis: Analysis) -> str:
+    table = analysis.table
+    counts = table["status"].value_counts().to_dict() if len(table) else {}
+    parts = ['<h2 id="runs">Runs</h2>',
+             "<p>" + ", ".join(f"{html.escape(str(k))}: {v}" for k, v in sorted(counts.items())) +
+             ". Every column (root attributes, <code>cfg.*</code> config keys, summary figures) is in "
+             "<code>runs.csv</code> and <code>runs.parquet</code>.</p>"]
+    overview = ["run_id", "study", "status", "nodes", "gpus_per_node", "world_size", "tp", "dp", "global_batch",
+                "lr_scaling_rule", "effective_lr", "steps_completed", "wall_time_s", "samples_per_s", "cost_usd",
+                "energy_kwh", "co2_kg"] + metric_columns(analysis.metric)[1:2] + ["summary_source"]
+    parts.append(html_table(table, overview))
+    for _, row in table[table["status"] == "incomplete"].iterrows() if len(table) else []:
+        parts.append(f'<p class="note">{html.escape(str(row["run_id"]))}: {html.escape(str(row["notes"]))}</p>')
+    return "\n".join(parts)
+
+
+def _scaling_section(analysis: Analysis, plot_dir: Path) -> str:
+    parts = ['<h2 id="scaling">Scaling</h2>']
+    if analysis.scaling.empty:
+        parts.append("<p><em>no run with measured steps</em></p>")
+    for study, group in analysis.scaling.groupby("study", sort=True, dropna=False):
+        stem, name = plots.file_stem(study), plots.study_name(study)
+        parts += [f"<h3>study {html.escape(name)}</h3>", html_table(group)]
+        png, _ = plots.save(plots.scaling_figure(group, "world_size", f"{name}: scaling with GPUs"),
+                            plot_dir, f"scaling_{stem}_gpus")
+        parts.append(html_figure(png, f"{name}: time, throughput, speedup, efficiency, cost, energy and CO2 "
+                                      f"against GPUs"))
+        if group["nodes"].nunique() > 1:
+            png, _ = plots.save(plots.scaling_figure(group, "nodes", f"{name}: scaling with nodes"),
+                                plot_dir, f"scaling_{stem}_nodes")
+            parts.append(html_figure(png, f"{name}: the same against nodes, a line per GPUs-per-node"))
+        else:
+            parts.append(f"<p>All runs of this study use {group['nodes'].iloc[0]} node(s): no plot against nodes.</p>")
+    return "\n".join(parts)
+
+
+def _lr_section(analysis: Analysis, plot_dir: Path) -> str:
+    metric, mlabel = analysis.metric, _metric_text(analysis)
+    parts = ['<h2 id="lr">Learning-rate scaling</h2>']
+    for study, group in analysis.lr_scaling.groupby("study", sort=True, dropna=False):
+        stem, name = plots.file_stem(study), plots.study_name(study)
+        parts += [f"<h3>study {html.escape(name)}</h3>", html_table(group)]
+        if metric is not None and group[f"best_{metric}"].notna().any():
+            by_batch = metric_by_batch(group, metric)
+            parts.append(html_table(by_batch.rename(columns={"final": f"mean final {mlabel}",
+                                                             "best": f"mean best {mlabel}"})))
+            png, _ = plots.save(plots.lr_scaling_figure(by_batch, metric, f"{name}: {mlabel} against global batch"),
+                                plot_dir, f"lr_scaling_{stem}")
+            parts.append(html_figure(png, f"{name}: final and best {mlabel} against the global batch per LR rule"))
+        else:
+            parts.append(f"<p><em>no run of this study measured {html.escape(mlabel)}</em></p>")
+        study_runs = [run for run in analysis.runs if run.attrs.get("study", "") == study]
+        png, _ = plots.save(plots.loss_curves_figure(study_runs, metric, f"{name}: loss curves"),
+                            plot_dir, f"loss_curves_{stem}")
+        parts.append(html_figure(png, f"{name}: train loss per run against step and samples seen"
+                                      + (f", {mlabel} against samples seen" if metric else "")))
+    return "\n".join(parts)
+
+
+def _pareto_section(analysis: Analysis, plot_dir: Path) -> str:
+    parts = ['<h2 id="pareto">Cost/quality Pareto front</h2>']
+    if analysis.pareto.empty:
+        parts.append("<p><em>no completed run with an evaluation</em></p>")
+    for study, group in analysis.pareto.groupby("study", sort=True, dropna=False):
+        stem, name = plots.file_stem(study), plots.study_name(study)
+        parts.append(f"<h3>study {html.escape(name)}</h3>")
+        if group["cost_axis"].iloc[0] != "cost_usd":
+            parts.append("<p>Not every run has a price per node-hour: cost is in node-hours.</p>")
+        parts.append(html_table(group))
+        png, _ = plots.save(plots.pareto_figure(group, f"{name}: cost against best {_metric_text(analysis)}"),
+                            plot_dir, f"pareto_{stem}")
+        parts.append(html_figure(png, f"{name}: cost/quality Pareto front (filled: non-dominated runs)"))
+    return "\n".join(parts)
+
+
+def _cards_section(analysis: Analysis) -> str:
+    parts = ['<h2 id="cards">Resource cards</h2>']
+    for _, row in analysis.table.iterrows():
+        rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
+                       for k, v in card_rows(row, analysis.metric))
+        parts.append(f'<div class="card"><h3>{html.escape(str(row["run_id"]))}</h3>'
+                     f"<table><thead><tr><th>key</th><th>value</th></tr></thead><tbody>{rows}</tbody></table></div>")
+    return "\n".join(parts)
+
+
+def _skipped_section(analysis: Analysis) -> str:
+    if not analysis.skipped:
+        return '<h2 id="skipped">Skipped files</h2><p>none</p>'
+    rows = pd.DataFrame([{"path": str(s.path), "reason": s.reason} for s in analysis.skipped])
+    return '<h2 id="skipped">Skipped files</h2>' + html_table(rows)

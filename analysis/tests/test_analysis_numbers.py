@@ -1,0 +1,162 @@
+"""The numbers of the analysis on the "scale" study of conftest.STUDY, against values worked out by hand.
+
+Per run: world = nodes x GPUs per node, global batch 8 x world, 640 / global steps, two evaluations of 2 s.
+  run      world nodes steps step  train  wall   samples/s  GPU energy          cost (12 USD/node-hour)
+  none-w1  1     1     80    1.0   80 s   84 s   8          300 W x 1 x 80 s    12 x 1 x 84 / 3600 = 0.28
+  none-w2  2     1     40    1.0   40     44     16         300 x 2 x 40        12 x 44 / 3600     = 0.146667
+  none-w4  4     1     20    1.25  25     29     25.6       300 x 4 x 25        12 x 29 / 3600     = 0.096667
+  none-w8  8     2     10    1.6   16     20     40         300 x 8 x 16        12 x 2 x 20 / 3600 = 0.133333
+  sqrt-wN as none-wN.
+GPU energy 24, 24, 30, 38.4 kJ; none-w1 also has 50 W of CPU over 80 s = 4 kJ. energy_kwh = J / 3.6e6 x 1.2,
+co2_kg = energy_kwh x 475 / 1000.
+"""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from t5scale_analyze import analyze
+from t5scale_analyze.cards import card_markdown, format_duration
+from t5scale_analyze.pareto import non_dominated
+
+HAND = {  # run_id: (cost_usd, energy_kwh, samples_per_s, speedup, parallel_efficiency)
+    "none-w1": (0.28, 28000 / 3.6e6 * 1.2, 8.0, 1.0, 1.0),
+    "none-w2": (12 * 44 / 3600, 24000 / 3.6e6 * 1.2, 16.0, 2.0, 1.0),
+    "none-w4": (12 * 29 / 3600, 30000 / 3.6e6 * 1.2, 25.6, 3.2, 0.8),
+    "none-w8": (12 * 2 * 20 / 3600, 38400 / 3.6e6 * 1.2, 40.0, 5.0, 0.625),
+    "sqrt-w1": (0.28, 24000 / 3.6e6 * 1.2, 8.0, 1.0, 1.0),
+    "sqrt-w4": (12 * 29 / 3600, 30000 / 3.6e6 * 1.2, 25.6, 3.2, 0.8),
+    "sqrt-w8": (12 * 2 * 20 / 3600, 38400 / 3.6e6 * 1.2, 40.0, 5.0, 0.625),
+}
+
+
+@pytest.fixture(scope="module")
+def analysis(study_dir):
+    return analyze(study_dir)
+
+
+def by_run(table: pd.DataFrame) -> pd.DataFrame:
+    return table.set_index("run_id")
+
+
+def test_runs_table_cost_energy_and_co2(analysis):
+    runs = by_run(analysis.table)
+    assert sorted(runs.index) == sorted(HAND)
+    for run_id, (cost, energy, samples_per_s, _, _) in HAND.items():
+        row = runs.loc[run_id]
+        assert row["cost_usd"] == pytest.approx(cost, rel=1e-12)
+        assert row["energy_kwh"] == pytest.approx(energy, rel=1e-12)
+        assert row["co2_kg"] == pytest.approx(energy * 475 / 1000, rel=1e-12)
+        assert row["samples_per_s"] == pytest.approx(samples_per_s, rel=1e-12)
+        # low priority: 3 USD per node-hour
+        assert row["cost_low_priority_usd"] == pytest.approx(cost / 4, rel=1e-12)
+    assert runs.loc["none-w8", "gpu_energy_kj"] == pytest.approx(38.4)
+    assert runs.loc["none-w1", "cpu_energy_kwh"] == pytest.approx(4000 / 3.6e6)
+    assert math.isnan(runs.loc["sqrt-w1", "cpu_energy_kwh"])
+
+
+def test_runs_table_has_every_attribute_config_key_and_summary_figure(analysis):
+    table = analysis.table
+    for column in ("run_id", "hosts", "device_names", "energy_source_gpu", "predicted_flops_per_step",
+                   "cfg.train.global_batch", "cfg.cost.low_priority_price_per_node_hour_usd", "cfg.precision",
+                   "cfg.lr_scaling.rule", "wall_time_s", "tokens_total", "mean_memory_allocated_bytes",
+                   "final_rougeL", "best_rougeL_step", "final_loss"):
+        assert column in table, column
+    assert "config_yaml" not in table
+    assert list(by_run(table).loc[["none-w1", "none-w8"], "cfg.train.global_batch"]) == [8, 64]
+
+
+def test_scaling_speedup_and_efficiency_per_series(analysis):
+    scaling = by_run(analysis.scaling)
+    for run_id, (_, _, samples_per_s, speedup, efficiency) in HAND.items():
+        assert scaling.loc[run_id, "speedup"] == pytest.approx(speedup, rel=1e-12), run_id
+        assert scaling.loc[run_id, "parallel_efficiency"] == pytest.approx(efficiency, rel=1e-12), run_id
+        assert scaling.loc[run_id, "base_world_size"] == 1
+    assert scaling.loc["none-w4", "series"] == "lr_scaling_rule=none"
+    assert scaling.loc["sqrt-w8", "series"] == "lr_scaling_rule=sqrt"
+    assert scaling.loc["none-w8", "mean_step_time_s"] == pytest.approx(1.6)
+
+
+def test_speedup_baseline_is_the_mean_of_the_repeats_at_the_smallest_world():
+    from t5scale_analyze.scaling import scaling_table
+    runs = pd.DataFrame({"run_id": ["a", "b", "c"], "study": ["s"] * 3, "status": ["completed"] * 3,
+                         "world_size": [2, 2, 8], "nodes": [1, 1, 1], "samples_per_s": [9.0, 11.0, 30.0]})
+    table = by_run(scaling_table(runs))
+    assert table.loc["c", "speedup"] == pytest.approx(3.0)  # 30 / mean(9, 11)
+    assert table.loc["c", "parallel_efficiency"] == pytest.approx(0.75)  # 3 / (8 / 2)
+    assert table.loc["a", "speedup"] == pytest.approx(0.9)
+
+
+def test_pareto_front_of_cost_against_best_rougeL(analysis):
+    # cost, best rougeL: none-w4 0.0967 0.35, sqrt-w4 0.0967 0.39, none-w8 0.1333 0.31, sqrt-w8 0.1333 0.37,
+    # none-w2 0.1467 0.395, none-w1 0.28 0.40, sqrt-w1 0.28 0.41. sqrt-w4 dominates none-w4 (same cost, better),
+    # both w8 runs (cheaper, better); none-w2 beats every cheaper run; sqrt-w1 dominates none-w1.
+    pareto = by_run(analysis.pareto)
+    assert set(pareto.index[pareto["on_front"]]) == {"sqrt-w4", "none-w2", "sqrt-w1"}
+    assert set(pareto["cost_axis"]) == {"cost_usd"}
+    assert pareto.loc["none-w8", "best_metric"] == pytest.approx(0.31)  # best (after step 5), not final (0.30)
+
+
+def test_pareto_front_with_eval_loss_lower_is_better(study_dir):
+    # eval loss = 2 - rougeL at every evaluation: the same runs are on the front
+    pareto = by_run(analyze(study_dir, "eval_loss").pareto)
+    assert set(pareto.index[pareto["on_front"]]) == {"sqrt-w4", "none-w2", "sqrt-w1"}
+    assert pareto.loc["none-w8", "best_metric"] == pytest.approx(1.69)
+
+
+def test_non_dominated_with_ties_and_missing_values():
+    cost = [1.0, 1.0, 2.0, 3.0, np.nan, 0.5]
+    quality = [0.5, 0.5, 0.7, 0.6, 0.9, np.nan]
+    # the two identical points dominate neither each other; (3, 0.6) is dominated by (2, 0.7); NaNs are out
+    assert list(non_dominated(cost, quality)) == [True, True, True, False, False, False]
+    # as good and cheaper dominates; as cheap and better dominates
+    assert list(non_dominated([1.0, 2.0, 1.0], [0.5, 0.5, 0.4])) == [True, False, False]
+    # lower is better: (2, 0.3) costs more and is worse than (1, 0.2); (3, 0.1) is better for its cost
+    assert list(non_dominated([1.0, 2.0, 3.0], [0.2, 0.3, 0.1], higher_is_better=False)) == [True, False, True]
+
+
+def test_pareto_uses_node_hours_when_no_price_is_set_and_only_completed_runs():
+    from t5scale_analyze.pareto import pareto_table
+    runs = pd.DataFrame({"run_id": ["a", "b", "c"], "study": ["s"] * 3,
+                         "status": ["completed", "completed", "incomplete"], "price_per_node_hour_usd": [0.0] * 3,
+                         "cost_usd": [0.0] * 3, "node_hours": [2.0, 1.0, 0.1], "best_f1": [0.9, 0.8, 0.95],
+                         "world_size": [1, 1, 1], "global_batch": [8] * 3, "lr_scaling_rule": ["none"] * 3})
+    table = by_run(pareto_table(runs, "f1"))
+    assert list(table.index) == ["b", "a"] and list(table["on_front"]) == [True, True]
+    assert set(table["cost_axis"]) == {"node_hours"}
+
+
+def test_lr_scaling_table(analysis):
+    lr = analysis.lr_scaling
+    assert analysis.metric == "rougeL"
+    sqrt = lr[lr["lr_scaling_rule"] == "sqrt"]
+    assert list(sqrt["global_batch"]) == [8, 32, 64]
+    assert list(sqrt["effective_lr"]) == pytest.approx([1e-3, 2e-3, 1e-3 * math.sqrt(8)])
+    assert list(sqrt["final_rougeL"]) == pytest.approx([0.41, 0.39, 0.37])
+    none = lr[lr["lr_scaling_rule"] == "none"]
+    assert list(none["best_rougeL"]) == pytest.approx([0.40, 0.395, 0.35, 0.31])
+    assert list(none["best_rougeL_step"]) == [80, 40, 20, 5]
+
+
+def test_resource_card_as_in_the_seed(analysis):
+    row = by_run(analysis.table).loc["none-w1"].copy()
+    row["run_id"] = "none-w1"
+    card = card_markdown(row, "rougeL")
+    assert "| Run Duration | 1m 24.00s (training 1m 20.00s, evaluation 4.00s) |" in card
+    assert "| Compute Cost (LowPriority/Dedicated) | $0.07/$0.28 (USD) at 3/12 USD per node-hour" in card
+    assert "| GPU Memory Usage (Avg/Peak) | 2.00/3.00 (GiB;" in card
+    assert "| Total GPU Energy Usage | 24.00 (kJ) from nvml_energy_counter |" in card
+    assert "| Emissions | 0.004433 (kg CO2eq at 475 g/kWh) |" in card
+    assert "| Throughput | 8.00 samples/s, 320 tokens/s |" in card
+    assert "| Total FLOPs | 6.4e+14 |" in card  # 80 steps x 8e12
+    assert "| rougeL (final/best) | 0.4 / 0.4 (best at step 80) |" in card
+
+
+def test_format_duration():
+    assert format_duration(2631.05) == "43m 51.05s"
+    assert format_duration(3723.0) == "1h 02m 03.00s"
+    assert format_duration(7.25) == "7.25s"
+    assert format_duration(59.999) == "1m 00.00s"
+    assert format_duration(float("nan")) == "unknown"

@@ -1,0 +1,177 @@
+"""The t5scale-analyze command through its bash wrapper: outputs, the self-contained report, exit codes."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import pandas as pd
+import pytest
+
+import runfile_writer as w
+
+COMMAND = Path(__file__).resolve().parents[1] / "t5scale-analyze"
+
+
+def analyze(*args, env_python=sys.executable):
+    env = dict(os.environ, T5SCALE_PYTHON=env_python)
+    return subprocess.run([str(COMMAND), *map(str, args)], capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def results(study_dir, tmp_path_factory):
+    """The "scale" study, a killed run of another study, and two files that are not run files."""
+    folder = tmp_path_factory.mktemp("cli") / "results"
+    shutil.copytree(study_dir, folder / "scale")
+    live = folder / "live"
+    live.mkdir()
+    writer = w.synthetic_run(live / "killed.h5", n_steps=12, step_time_s=0.5, status=None, run_id="killed",
+                             study="live", nodes=1, gpus_per_node=2, global_batch=16, price=8.0)
+    writer.file.close()  # as a killed job leaves it: status "running", no /summary
+    with h5py.File(folder / "tokens.h5", "w") as f:
+        w.set_attr(f, "format", "t5scale-tokenized-dataset")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def report_run(results):
+    out = results.parent / "out"
+    return analyze(results, "--out", out), out
+
+
+def test_writes_tables_cards_figures_and_report(report_run):
+    done, out = report_run
+    assert done.returncode == 0, done.stderr
+    for name in ("runs.csv", "runs.parquet", "scaling.csv", "lr_scaling.csv", "pareto.csv", "cards.md", "report.html"):
+        assert (out / name).is_file(), name
+    for stem in ("scaling_scale_gpus", "scaling_scale_nodes", "lr_scaling_scale", "loss_curves_scale", "pareto_scale",
+                 "scaling_live_gpus", "loss_curves_live"):
+        for suffix in (".png", ".svg"):
+            figure = out / "plots" / (stem + suffix)
+            assert figure.is_file() and figure.stat().st_size > 1000, figure
+    assert (out / "plots" / "scaling_scale_gpus.png").read_bytes().startswith(b"\x89PNG")
+    assert b"<svg" in (out / "plots" / "scaling_scale_gpus.svg").read_bytes()[:2000]
+
+
+def test_prints_the_cards_the_report_path_and_the_skipped_file(report_run, results):
+    done, out = report_run
+    assert "| Compute Cost (LowPriority/Dedicated) |" in done.stdout
+    for run_id in ("none-w1", "sqrt-w8", "killed"):
+        assert f"### {run_id}" in done.stdout
+    assert f"report: {out / 'report.html'}" in done.stdout
+    assert f"skipped {results / 'tokens.h5'}: format attribute is 't5scale-tokenized-dataset'" in done.stderr
+    assert "killed" in done.stderr and "is incomplete" in done.stderr
+
+
+def test_runs_table_csv_and_parquet_agree(report_run):
+    _, out = report_run
+    csv = pd.read_csv(out / "runs.csv")
+    parquet = pd.read_parquet(out / "runs.parquet")
+    assert list(csv.columns) == list(parquet.columns)
+    assert len(csv) == len(parquet) == 8
+    assert dict(zip(parquet["run_id"], parquet["status"]))["killed"] == "incomplete"
+    assert list(parquet["cost_usd"]) == pytest.approx(list(csv["cost_usd"]))
+    assert "cfg.train.batch_mode" in parquet
+
+
+def test_report_is_self_contained(report_run):
+    _, out = report_run
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//|file:)""", page)
+    assert "@import" not in page and "url(" not in page and "<script" not in page
+    images = re.findall(r'<img [^>]*src="([^"]*)"', page)
+    assert len(images) >= 7 and all(src.startswith("data:image/png;base64,") for src in images)
+    for heading in ("Scaling", "Learning-rate scaling", "Cost/quality Pareto front", "Resource cards", "Skipped files"):
+        assert f">{heading}</h2>" in page
+    assert "tokens.h5" in page and "still writing this file or was killed" in page
+
+
+def test_cards_only_prints_and_writes_nothing(results, tmp_path):
+    done = analyze(results, "--cards-only", "--out", tmp_path / "nothing")
+    assert done.returncode == 0, done.stderr
+    assert "### none-w4" in done.stdout and "report:" not in done.stdout
+    assert not (tmp_path / "nothing").exists() and not (results / "report").exists()
+
+
+def test_metric_option(results, tmp_path):
+    done = analyze(results, "--metric", "eval_loss", "--out", tmp_path / "loss")
+    assert done.returncode == 0, done.stderr
+    assert "| eval_loss (final/best) | 1.7 / 1.69 (best at step 5) |" in done.stdout  # none-w8
+    bad = analyze(results, "--metric", "bleu", "--cards-only")
+    assert bad.returncode == 2 and "unknown metric 'bleu'" in bad.stderr and "rougeL" in bad.stderr
+
+
+def test_default_output_folder_is_results_report(study_dir, tmp_path):
+    folder = tmp_path / "r"
+    shutil.copytree(study_dir, folder)
+    done = analyze(folder)
+    assert done.returncode == 0, done.stderr
+    assert (folder / "report" / "report.html").is_file()
+    again = analyze(folder)  # the report folder inside the results folder is no obstacle
+    assert again.returncode == 0 and "7 run(s) analysed" in again.stdout
+
+
+def test_empty_folder_exits_2(tmp_path):
+    done = analyze(tmp_path)
+    assert done.returncode == 2
+    assert f"no t5scale run files (*.h5 with format 't5scale-run') under '{tmp_path}'" in done.stderr
+    assert done.stdout == ""
+
+
+def test_folder_with_only_other_files_exits_2_and_names_them(tmp_path):
+    with h5py.File(tmp_path / "tokens.h5", "w") as f:
+        w.set_attr(f, "format", "t5scale-tokenized-dataset")
+    done = analyze(tmp_path)
+    assert done.returncode == 2
+    assert "1 other .h5 file(s) skipped" in done.stderr and str(tmp_path / "tokens.h5") in done.stderr
+
+
+def test_missing_folder_exits_2(tmp_path):
+    done = analyze(tmp_path / "absent")
+    assert done.returncode == 2 and "is not a folder" in done.stderr
+
+
+def test_wrapper_finds_the_python_from_the_cache_folder(tmp_path, study_dir):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "venv-path").write_text(str(Path(sys.executable).parent.parent) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "T5SCALE_PYTHON"}
+    env["T5SCALE_CACHE"] = str(cache)
+    done = subprocess.run([str(COMMAND), str(study_dir), "--cards-only"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "### none-w1" in done.stdout
+    env["T5SCALE_CACHE"] = str(tmp_path / "no-cache")
+    done = subprocess.run([str(COMMAND), str(study_dir)], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2 and "no Python environment" in done.stderr
+
+
+def test_runs_without_evaluation_price_energy_or_steps(tmp_path):
+    """What a CPU demo study can look like: no price, no energy counters, no study name; one run evaluated
+    only (no steps), one run with steps and no evaluation."""
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    writer = w.synthetic_run(folder / "trained.h5", n_steps=5, step_time_s=0.2, run_id="trained", study="",
+                             energy_source_gpu="none", status=None)
+    writer.file.close()
+    with h5py.File(folder / "trained.h5", "r+") as f:  # the trainer's NaN for a GPU energy it cannot measure
+        f["steps/gpu_energy_j"][...] = float("nan")
+        f["steps/gpu_power_w"][...] = float("nan")
+    only = w.RunWriter(folder / "eval-only.h5", w.root_attributes(run_id="eval-only", study=""))
+    only.append_eval(w.eval_row(0, 0, step_time_s=0.0, eval_time_s=3.0, rougeL=0.2, loss=2.5))
+    only.file.close()
+
+    out = tmp_path / "out"
+    done = analyze(folder, "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert "| Compute Cost (LowPriority/Dedicated) | not priced/not priced (USD)" in done.stdout
+    assert "| Total GPU Energy Usage | not measured (energy_source_gpu: none) |" in done.stdout
+    assert "| Emissions | unknown (energy not measured) |" in done.stdout
+    runs = pd.read_parquet(out / "runs.parquet").set_index("run_id")
+    assert runs.loc["eval-only", "steps_completed"] == 0 and runs.loc["eval-only", "wall_time_s"] == 3.0
+    assert runs.loc["trained", "cost_usd"] == 0.0
+    assert (out / "plots" / "scaling_nostudy_gpus.png").is_file()
+    assert (out / "plots" / "loss_curves_nostudy.svg").is_file()

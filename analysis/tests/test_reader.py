@@ -1,0 +1,169 @@
+"""The run-file reader on finished files, odd files and damaged tables."""
+
+import math
+
+import h5py
+import numpy as np
+import pytest
+
+import runfile_writer as w
+from t5scale_analyze import read_folder, read_run, summary_from_steps
+
+
+def test_reads_attributes_tables_and_summary_of_a_completed_run(study_dir):
+    run = read_run(study_dir / "none-w8.h5")
+    assert run.status == "completed" and run.summary_source == "file" and run.notes == []
+    a = run.attrs
+    assert a["run_id"] == "none-w8" and a["study"] == "scale" and a["slurm_array_task_id"] == ""
+    assert isinstance(a["nodes"], int) and a["nodes"] == 2 and a["world_size"] == 8
+    assert isinstance(a["base_lr"], float) and a["base_lr"] == 1e-3
+    assert run.config["train"]["global_batch"] == 64 and run.config["cost"]["low_priority_price_per_node_hour_usd"] == 3.0
+    assert list(run.steps["step"]) == list(range(1, 11))
+    assert run.rank_steps["gpu_energy_j"].shape == (10, 8)
+    assert list(run.evals["step"]) == [5, 10]
+    # rougeL 0.31 after step 5, 0.30 after step 10: best is not final
+    assert run.summary["final_rougeL"] == pytest.approx(0.30)
+    assert run.summary["best_rougeL"] == pytest.approx(0.31) and run.summary["best_rougeL_step"] == 5
+    assert run.summary["best_loss"] == pytest.approx(1.69) and run.summary["best_loss_step"] == 5
+    # 10 steps of 1.6 s, two evaluations of 2 s
+    assert run.summary["wall_time_s"] == pytest.approx(20.0)
+    assert run.summary["train_time_s"] == pytest.approx(16.0)
+
+
+def test_summary_computed_from_steps_equals_the_files_summary(study_dir):
+    runs, skipped = read_folder(study_dir)
+    assert len(runs) == 7 and skipped == []
+    for run in runs:
+        with h5py.File(run.path, "r") as f:
+            written = {k: w_decode(v) for k, v in f["summary"].attrs.items()}
+        computed = summary_from_steps(run.attrs, run.steps, run.rank_steps, run.evals)
+        for key, value in written.items():
+            if key in ("status", "end_time_utc"):
+                continue
+            assert key in computed, key
+            if isinstance(value, float) and math.isnan(value):
+                assert math.isnan(computed[key]), key
+            else:
+                assert computed[key] == pytest.approx(value, rel=1e-12), (run.run_id, key)
+
+
+def w_decode(value):
+    return value.decode() if isinstance(value, bytes) else value.item() if hasattr(value, "item") else value
+
+
+def test_files_that_are_not_run_files_are_skipped_with_the_reason(tmp_path):
+    with h5py.File(tmp_path / "tokens.h5", "w") as f:
+        w.set_attr(f, "format", "t5scale-tokenized-dataset")
+        w.set_attr(f, "schema_version", 1)
+    with h5py.File(tmp_path / "plain.h5", "w") as f:
+        f.create_dataset("x", data=np.arange(3))
+    (tmp_path / "garbage.h5").write_bytes(b"not hdf5 at all" * 20)
+    w.synthetic_run(tmp_path / "future.h5", n_steps=3, step_time_s=1.0, run_id="future")
+    with h5py.File(tmp_path / "future.h5", "r+") as f:
+        w.set_attr(f, "schema_version", 2)
+    (tmp_path / "sub").mkdir()  # run files are found in subfolders too
+    w.synthetic_run(tmp_path / "sub" / "good.h5", n_steps=3, step_time_s=1.0, run_id="good")
+    (tmp_path / "good.h5.tmp.123").write_bytes(b"half-written")  # a writer's temporary file: not *.h5
+
+    runs, skipped = read_folder(tmp_path)
+    assert [r.run_id for r in runs] == ["good"]
+    reasons = {s.path.name: s.reason for s in skipped}
+    assert set(reasons) == {"tokens.h5", "plain.h5", "garbage.h5", "future.h5"}
+    assert "'t5scale-tokenized-dataset', not 't5scale-run'" in reasons["tokens.h5"]
+    assert "no 'format' attribute" in reasons["plain.h5"]
+    assert "cannot be opened as HDF5" in reasons["garbage.h5"]
+    assert "schema_version 2" in reasons["future.h5"]
+
+
+def test_no_summary_but_a_final_status_keeps_that_status(tmp_path):
+    writer = w.synthetic_run(tmp_path / "r.h5", n_steps=4, step_time_s=1.0, status=None, run_id="r")
+    writer.file.close()
+    with h5py.File(tmp_path / "r.h5", "r+") as f:
+        w.set_attr(f, "status", "failed")
+    run = read_run(tmp_path / "r.h5")
+    assert run.status == "failed" and run.summary_source == "steps"
+    assert run.summary["steps_completed"] == 4 and run.summary["wall_time_s"] == pytest.approx(4.0)
+
+
+def _write_raw(path, columns: dict, rank_columns: dict, **attributes):
+    """A run file whose /steps datasets are given as they are (to damage them on purpose)."""
+    attrs = w.root_attributes(run_id="raw", **attributes)
+    with h5py.File(path, "w", libver=("v110", "latest")) as f:
+        for name, value in attrs.items():
+            w.set_attr(f, name, value)
+        steps = f.create_group("steps")
+        for name, data in {**columns, **rank_columns}.items():
+            steps.create_dataset(name, data=data, maxshape=(None,) + np.shape(data)[1:])
+        f.create_group("eval").create_dataset("step", data=np.zeros(0, dtype=np.int64), maxshape=(None,))
+
+
+def test_datasets_of_different_lengths_are_read_to_the_rows_they_all_hold(tmp_path):
+    # killed between extending step_time_s and the rest: step_time_s has a 4th row
+    _write_raw(tmp_path / "r.h5",
+               {"step": np.array([1, 2, 3]), "wall_time_s": np.array([1.0, 2.0, 3.0]),
+                "step_time_s": np.array([1.0, 1.0, 1.0, 1.0]), "samples": np.array([8, 8, 8])},
+               {"gpu_energy_j": np.array([[10.0], [20.0], [30.0], [40.0]])})
+    run = read_run(tmp_path / "r.h5")
+    assert len(run.steps) == 3 and run.rank_steps["gpu_energy_j"].shape == (3, 1)
+    assert run.summary["train_time_s"] == 3.0 and run.summary["gpu_energy_kwh"] == pytest.approx(30.0 / 3.6e6)
+    assert any("differ in length (3..4 rows)" in note for note in run.notes)
+
+
+def test_rows_extended_but_never_written_are_dropped(tmp_path):
+    # the extent reached the file, the data did not: the trainer's fill values (-1, NaN) after step 3
+    nan = np.nan
+    _write_raw(tmp_path / "r.h5",
+               {"step": np.array([1, 2, 3, -1, -1]), "wall_time_s": np.array([1.0, 2.0, 3.0, nan, nan]),
+                "step_time_s": np.array([1.0, 1.0, 1.0, nan, nan]), "samples": np.array([8, 8, 8, -1, -1])},
+               {"gpu_energy_j": np.array([[10.0], [20.0], [30.0], [nan], [nan]])})
+    run = read_run(tmp_path / "r.h5")
+    assert list(run.steps["step"]) == [1, 2, 3]
+    assert run.summary["gpu_energy_kwh"] == pytest.approx(30.0 / 3.6e6) and run.summary["samples_total"] == 24
+    assert run.summary["train_time_s"] == 3.0 and run.summary["steps_completed"] == 3
+    assert run.status == "incomplete"
+    assert any("2 trailing rows hold no data" in note for note in run.notes)
+
+    # killed after extending the first row and before writing it: no step at all
+    _write_raw(tmp_path / "r.h5", {"step": np.array([-1]), "wall_time_s": np.array([nan]),
+                                   "step_time_s": np.array([nan]), "samples": np.array([-1])},
+               {"gpu_energy_j": np.array([[nan]])})
+    run = read_run(tmp_path / "r.h5")
+    assert len(run.steps) == 0 and run.summary["steps_completed"] == 0 and run.summary["samples_total"] == 0
+    assert math.isnan(run.summary["wall_time_s"]) and run.status == "incomplete"
+
+
+def test_energy_counts_gpus_per_rank_and_cpus_per_node(tmp_path):
+    # 2 nodes x 2 GPUs. GPU counters at the newest row: 100, 200, 300, 400 J -> 1000 J. CPU counters are the
+    # node's: node 0 read by rank 1 only (rank 0 NaN) 50 J, node 1 by ranks 2 and 3 (70 J each) -> 120 J.
+    # PUE 2, 500 g/kWh: energy = 1120 / 3.6e6 x 2 kWh.
+    nan = np.nan
+    _write_raw(tmp_path / "r.h5",
+               {"step": np.array([1, 2]), "wall_time_s": np.array([1.0, 2.0]), "step_time_s": np.array([1.0, 1.0]),
+                "samples": np.array([8, 8])},
+               {"gpu_energy_j": np.array([[50.0, 100.0, 150.0, 200.0], [100.0, 200.0, 300.0, 400.0]]),
+                "cpu_energy_j": np.array([[nan, 25.0, 35.0, 35.0], [nan, 50.0, 70.0, 70.0]])},
+               nodes=2, gpus_per_node=2, pue=2.0, carbon=500.0, energy_source_cpu="rapl", price=9.0)
+    s = read_run(tmp_path / "r.h5").summary
+    assert s["gpu_energy_kwh"] == pytest.approx(1000 / 3.6e6)
+    assert s["cpu_energy_kwh"] == pytest.approx(120 / 3.6e6)
+    assert s["energy_kwh"] == pytest.approx(1120 / 3.6e6 * 2)
+    assert s["co2_kg"] == pytest.approx(1120 / 3.6e6 * 2 * 500 / 1000)
+    assert s["cost_usd"] == pytest.approx(9.0 * 2 * 2.0 / 3600)
+
+
+def test_a_source_that_is_none_counts_nothing(tmp_path):
+    nan = np.nan
+    _write_raw(tmp_path / "r.h5",
+               {"step": np.array([1]), "wall_time_s": np.array([1.0]), "step_time_s": np.array([1.0]),
+                "samples": np.array([8])},
+               {"gpu_energy_j": np.array([[nan]]), "cpu_energy_j": np.array([[36.0]])},
+               energy_source_gpu="none", energy_source_cpu="rapl", pue=1.0)
+    s = read_run(tmp_path / "r.h5").summary
+    assert math.isnan(s["gpu_energy_kwh"]) and s["energy_kwh"] == pytest.approx(36.0 / 3.6e6)
+    _write_raw(tmp_path / "r.h5",
+               {"step": np.array([1]), "wall_time_s": np.array([1.0]), "step_time_s": np.array([1.0]),
+                "samples": np.array([8])},
+               {"gpu_energy_j": np.array([[nan]]), "cpu_energy_j": np.array([[nan]])},
+               energy_source_gpu="none", energy_source_cpu="none")
+    s = read_run(tmp_path / "r.h5").summary
+    assert math.isnan(s["energy_kwh"]) and math.isnan(s["co2_kg"]) and s["cost_usd"] == 0.0
