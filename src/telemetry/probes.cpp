@@ -1,0 +1,95 @@
+#include "telemetry/probes.h"
+
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace t5scale {
+
+namespace {
+
+// The value of a "Key:   1234 kB" line in bytes, or -1 when the key is absent.
+int64_t status_kib_value_bytes(const std::string& text, const std::string& key, const std::string& source) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.compare(0, key.size() + 1, key + ":") != 0) continue;
+    std::istringstream fields(line.substr(key.size() + 1));
+    int64_t value = -1;
+    std::string unit;
+    fields >> value >> unit;
+    T5S_CHECK(fields && value >= 0 && unit == "kB", source, ": cannot read '", key, "' from line '", line,
+              "' (expected '<number> kB')");
+    return value * 1024;
+  }
+  return -1;
+}
+
+}  // namespace
+
+HostMemory parse_proc_status(const std::string& text, const std::string& source) {
+  HostMemory memory;
+  memory.rss_bytes = status_kib_value_bytes(text, "VmRSS", source);
+  memory.peak_rss_bytes = status_kib_value_bytes(text, "VmHWM", source);
+  T5S_CHECK(memory.rss_bytes >= 0 && memory.peak_rss_bytes >= 0, source,
+            ": no VmRSS or VmHWM line (a Linux /proc/<pid>/status is expected)");
+  return memory;
+}
+
+HostMemory read_host_memory(const std::string& status_path) {
+  std::ifstream in(status_path);
+  T5S_CHECK(in.good(), status_path, ": cannot open (host memory is read from Linux's /proc)");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_proc_status(text.str(), status_path);
+}
+
+const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::kData: return "data";
+    case Phase::kForward: return "forward";
+    case Phase::kBackward: return "backward";
+    case Phase::kOptimizer: return "optimizer";
+    case Phase::kCommExposed: return "comm_exposed";
+  }
+  return "unknown";
+}
+
+void PhaseTimer::start_step() {
+  phase_s_.fill(0.0);
+  step_start_ = Clock::now();
+}
+
+void PhaseTimer::add_s(Phase phase, double seconds) { phase_s_[static_cast<int>(phase)] += seconds; }
+
+double PhaseTimer::phase_s(Phase phase) const { return phase_s_[static_cast<int>(phase)]; }
+
+double PhaseTimer::step_elapsed_s() const {
+  return std::chrono::duration<double>(Clock::now() - step_start_).count();
+}
+
+StepTimes PhaseTimer::stop_step() const {
+  StepTimes times;
+  times.step_time_s = step_elapsed_s();
+  times.data_time_s = phase_s(Phase::kData);
+  times.forward_time_s = phase_s(Phase::kForward);
+  times.backward_time_s = phase_s(Phase::kBackward);
+  times.optimizer_time_s = phase_s(Phase::kOptimizer);
+  times.comm_exposed_time_s = phase_s(Phase::kCommExposed);
+  return times;
+}
+
+std::string utc_iso_time(std::chrono::system_clock::time_point time) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(time);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+std::string utc_iso_time() { return utc_iso_time(std::chrono::system_clock::now()); }
+
+}  // namespace t5scale

@@ -1,0 +1,194 @@
+// The run file: one HDF5 file per training run (schema 1 of the project's interface spec), written by rank 0.
+//
+//   RunFile file = RunFile::create("results/demo/run.h5", attributes, {.flush_every_steps = 10});
+//   file.append_step(step_record);        // buffered in memory; every 10th row flushes
+//   file.append_eval(eval_record);        // flushed at once: evaluations are rare and expensive
+//   file.finish({}, "completed");         // /summary and the final status
+//
+// Why it is built like this: the file must survive a SIGKILL with every flushed row readable, without
+// h5clear. So it is created complete under a temporary name (every attribute, every dataset), renamed, and
+// reopened as a SWMR writer; from then on HDF5 only sees dataset extends, writes and flushes (what SWMR allows),
+// and only inside flush(): between flushes no HDF5 call is in flight, so a kill loses at most the buffered rows.
+// Readers open it with SWMR read (h5py: File(path, "r", swmr=True)). At the end the SWMR writer is closed, the
+// file reopened plainly and /summary written; a kill inside that short window leaves a file that needs
+// `h5clear -s` (HDF5 1.10 has no public call to open it otherwise).
+//
+// Layout (every dataset has a `unit` attribute; chunks of 256 rows; floats unknown at write time are NaN):
+//   /            root attributes: the caller's (see run_file_caller_attributes()) plus format, schema_version,
+//                start_time_utc, status, attempt, resumed_from_step, which this class owns
+//   /steps/<c>   one row per optimizer step; scalars (rows,), per-rank columns (rows, world_size)
+//   /eval/<c>    one row per evaluation
+//   /summary     attributes, written by finish()
+// Per-rank columns (memory, power, energy) are float64 so that "not measured" can be NaN (a CPU rank has no
+// allocator statistics); the integer columns named int64/int8 in the spec are integers. A kill inside a flush
+// can leave the columns of a group at different lengths, and rows allocated but not written read as fill values
+// (NaN for floats, -1 for integers; `step` is written last): readers take the shortest column's length and drop
+// rows whose step is -1. The trainer flushes at every checkpoint, so that a resume finds every row it keeps.
+//
+// /summary, computed by finish() from every row in the file (all attempts):
+//   wall_time_s (given, else the newest row's), train_time_s = sum of step_time_s, eval_time_s = sum of the
+//   evaluations', steps_completed = number of /steps rows, samples_total, tokens_total (source + target),
+//   gpu_energy_kwh (sum over ranks of the final cumulative joules), cpu_energy_kwh (per node: ranks on a node
+//   read the same RAPL packages, so the lowest rank of each node with a value counts; ranks are placed node by
+//   node, world_size / nodes each), energy_kwh = (gpu + cpu) / 3.6e6 * pue over the sources that were measured
+//   (a source "none" adds nothing; both "none": NaN), cost_usd, co2_kg (cost.h), mean_step_time_s,
+//   mean_tokens_per_s, mean_mfu (over rows), peak_memory_bytes (max of memory_peak_bytes over rows and ranks),
+//   mean_memory_allocated_bytes (over rows and ranks), total_flops (sum of model_flops); an unknown (NaN) input
+//   makes the figure NaN. For each eval metric computed at least once: final_<m>, best_<m>, best_<m>_step.
+//
+// Not thread-safe (serial HDF5 builds are not): one thread of rank 0 writes.
+//
+// Resume (RunFile::resume): the old file is read with SWMR read (it works after a SIGKILL), the rows with
+// 0 <= step <= keep_through_step of /steps and /eval are copied into a new temporary file that replaces it,
+// `attempt` is the old one + 1 and `resumed_from_step` = keep_through_step. `start_time_utc` stays the first
+// start's. Offsets for the new attempt (last_wall_time_s(), last_gpu_energy_j(rank), last_cpu_energy_j(rank))
+// come from the NEWEST row the old file held, kept or not: the steps that are redone after the checkpoint were
+// computed and paid for once already, so wall time and energy since the first start (and the cost figures
+// built on them) include them. Time and energy after the old file's last flush are not known and not counted.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace t5scale {
+
+// The value of an unknown float in the run file.
+inline constexpr double kUnknownValue = std::numeric_limits<double>::quiet_NaN();
+
+using AttributeValue = std::variant<int64_t, double, std::string>;
+// Root attributes in the order they are written.
+using RunAttributes = std::vector<std::pair<std::string, AttributeValue>>;
+
+enum class AttributeKind { kInt64, kFloat64, kString };
+
+// The root attributes the caller must give to create()/resume(), with their kinds, in the spec's order: every
+// one of them, and no others. (format, schema_version, start_time_utc, status, attempt, resumed_from_step are
+// the run file's own.) Strings are stored as fixed-length UTF-8 HDF5 strings.
+const std::vector<std::pair<std::string, AttributeKind>>& run_file_caller_attributes();
+
+// One optimizer step, gathered over all ranks. Per-rank vectors hold world_size values in rank order.
+struct StepRecord {
+  int64_t step = 0;
+  double epoch = kUnknownValue;         // fractional: samples seen / samples per epoch
+  double wall_time_s = kUnknownValue;   // since the run's first start (add last_wall_time_s() after a resume)
+  double loss = kUnknownValue;          // mean cross-entropy per target token, nats
+  double lr = kUnknownValue;
+  double grad_norm = kUnknownValue;     // global L2 norm before clipping
+  double loss_scale = kUnknownValue;    // fp16 dynamic loss scale; 1 without scaling
+  bool skipped = false;                 // fp16 overflow: the update was skipped
+  int64_t samples = 0;                  // in this step's global batch
+  int64_t source_tokens = 0;            // non-padding tokens in this step's global batch
+  int64_t target_tokens = 0;
+  double step_time_s = kUnknownValue;
+  double data_time_s = kUnknownValue;
+  double forward_time_s = kUnknownValue;
+  double backward_time_s = kUnknownValue;
+  double optimizer_time_s = kUnknownValue;
+  double comm_exposed_time_s = kUnknownValue;  // communication not hidden behind compute
+  double tokens_per_s = kUnknownValue;         // (source + target tokens) / step_time_s
+  double samples_per_s = kUnknownValue;
+  double model_flops = kUnknownValue;          // model FLOPs of this step, all ranks together
+  double mfu = kUnknownValue;                  // model_flops / (step_time_s * peak * world_size), a fraction
+  std::vector<double> memory_allocated_bytes;  // (world_size,) NaN where not measured
+  std::vector<double> memory_reserved_bytes;
+  std::vector<double> memory_peak_bytes;
+  std::vector<double> host_memory_bytes;       // resident set size of each rank's process
+  std::vector<double> gpu_power_w;
+  std::vector<double> gpu_energy_j;            // cumulative since the run's first start
+  std::vector<double> cpu_energy_j;            // cumulative since the first start (the node's packages, RAPL)
+};
+
+// One evaluation. Metrics not computed stay NaN; rouge*, exact_match, f1, accuracy and macro_f1 are fractions
+// in [0, 1].
+struct EvalRecord {
+  int64_t step = 0;
+  double epoch = kUnknownValue;
+  double wall_time_s = kUnknownValue;
+  double loss = kUnknownValue;
+  double rouge1 = kUnknownValue;
+  double rouge2 = kUnknownValue;
+  double rougeL = kUnknownValue;
+  double rougeLsum = kUnknownValue;
+  double exact_match = kUnknownValue;
+  double f1 = kUnknownValue;
+  double accuracy = kUnknownValue;
+  double macro_f1 = kUnknownValue;
+  int64_t num_examples = 0;
+  double eval_time_s = kUnknownValue;
+};
+
+// The eval metrics of /summary's final_<m>, best_<m>, best_<m>_step (lower is better for loss only).
+const std::vector<std::string>& run_file_eval_metrics();
+
+struct RunFileOptions {
+  int64_t flush_every_steps = 10;  // >= 1
+};
+
+// What finish() cannot read from the rows: the end of the run after its last step (final evaluation,
+// checkpoint). Left at their defaults, the newest rows' values are used.
+struct RunSummaryInputs {
+  double wall_time_s = kUnknownValue;  // since the first start, at the end
+  std::vector<double> gpu_energy_j;    // (world_size,) cumulative at the end, or empty
+  std::vector<double> cpu_energy_j;    // (world_size,) or empty
+};
+
+class RunFile {
+ public:
+  // Creates `path` (replacing a file there) with attempt 0. Throws t5scale::Error naming the attribute, file
+  // or folder at fault: a missing/extra/mistyped attribute, world_size < 1, nodes not dividing world_size, a
+  // folder that does not exist.
+  static RunFile create(const std::string& path, const RunAttributes& attributes,
+                        const RunFileOptions& options = {});
+  // Continues the run file at `path` after resuming training from the checkpoint of step keep_through_step
+  // (see the header comment). When `path` cannot be opened at all it is renamed to
+  // `<path>.unreadable.<UTC time>` (never deleted) and a new file is started with attempt 1; when there is no
+  // file, a new one is started with attempt 1; both are described in *warning (empty otherwise). A file of
+  // another format or schema, or made for another world size, is refused with an Error and left as it is.
+  static RunFile resume(const std::string& path, const RunAttributes& attributes, int64_t keep_through_step,
+                        const RunFileOptions& options = {}, std::string* warning = nullptr);
+
+  RunFile(RunFile&&) noexcept;
+  RunFile& operator=(RunFile&&) noexcept;
+  // Flushes and closes a file that was not finished; its status stays "running" (a killed run's). Errors are
+  // printed, not thrown.
+  ~RunFile();
+
+  // Buffers the row (throws on per-rank vectors whose length is not world_size, or after finish()); flushes
+  // when flush_every_steps rows are waiting.
+  void append_step(const StepRecord& record);
+  // Buffers the row and flushes at once.
+  void append_eval(const EvalRecord& record);
+  // Writes every buffered row and flushes the file to disk: after it returns, a SWMR reader sees those rows
+  // even if this process is killed.
+  void flush();
+  // Flushes, ends SWMR, writes /summary (computed from every row in the file, this attempt's and the kept
+  // ones) and sets the root status: one of completed, preempted, diverged, failed. The object is then closed.
+  void finish(const RunSummaryInputs& inputs, const std::string& status);
+
+  const std::string& path() const;
+  int64_t world_size() const;
+  int64_t attempt() const;
+  int64_t resumed_from_step() const;
+  const std::string& start_time_utc() const;
+  int64_t steps_written() const;   // /steps rows in the file (flushed)
+  int64_t steps_buffered() const;  // appended, not yet flushed
+  int64_t evals_written() const;
+
+  // Resume offsets (0 for a new file): the newest row of the file resumed from, kept or not.
+  double last_wall_time_s() const;        // largest wall_time_s of its /steps and /eval rows
+  double last_gpu_energy_j(int rank) const;  // its newest /steps row's value (NaN if it was unknown)
+  double last_cpu_energy_j(int rank) const;
+  int64_t last_step() const;              // its largest step (-1 when it had none)
+
+ private:
+  struct Impl;
+  explicit RunFile(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace t5scale

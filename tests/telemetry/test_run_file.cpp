@@ -1,0 +1,377 @@
+// RunFile: rows and attributes read back with the HDF5 C API (the full schema check against the spec is
+// check_run_file.py, with h5py), flushing, resume and its offsets, and every kind of bad input.
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "base_test_support.h"
+#include "telemetry/run_file.h"
+
+namespace t5scale {
+namespace {
+
+using testing::error_of;
+using testing::TempDir;
+
+constexpr int kWorld = 4;
+
+RunAttributes attributes(int64_t world = kWorld, int64_t nodes = 2) {
+  RunAttributes list;
+  for (const auto& [name, kind] : run_file_caller_attributes()) {
+    if (kind == AttributeKind::kInt64) list.emplace_back(name, int64_t{1});
+    if (kind == AttributeKind::kFloat64) list.emplace_back(name, 1.0);
+    if (kind == AttributeKind::kString) list.emplace_back(name, std::string("x"));
+  }
+  auto set = [&](const std::string& name, AttributeValue value) {
+    for (auto& [key, old] : list) {
+      if (key == name) old = std::move(value);
+    }
+  };
+  set("world_size", world);
+  set("nodes", nodes);
+  set("tp", int64_t{1});
+  set("dp", world);
+  set("energy_source_gpu", std::string("nvml_energy_counter"));
+  set("energy_source_cpu", std::string("rapl"));
+  set("price_per_node_hour_usd", 3.0);
+  set("pue", 1.5);
+  return list;
+}
+
+StepRecord step(int64_t s, int world = kWorld) {
+  StepRecord r;
+  r.step = s;
+  r.wall_time_s = 0.5 * static_cast<double>(s);
+  r.loss = 10.0 - static_cast<double>(s);
+  r.step_time_s = 0.25;
+  r.samples = 8;
+  r.source_tokens = 100;
+  r.target_tokens = 20;
+  for (int rank = 0; rank < world; ++rank) {
+    for (auto* column : {&r.memory_allocated_bytes, &r.memory_reserved_bytes, &r.memory_peak_bytes,
+                         &r.host_memory_bytes, &r.gpu_power_w}) {
+      column->push_back(1000.0 + rank);
+    }
+    r.gpu_energy_j.push_back(10.0 * static_cast<double>(s) + rank);
+    r.cpu_energy_j.push_back(5.0 * static_cast<double>(s) + rank);
+  }
+  return r;
+}
+
+EvalRecord evaluation(int64_t s, double loss) {
+  EvalRecord r;
+  r.step = s;
+  r.wall_time_s = 0.5 * static_cast<double>(s) + 0.125;
+  r.loss = loss;
+  r.num_examples = 10;
+  r.eval_time_s = 1.0;
+  return r;
+}
+
+// ---- Reading back with the C API (SWMR read: works whether or not the writer closed the file) ----
+
+class Reader {
+ public:
+  explicit Reader(const std::string& path) {
+    file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
+    EXPECT_GE(file_, 0) << path;
+  }
+  ~Reader() {
+    if (file_ >= 0) H5Fclose(file_);
+  }
+  std::vector<double> doubles(const std::string& dataset) const {
+    const hid_t d = H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT);
+    EXPECT_GE(d, 0) << dataset;
+    const hid_t space = H5Dget_space(d);
+    const auto count = static_cast<size_t>(H5Sget_simple_extent_npoints(space));
+    std::vector<double> values(count);
+    if (count > 0) EXPECT_GE(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+    H5Sclose(space);
+    H5Dclose(d);
+    return values;
+  }
+  std::string string_attribute(const std::string& object, const std::string& name) const {
+    const hid_t attribute = H5Aopen_by_name(file_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+    EXPECT_GE(attribute, 0) << object << " " << name;
+    const hid_t type = H5Aget_type(attribute);
+    std::string text(H5Tget_size(type), '\0');
+    EXPECT_GE(H5Aread(attribute, type, text.data()), 0);
+    H5Tclose(type);
+    H5Aclose(attribute);
+    return text.substr(0, text.find('\0'));
+  }
+  double number_attribute(const std::string& object, const std::string& name) const {
+    const hid_t attribute = H5Aopen_by_name(file_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+    EXPECT_GE(attribute, 0) << object << " " << name;
+    double value = std::nan("");
+    EXPECT_GE(H5Aread(attribute, H5T_NATIVE_DOUBLE, &value), 0);
+    H5Aclose(attribute);
+    return value;
+  }
+  bool has(const std::string& object) const { return H5Lexists(file_, object.c_str(), H5P_DEFAULT) > 0; }
+
+ private:
+  hid_t file_ = -1;
+};
+
+std::vector<double> range_of(int64_t first, int64_t last) {
+  std::vector<double> values;
+  for (int64_t s = first; s <= last; ++s) values.push_back(static_cast<double>(s));
+  return values;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// ---- Writing ----
+
+TEST(RunFile, FlushesEveryNRowsAndOnDemand) {
+  TempDir dir;
+  const std::string path = dir / "run.h5";
+  RunFile file = RunFile::create(path, attributes(), {3});
+  EXPECT_EQ(file.attempt(), 0);
+  EXPECT_EQ(file.resumed_from_step(), -1);
+  for (int s = 1; s <= 7; ++s) file.append_step(step(s));
+  EXPECT_EQ(file.steps_written(), 6);
+  EXPECT_EQ(file.steps_buffered(), 1);
+  file.flush();
+  EXPECT_EQ(file.steps_written(), 7);
+  EXPECT_EQ(file.steps_buffered(), 0);
+  file.append_eval(evaluation(7, 2.5));  // at once
+  EXPECT_EQ(file.evals_written(), 1);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp." + std::to_string(getpid())));
+}
+
+TEST(RunFile, AnUnfinishedFileIsClosedWithEveryRowAndStatusRunning) {
+  TempDir dir;
+  const std::string path = dir / "run.h5";
+  {
+    RunFile file = RunFile::create(path, attributes(), {100});
+    for (int s = 1; s <= 5; ++s) file.append_step(step(s));
+  }
+  Reader reader(path);
+  EXPECT_EQ(reader.doubles("/steps/step"), range_of(1, 5));
+  EXPECT_EQ(reader.string_attribute("/", "status"), "running");
+  EXPECT_FALSE(reader.has("/summary"));
+  const std::vector<double> energy = reader.doubles("/steps/gpu_energy_j");
+  ASSERT_EQ(energy.size(), 5u * kWorld);
+  EXPECT_EQ(energy[4 * kWorld + 3], 53.0);  // step 5, rank 3
+}
+
+TEST(RunFile, FinishWritesTheSummaryAndTheStatus) {
+  TempDir dir;
+  const std::string path = dir / "run.h5";
+  RunFile file = RunFile::create(path, attributes(), {2});
+  for (int s = 1; s <= 4; ++s) file.append_step(step(s));
+  file.append_eval(evaluation(2, 3.0));
+  file.append_eval(evaluation(4, 3.5));  // worse: best stays at step 2
+  RunSummaryInputs inputs;
+  inputs.wall_time_s = 7200.0;
+  file.finish(inputs, "preempted");
+  Reader reader(path);
+  EXPECT_EQ(reader.string_attribute("/", "status"), "preempted");
+  EXPECT_EQ(reader.string_attribute("/summary", "status"), "preempted");
+  EXPECT_EQ(reader.number_attribute("/summary", "steps_completed"), 4);
+  EXPECT_EQ(reader.number_attribute("/summary", "best_loss"), 3.0);
+  EXPECT_EQ(reader.number_attribute("/summary", "best_loss_step"), 2);
+  EXPECT_EQ(reader.number_attribute("/summary", "final_loss"), 3.5);
+  // price 3 $/node-hour x 2 nodes x 2 h
+  EXPECT_EQ(reader.number_attribute("/summary", "cost_usd"), 12.0);
+  // GPU: ranks' last values 40+41+42+43 J; CPU: one per node, ranks 0 and 2: 20 + 22 J; PUE 1.5.
+  EXPECT_DOUBLE_EQ(reader.number_attribute("/summary", "energy_kwh"), (166.0 + 42.0) / 3.6e6 * 1.5);
+  EXPECT_NE(error_of([&] { file.append_step(step(5)); }).find("after the file was finished"), std::string::npos);
+  EXPECT_NE(error_of([&] { file.finish({}, "completed"); }).find("after the file was finished"), std::string::npos);
+}
+
+TEST(RunFile, EnergyOfASourceThatIsNoneIsNotCounted) {
+  TempDir dir;
+  const std::string path = dir / "run.h5";
+  RunAttributes list = attributes();
+  for (auto& [name, value] : list) {
+    if (name == "energy_source_cpu") value = std::string("none");
+  }
+  RunFile file = RunFile::create(path, list);
+  StepRecord row = step(1);
+  row.cpu_energy_j.assign(kWorld, kUnknownValue);
+  file.append_step(row);
+  file.finish({}, "completed");
+  Reader reader(path);
+  EXPECT_TRUE(std::isnan(reader.number_attribute("/summary", "cpu_energy_kwh")));
+  EXPECT_DOUBLE_EQ(reader.number_attribute("/summary", "energy_kwh"), 46.0 / 3.6e6 * 1.5);
+}
+
+// ---- Resume ----
+
+TEST(RunFile, ResumeKeepsTheRowsUpToTheCheckpointAndCountsTheAttempt) {
+  TempDir dir;
+  const std::string path = dir / "run.h5";
+  std::string first_start;
+  {
+    RunFile file = RunFile::create(path, attributes(), {5});
+    first_start = file.start_time_utc();
+    for (int s = 1; s <= 20; ++s) {
+      file.append_step(step(s));
+      if (s % 10 == 0) file.append_eval(evaluation(s, 1.0));
+    }
+  }  // closed unfinished, as a preempted job's file
+  std::string warning = "stale";
+  RunFile file = RunFile::resume(path, attributes(), 12, {5}, &warning);
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(file.attempt(), 1);
+  EXPECT_EQ(file.resumed_from_step(), 12);
+  EXPECT_EQ(file.start_time_utc(), first_start);
+  // Offsets: the newest row of the old file (step 20, and its evaluation at 10.125 s), not the last kept one.
+  EXPECT_EQ(file.last_step(), 20);
+  EXPECT_EQ(file.last_wall_time_s(), 10.125);
+  EXPECT_EQ(file.last_gpu_energy_j(3), 203.0);
+  EXPECT_EQ(file.last_cpu_energy_j(1), 101.0);
+  EXPECT_NE(error_of([&] { file.last_gpu_energy_j(kWorld); }).find("rank 4"), std::string::npos);
+  EXPECT_EQ(file.steps_written(), 12);
+  for (int s = 13; s <= 15; ++s) file.append_step(step(s));
+  file.finish({}, "completed");
+  {
+    Reader reader(path);
+    EXPECT_EQ(reader.doubles("/steps/step"), range_of(1, 15));
+    EXPECT_EQ(reader.doubles("/eval/step"), std::vector<double>{10});
+    EXPECT_EQ(reader.number_attribute("/", "attempt"), 1);
+    EXPECT_EQ(reader.number_attribute("/", "resumed_from_step"), 12);
+    EXPECT_EQ(reader.string_attribute("/", "start_time_utc"), first_start);
+  }
+  // A finished file can be resumed too (training on with more steps): attempt 2, no old summary.
+  {
+    RunFile again = RunFile::resume(path, attributes(), 15, {5}, &warning);
+    EXPECT_EQ(again.attempt(), 2);
+    again.append_step(step(16));
+  }
+  Reader reader(path);
+  EXPECT_FALSE(reader.has("/summary"));
+  EXPECT_EQ(reader.string_attribute("/", "status"), "running");
+  EXPECT_EQ(reader.doubles("/steps/step"), range_of(1, 16));
+}
+
+TEST(RunFile, ResumeWithoutAFileStartsANewOneAndSaysSo) {
+  TempDir dir;
+  const std::string path = dir / "run.h5";
+  std::string warning;
+  RunFile file = RunFile::resume(path, attributes(), 40, {}, &warning);
+  EXPECT_NE(warning.find("no run file at '" + path + "'"), std::string::npos) << warning;
+  EXPECT_EQ(file.attempt(), 1);
+  EXPECT_EQ(file.resumed_from_step(), 40);
+  EXPECT_EQ(file.last_wall_time_s(), 0.0);
+  EXPECT_EQ(file.last_step(), -1);
+}
+
+TEST(RunFile, AnUnreadableFileIsKeptAsideNotDeleted) {
+  TempDir dir;
+  const std::string path = dir / "run.h5";
+  const std::string garbage = "this is not an HDF5 file\n";
+  std::ofstream(path) << garbage;
+  std::string warning;
+  RunFile file = RunFile::resume(path, attributes(), 7, {}, &warning);
+  std::vector<std::string> aside;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("run.h5.unreadable.", 0) == 0) aside.push_back(entry.path().string());
+  }
+  ASSERT_EQ(aside.size(), 1u);
+  EXPECT_EQ(file_bytes(aside[0]), garbage);
+  EXPECT_NE(warning.find("kept as '" + aside[0] + "'"), std::string::npos) << warning;
+  EXPECT_EQ(file.attempt(), 1);
+  file.append_step(step(8));
+  file.finish({}, "failed");
+  Reader reader(path);
+  EXPECT_EQ(reader.doubles("/steps/step"), std::vector<double>{8});
+}
+
+TEST(RunFile, ResumeRefusesAnotherFormatOrWorldSizeAndLeavesTheFile) {
+  TempDir dir;
+  const std::string other = dir / "other.h5";
+  H5Fclose(H5Fcreate(other.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  const std::string before = file_bytes(other);
+  EXPECT_NE(error_of([&] { RunFile::resume(other, attributes(), 3); }).find("is not a t5scale run file"),
+            std::string::npos);
+  EXPECT_EQ(file_bytes(other), before);
+
+  const std::string path = dir / "run.h5";
+  { RunFile::create(path, attributes()).append_step(step(1)); }
+  const std::string message = error_of([&] { RunFile::resume(path, attributes(2, 1), 3); });
+  EXPECT_NE(message.find("another world_size than 2"), std::string::npos) << message;
+  Reader reader(path);
+  EXPECT_EQ(reader.doubles("/steps/step"), std::vector<double>{1});
+}
+
+// ---- Bad input ----
+
+TEST(RunFile, ARowWithTheWrongNumberOfRanksIsRefusedAndNotWritten) {
+  TempDir dir;
+  const std::string path = dir / "run.h5";
+  RunFile file = RunFile::create(path, attributes(), {1});
+  StepRecord bad = step(1);
+  bad.gpu_energy_j.pop_back();
+  const std::string message = error_of([&] { file.append_step(bad); });
+  EXPECT_NE(message.find("/steps/gpu_energy_j of step 1 has 3 values"), std::string::npos) << message;
+  EXPECT_NE(message.find("world_size 4"), std::string::npos) << message;
+  EXPECT_NE(error_of([&] { file.append_step(step(2, 5)); }).find("has 5 values"), std::string::npos);
+  StepRecord negative = step(-3);
+  EXPECT_NE(error_of([&] { file.append_step(negative); }).find("steps are >= 0"), std::string::npos);
+  file.append_step(step(3));
+  file.finish({}, "completed");
+  Reader reader(path);
+  EXPECT_EQ(reader.doubles("/steps/step"), std::vector<double>{3});
+  EXPECT_EQ(reader.doubles("/steps/memory_allocated_bytes").size(), size_t{kWorld});
+}
+
+TEST(RunFile, AttributesAreCheckedAllAtOnce) {
+  TempDir dir;
+  RunAttributes list = attributes();
+  list.erase(std::remove_if(list.begin(), list.end(), [](const auto& a) { return a.first == "hosts"; }), list.end());
+  for (auto& [name, value] : list) {
+    if (name == "base_lr") value = int64_t{1};
+    if (name == "energy_source_gpu") value = std::string("nvml");
+  }
+  list.emplace_back("attempt", int64_t{3});
+  list.emplace_back("world_sise", int64_t{3});
+  const std::string message = error_of([&] { RunFile::create(dir / "run.h5", list); });
+  for (const char* expected :
+       {"attribute 'hosts' (string) is missing", "attribute 'base_lr' must be float64, got int64",
+        "attribute 'attempt' is set by the run file itself", "attribute 'world_sise' is not in schema 1"}) {
+    EXPECT_NE(message.find(expected), std::string::npos) << expected << "\n" << message;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "run.h5"));
+
+  RunAttributes uneven = attributes(4, 3);
+  EXPECT_NE(error_of([&] { RunFile::create(dir / "run.h5", uneven); }).find("'world_size' 4 is not divisible by 'nodes' 3"),
+            std::string::npos);
+  list = attributes();
+  for (auto& [name, value] : list) {
+    if (name == "energy_source_gpu") value = std::string("nvml");
+  }
+  EXPECT_NE(error_of([&] { RunFile::create(dir / "run.h5", list); }).find("'energy_source_gpu' is 'nvml'"),
+            std::string::npos);
+}
+
+TEST(RunFile, OtherBadInput) {
+  TempDir dir;
+  const std::string missing = (dir.path() / "no-such-folder" / "run.h5").string();
+  EXPECT_NE(error_of([&] { RunFile::create(missing, attributes()); }).find("does not exist"), std::string::npos);
+  EXPECT_NE(error_of([&] { RunFile::resume(missing, attributes(), 1); }).find("does not exist"), std::string::npos);
+  EXPECT_NE(error_of([&] { RunFile::create(dir / "run.h5", attributes(), {0}); }).find("flush_every_steps"),
+            std::string::npos);
+  RunFile file = RunFile::create(dir / "run.h5", attributes());
+  EXPECT_NE(error_of([&] { file.finish({}, "done"); }).find("status 'done' is not one of"), std::string::npos);
+  RunSummaryInputs short_inputs;
+  short_inputs.gpu_energy_j = {1.0};
+  EXPECT_NE(error_of([&] { file.finish(short_inputs, "completed"); }).find("1 energies"), std::string::npos);
+  file.finish({}, "completed");  // still possible after the refusals
+}
+
+}  // namespace
+}  // namespace t5scale
