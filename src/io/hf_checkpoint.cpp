@@ -95,9 +95,9 @@ ModelConfig read_hf_config(const std::string& path) {
   return c;
 }
 
-void write_hf_config(const ModelConfig& c, const std::string& path) {
+json hf_config_json(const ModelConfig& c) {
   const bool gated = c.feed_forward == FeedForwardKind::kGatedGelu;
-  json j = {
+  return {
       {"architectures", {"T5ForConditionalGeneration"}},
       {"model_type", "t5"},
       {"is_encoder_decoder", true},
@@ -122,6 +122,10 @@ void write_hf_config(const ModelConfig& c, const std::string& path) {
       {"decoder_start_token_id", c.decoder_start_token_id},
       {"use_cache", true},
   };
+}
+
+void write_hf_config(const ModelConfig& c, const std::string& path) {
+  const json j = hf_config_json(c);
   const std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary);

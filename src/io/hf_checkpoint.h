@@ -3,6 +3,8 @@
 // TP rank's slice of it; export gathers the shards and writes the same layout back.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 
 #include "config/model_config.h"
@@ -14,6 +16,8 @@ namespace t5scale {
 // required; the others default as in Hugging Face's T5Config; keys t5scale does not use are ignored.
 ModelConfig read_hf_config(const std::string& config_json_path);
 void write_hf_config(const ModelConfig& config, const std::string& config_json_path);
+// The config.json contents (Hugging Face's T5Config fields) as JSON.
+nlohmann::json hf_config_json(const ModelConfig& config);
 
 // Hugging Face's name for a t5scale parameter ("encoder.blocks.3.ff.wo.weight" ->
 // "encoder.block.3.layer.1.DenseReluDense.wo.weight"). Throws for a name it does not know.

@@ -1,93 +1,127 @@
 #include "train/distributed_adamw.h"
 
+#include <ATen/ops/_fused_adamw.h>
+
 #include <cmath>
 
 #include "core/check.h"
 
 namespace t5scale {
 
-DistributedAdamW::DistributedAdamW(GradientBuckets& gradients, CommunicatorPtr tp, AdamWOptions options)
-    : gradients_(gradients), tp_(std::move(tp)), options_(options) {
+bool fused_adamw_supported(torch::Device device, torch::ScalarType dtype) {
+  return (device.is_cpu() || device.is_cuda()) && (dtype == torch::kFloat32 || dtype == torch::kFloat64);
+}
+
+DistributedAdamW::DistributedAdamW(GradientBuckets& gradients, const ProcessGrid& grid, AdamWOptions options)
+    : DistributedOptimizer(gradients, grid), options_(options) {
+  T5S_CHECK(options_.beta1 >= 0.0 && options_.beta1 < 1.0 && options_.beta2 >= 0.0 && options_.beta2 < 1.0,
+            "optimizer.beta1 and optimizer.beta2 must lie in [0, 1), got ", options_.beta1, " and ", options_.beta2);
+  T5S_CHECK(options_.eps >= 0.0 && options_.weight_decay >= 0.0, "optimizer.eps and optimizer.weight_decay must be "
+            ">= 0, got ", options_.eps, " and ", options_.weight_decay);
   torch::NoGradGuard no_grad;
   const auto& slots = gradients_.slots();
-  for (size_t b = 0; b < gradients_.buckets().size(); ++b) {
-    const GradientBucket& bucket = gradients_.buckets()[b];
-    const auto options_f32 = bucket.main_grad.options();
-    torch::Tensor full = torch::zeros_like(bucket.main_grad);
-    torch::Tensor decays = torch::zeros(full.sizes(), options_f32.dtype(torch::kBool));
-    torch::Tensor is_split = torch::zeros(full.sizes(), options_f32.dtype(torch::kBool));
-    for (size_t k : bucket.slots) {
-      const ParameterSlot& slot = slots[k];
-      full.narrow(0, slot.offset, slot.numel).copy_(slot.param.detach().reshape({-1}));
-      decays.narrow(0, slot.offset, slot.numel).fill_(slot.weight_decay);
-      is_split.narrow(0, slot.offset, slot.numel).fill_(slot.layout.is_split());
-    }
+  for (size_t b = 0; b < master_.size(); ++b) {
     const auto [begin, end] = gradients_.owned_range(b);
-    BucketState state;
-    state.master = full.narrow(0, begin, end - begin).clone();
-    state.exp_avg = torch::zeros_like(state.master);
-    state.exp_avg_sq = torch::zeros_like(state.master);
-    state.decays = decays.narrow(0, begin, end - begin).clone();
-    state.is_split = is_split.narrow(0, begin, end - begin).clone();
-    state_.push_back(std::move(state));
+    torch::Tensor decays = torch::zeros({end - begin}, master_[b].options().dtype(torch::kBool));
+    for (size_t k : gradients_.buckets()[b].slots) {
+      const ParameterSlot& slot = slots[k];
+      // The slot's elements inside the owned range (all of them without ZeRO-1).
+      const int64_t from = std::max(slot.offset, begin), to = std::min(slot.offset + slot.numel, end);
+      if (from >= to) continue;
+      decays.narrow(0, from - begin, to - from).fill_(slot.weight_decay);
+      segments_.push_back({b, from - begin, to - from, slot.weight_decay});
+    }
+    exp_avg_.push_back(torch::zeros_like(master_[b]));
+    exp_avg_sq_.push_back(torch::zeros_like(master_[b]));
+    decays_.push_back(std::move(decays));
+  }
+  // Slots sit back to back in a bucket: merge neighbours with the same setting, fewer tensors for the kernel.
+  std::vector<Segment> merged;
+  for (const Segment& s : segments_) {
+    if (!merged.empty() && merged.back().bucket == s.bucket && merged.back().decays == s.decays &&
+        merged.back().begin + merged.back().length == s.begin) {
+      merged.back().length += s.length;
+    } else {
+      merged.push_back(s);
+    }
+  }
+  segments_ = std::move(merged);
+
+  const torch::Device device = master_.empty() ? torch::Device(torch::kCPU) : master_[0].device();
+  const torch::ScalarType dtype = master_.empty() ? torch::kFloat32 : master_[0].scalar_type();
+  const bool supported = fused_adamw_supported(device, dtype);
+  T5S_CHECK(options_.fused != FusedMode::kOn || supported, "optimizer.fused: on, but at::_fused_adamw_ has no kernel ",
+            "for ", c10::toString(dtype), " master weights on ", device.str(), " (use fused: auto or off)");
+  fused_ = options_.fused != FusedMode::kOff && supported;
+  if (fused_) {
+    fused_steps_ = torch::zeros({static_cast<int64_t>(segments_.size())}, torch::TensorOptions().device(device));
   }
 }
 
-double DistributedAdamW::grad_norm(double grad_scale) {
-  torch::NoGradGuard no_grad;
-  const auto device = state_.empty() ? torch::Device(torch::kCPU) : state_[0].master.device();
-  torch::Tensor split_sq = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
-  torch::Tensor replicated_sq = torch::zeros_like(split_sq);
-  for (size_t b = 0; b < state_.size(); ++b) {
-    const torch::Tensor squares = gradients_.owned_grad(b).to(torch::kFloat64).square();
-    split_sq += squares.masked_select(state_[b].is_split).sum();
-    replicated_sq += squares.masked_select(~state_[b].is_split).sum();
+double DistributedAdamW::update(double learning_rate, double grad_scale) {
+  if (fused_) {
+    update_fused(learning_rate, grad_scale);
+  } else {
+    update_whole_buckets(learning_rate, grad_scale);
   }
-  tp_->all_reduce_sum(split_sq);  // each TP rank holds a different shard of the split parameters
-  torch::Tensor total = split_sq + replicated_sq;
-  if (gradients_.zero1()) gradients_.dp().all_reduce_sum(total);  // each DP rank holds a different chunk
-  return std::sqrt(total.item<double>()) * std::abs(grad_scale);
+  for (size_t b = 0; b < master_.size(); ++b) write_back(b);
+  return learning_rate;
 }
 
-bool DistributedAdamW::found_non_finite(Communicator& world) {
-  torch::NoGradGuard no_grad;
-  // One flag on the device for all buckets: a single host synchronisation, after the all-reduce.
-  torch::Tensor flag = torch::zeros({1}, state_.empty() ? torch::TensorOptions() : state_[0].master.options());
-  for (size_t b = 0; b < state_.size(); ++b) {
-    flag = torch::maximum(flag, (~torch::isfinite(gradients_.owned_grad(b))).any().to(flag.scalar_type()).reshape({1}));
+void DistributedAdamW::update_fused(double learning_rate, double grad_scale) {
+  // The kernel could unscale the gradients itself (its grad_scale argument), but it writes the unscaled values
+  // back into them; the main gradients stay as they were reduced, so a scaled copy is passed instead.
+  std::vector<torch::Tensor> grads;
+  for (size_t b = 0; b < master_.size(); ++b) {
+    torch::Tensor grad = gradients_.owned_grad(b);
+    grads.push_back(grad_scale != 1.0 ? grad * grad_scale : grad);
   }
-  world.all_reduce_max(flag);
-  return flag.item<float>() > 0.0f;
+  fused_steps_.fill_(static_cast<double>(step_count_));
+  std::vector<torch::Tensor> params[2], grad_views[2], exp_avgs[2], exp_avg_sqs[2], steps[2];
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    const Segment& s = segments_[i];
+    const int group = s.decays ? 0 : 1;
+    params[group].push_back(master_[s.bucket].narrow(0, s.begin, s.length));
+    grad_views[group].push_back(grads[s.bucket].narrow(0, s.begin, s.length));
+    exp_avgs[group].push_back(exp_avg_[s.bucket].narrow(0, s.begin, s.length));
+    exp_avg_sqs[group].push_back(exp_avg_sq_[s.bucket].narrow(0, s.begin, s.length));
+    steps[group].push_back(fused_steps_[static_cast<int64_t>(i)]);
+  }
+  for (int group = 0; group < 2; ++group) {
+    if (params[group].empty()) continue;
+    at::_fused_adamw_(params[group], grad_views[group], exp_avgs[group], exp_avg_sqs[group], /*max_exp_avg_sqs=*/{},
+                      steps[group], learning_rate, options_.beta1, options_.beta2,
+                      group == 0 ? options_.weight_decay : 0.0, options_.eps, /*amsgrad=*/false, /*maximize=*/false);
+  }
 }
 
-void DistributedAdamW::step(double learning_rate, double grad_scale) {
-  torch::NoGradGuard no_grad;
-  ++step_count_;
+void DistributedAdamW::update_whole_buckets(double learning_rate, double grad_scale) {
   const double bias_correction1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_count_));
   const double bias_correction2 = 1.0 - std::pow(options_.beta2, static_cast<double>(step_count_));
-  for (size_t b = 0; b < state_.size(); ++b) {
-    BucketState& s = state_[b];
+  for (size_t b = 0; b < master_.size(); ++b) {
+    torch::Tensor& master = master_[b];
     torch::Tensor grad = gradients_.owned_grad(b);
     if (grad_scale != 1.0) grad = grad * grad_scale;
     if (options_.weight_decay != 0.0) {
-      s.master.mul_(torch::where(s.decays, 1.0 - learning_rate * options_.weight_decay, 1.0).to(s.master.scalar_type()));
+      // The factor in the master weights' dtype (a where() of two plain numbers would round it to fp32).
+      const auto options = master.options();
+      master.mul_(torch::where(decays_[b], torch::full({}, 1.0 - learning_rate * options_.weight_decay, options),
+                               torch::full({}, 1.0, options)));
     }
-    s.exp_avg.mul_(options_.beta1).add_(grad, 1.0 - options_.beta1);
-    s.exp_avg_sq.mul_(options_.beta2).addcmul_(grad, grad, 1.0 - options_.beta2);
-    const torch::Tensor denom = (s.exp_avg_sq.sqrt() / std::sqrt(bias_correction2)).add_(options_.eps);
-    s.master.addcdiv_(s.exp_avg, denom, -learning_rate / bias_correction1);
-    write_back(b);
+    exp_avg_[b].mul_(options_.beta1).add_(grad, 1.0 - options_.beta1);
+    exp_avg_sq_[b].mul_(options_.beta2).addcmul_(grad, grad, 1.0 - options_.beta2);
+    const torch::Tensor denom = (exp_avg_sq_[b].sqrt() / std::sqrt(bias_correction2)).add_(options_.eps);
+    master.addcdiv_(exp_avg_[b], denom, -learning_rate / bias_correction1);
   }
 }
 
-void DistributedAdamW::write_back(size_t b) {
-  torch::Tensor full = state_[b].master;
-  if (gradients_.zero1()) full = gradients_.dp().all_gather(state_[b].master).reshape({-1});
-  for (size_t k : gradients_.buckets()[b].slots) {
-    const ParameterSlot& slot = gradients_.slots()[k];
-    torch::Tensor param = slot.param;
-    param.detach().copy_(full.narrow(0, slot.offset, slot.numel).view(param.sizes()));
+OptimizerState DistributedAdamW::own_state() {
+  OptimizerState out;
+  for (size_t b = 0; b < master_.size(); ++b) {
+    out.emplace_back(msg("exp_avg.", b), exp_avg_[b]);
+    out.emplace_back(msg("exp_avg_sq.", b), exp_avg_sq_[b]);
   }
+  return out;
 }
 
 }  // namespace t5scale

@@ -2,47 +2,58 @@
 // ZeRO-1 every DP rank updates the whole bucket; with ZeRO-1 each updates only the chunk it owns (its master
 // weights and both moments are sharded over DP) and the chunks are all-gathered back into the parameters.
 // The update is torch::optim::AdamW's, element for element (decoupled weight decay, bias-corrected moments).
+// Two paths compute it: ATen's fused kernel (at::_fused_adamw_, one pass over every tensor, CPU and CUDA), and
+// whole-bucket tensor operations where the kernel is not available or is switched off. They differ by fp32
+// rounding only (tests/train/test_fused_adamw.cpp).
 #pragma once
 
-#include "train/gradient_buckets.h"
+#include "train/distributed_optimizer.h"
 
 namespace t5scale {
+
+enum class FusedMode { kAuto, kOn, kOff };  // auto: the fused kernel where the device and dtype allow it
 
 struct AdamWOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double weight_decay = 0.0;  // applied to parameters whose slot has weight_decay set
+  double weight_decay = 0.0;  // applied to parameters whose slot has weight_decay set (weight_decay_applies)
+  FusedMode fused = FusedMode::kAuto;
 };
 
-class DistributedAdamW {
+// Whether at::_fused_adamw_ has a kernel for master weights of this dtype on this device (fp32 or fp64 on the
+// CPU or a CUDA device).
+bool fused_adamw_supported(torch::Device device, torch::ScalarType dtype);
+
+class DistributedAdamW final : public DistributedOptimizer {
  public:
-  DistributedAdamW(GradientBuckets& gradients, CommunicatorPtr tp, AdamWOptions options);
+  // Throws when options.fused is kOn and the fused kernel cannot run on the buckets' device and dtype.
+  DistributedAdamW(GradientBuckets& gradients, const ProcessGrid& grid, AdamWOptions options);
 
-  // Global L2 norm of the reduced gradients times grad_scale: shards split over TP are summed over the TP group,
-  // replicated parameters counted once; under ZeRO-1 the DP chunks are summed too. The same on every rank.
-  double grad_norm(double grad_scale);
-  // True on every rank when any rank's reduced gradients hold an inf or NaN (fp16 overflow).
-  bool found_non_finite(Communicator& world);
-  // One update with gradient g * grad_scale, then the parameters receive the new master weights.
-  void step(double learning_rate, double grad_scale);
+  std::string name() const override { return "adamw"; }
+  bool fused() const { return fused_; }
 
-  int64_t step_count() const { return step_count_; }
-  torch::Tensor master_weights(size_t bucket) const { return state_[bucket].master; }
+ protected:
+  double update(double learning_rate, double grad_scale) override;
+  OptimizerState own_state() override;
 
  private:
-  struct BucketState {
-    torch::Tensor master, exp_avg, exp_avg_sq;  // the owned range, fp32
-    torch::Tensor decays;                       // bool, owned range: weight decay applies
-    torch::Tensor is_split;                     // bool, owned range: element of a TP-split parameter
+  // A run of consecutive elements of a bucket's owned range with one weight-decay setting: the fused kernel
+  // takes one weight decay per call, so the runs are grouped into a decayed and an undecayed call.
+  struct Segment {
+    size_t bucket;
+    int64_t begin, length;  // within the owned range
+    bool decays;
   };
-  void write_back(size_t bucket);
+  void update_fused(double learning_rate, double grad_scale);
+  void update_whole_buckets(double learning_rate, double grad_scale);
 
-  GradientBuckets& gradients_;
-  CommunicatorPtr tp_;
   AdamWOptions options_;
-  std::vector<BucketState> state_;
-  int64_t step_count_ = 0;
+  bool fused_ = false;
+  std::vector<torch::Tensor> exp_avg_, exp_avg_sq_;  // per bucket, owned range
+  std::vector<torch::Tensor> decays_;                // per bucket, bool, owned range: weight decay applies
+  std::vector<Segment> segments_;
+  torch::Tensor fused_steps_;  // (segments,) fp32 on the device: the step number the fused kernel reads
 };
 
 }  // namespace t5scale

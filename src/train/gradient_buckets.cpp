@@ -46,7 +46,8 @@ GradientBuckets::GradientBuckets(std::vector<ParameterSlot> slots, CommunicatorP
 
   for (size_t k = 0; k < slots_.size(); ++k) {
     auto accumulator = torch::autograd::impl::grad_accumulator(slots_[k].param);
-    T5S_CHECK(accumulator != nullptr, "parameter ", slots_[k].name, " has no gradient accumulator (not a leaf?)");
+    T5S_CHECK(accumulator != nullptr, "parameter ", slots_[k].name, " has no gradient accumulator (not a leaf, or "
+              "requires_grad false: frozen parameters stay out of the buckets)");
     hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, k](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
           on_gradient(k);

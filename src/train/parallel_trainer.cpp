@@ -1,5 +1,8 @@
 #include "train/parallel_trainer.h"
 
+#include <cmath>
+#include <regex>
+
 #include "core/check.h"
 #include "model/vocab_parallel_cross_entropy.h"
 
@@ -29,25 +32,71 @@ std::vector<Seq2SeqBatch> replica_micro_batches(const Seq2SeqBatch& global, cons
   return out;
 }
 
+std::vector<std::string> frozen_parameter_names(const std::vector<std::string>& names, const FreezeOptions& freeze) {
+  std::regex pattern;
+  if (!freeze.pattern.empty()) {
+    try {
+      pattern = std::regex(freeze.pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw Error(msg("train.freeze_pattern '", freeze.pattern, "' is not a valid regular expression: ", e.what()));
+    }
+  }
+  std::vector<std::string> frozen;
+  bool pattern_matched = false;
+  for (const std::string& name : names) {
+    const bool by_pattern = !freeze.pattern.empty() && std::regex_search(name, pattern);
+    pattern_matched = pattern_matched || by_pattern;
+    if (by_pattern || (freeze.embeddings && name == "shared.weight") ||
+        (freeze.encoder && name.rfind("encoder.", 0) == 0)) {
+      frozen.push_back(name);
+    }
+  }
+  T5S_CHECK(freeze.pattern.empty() || pattern_matched, "train.freeze_pattern '", freeze.pattern,
+            "' matches no parameter name (names look like 'encoder.blocks.0.self_attn.q.weight')");
+  return frozen;
+}
+
 ParallelTrainer::ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTrainingOptions options)
     : model_(std::move(model)), grid_(std::move(grid)), options_(options) {
   T5S_CHECK(&model_->tp() == grid_.tp.get(), "the model must be built over the grid's TP group");
   auto params = model_->named_parameters();
+  const std::vector<ParameterLayout> layouts = model_->parameter_layouts();
+  std::vector<std::string> names;
+  for (const ParameterLayout& layout : layouts) names.push_back(layout.name);
+  for (const std::string& name : frozen_parameter_names(names, options_.freeze)) params[name].set_requires_grad(false);
+
   std::vector<ParameterSlot> slots;
-  for (const ParameterLayout& layout : model_->parameter_layouts()) {
+  for (const ParameterLayout& layout : layouts) {
     torch::Tensor param = params[layout.name];
-    if (!param.requires_grad()) continue;  // frozen
+    if (!param.requires_grad()) {
+      frozen_.push_back(layout.name);
+      continue;
+    }
     ParameterSlot slot;
     slot.name = layout.name;
     slot.param = param;
     slot.layout = layout;
-    slot.weight_decay = layout.name.find("norm") == std::string::npos && layout.name.find("bias") == std::string::npos;
+    slot.weight_decay = weight_decay_applies(layout.name);
     slots.push_back(std::move(slot));
   }
   T5S_CHECK(!slots.empty(), "every parameter is frozen: nothing to train");
   gradients_ = std::make_unique<GradientBuckets>(std::move(slots), grid_.dp, options_.bucket_bytes, options_.zero1);
-  optimizer_ = std::make_unique<DistributedAdamW>(*gradients_, grid_.tp, options_.adamw);
+  switch (options_.optimizer) {
+    case OptimizerKind::kAdamW:
+      optimizer_ = std::make_unique<DistributedAdamW>(*gradients_, grid_, options_.adamw);
+      break;
+    case OptimizerKind::kAdafactor:
+      optimizer_ = std::make_unique<DistributedAdafactor>(*gradients_, grid_, options_.adafactor);
+      break;
+  }
   loss_scale_ = options_.precision == Precision::kFp16 ? options_.initial_loss_scale : 1.0;
+}
+
+void ParallelTrainer::set_loss_scale_state(double loss_scale, int64_t steps_since_overflow) {
+  T5S_CHECK(loss_scale > 0.0 && std::isfinite(loss_scale), "the loss scale must be positive, got ", loss_scale);
+  T5S_CHECK(steps_since_overflow >= 0, "steps since the last overflow must be >= 0, got ", steps_since_overflow);
+  loss_scale_ = loss_scale;
+  steps_since_overflow_ = steps_since_overflow;
 }
 
 StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches, double learning_rate) {
@@ -75,7 +124,7 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
     (summed * (loss_scale_ / token_count)).backward();
     loss_sum += summed.detach().to(torch::kFloat64);
   }
-  // 3. Gradients reduced over DP; in fp16, agree on overflow.
+  // 3. Gradients reduced over DP.
   gradients_->finish();
   grid_.dp->all_reduce_sum(loss_sum);
 
@@ -83,23 +132,23 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
   result.loss = loss_sum.item<double>() / token_count;
   result.target_tokens = static_cast<int64_t>(token_count);
   result.loss_scale = loss_scale_;
-  double grad_scale = 1.0 / loss_scale_;
-  if (options_.precision == Precision::kFp16) {
-    if (optimizer_->found_non_finite(*grid_.world)) {
-      loss_scale_ *= 0.5;
-      steps_since_overflow_ = 0;
-      result.skipped = true;
-      return result;
-    }
-    if (++steps_since_overflow_ % options_.loss_scale_growth_interval == 0) loss_scale_ *= 2.0;
+  // 4-5. Overflow check (fp16), norm, clipping and the update.
+  GradientScaling scaling;
+  scaling.loss_scale = loss_scale_;
+  scaling.max_grad_norm = options_.max_grad_norm;
+  scaling.skip_non_finite = options_.precision == Precision::kFp16;
+  const StepOutcome outcome = optimizer_->step(learning_rate, scaling);
+  result.grad_norm = outcome.grad_norm;
+  result.learning_rate = outcome.learning_rate;
+  if (outcome.skipped) {
+    loss_scale_ *= 0.5;
+    steps_since_overflow_ = 0;
+    result.skipped = true;
+    return result;
   }
-  // 4. Clipping as torch::nn::utils::clip_grad_norm_ does it: scale by max_norm / (norm + 1e-6) when below 1.
-  result.grad_norm = optimizer_->grad_norm(grad_scale);
-  if (options_.max_grad_norm > 0.0) {
-    grad_scale *= std::min(1.0, options_.max_grad_norm / (result.grad_norm + 1e-6));
+  if (options_.precision == Precision::kFp16 && ++steps_since_overflow_ % options_.loss_scale_growth_interval == 0) {
+    loss_scale_ *= 2.0;
   }
-  // 5. The update.
-  optimizer_->step(learning_rate, grad_scale);
   return result;
 }
 

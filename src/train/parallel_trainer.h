@@ -4,16 +4,19 @@
 //      backward; gradients gather in fp32 buckets, reduced over DP during the last micro-batch's backward;
 //   3. wait for the reductions; fp16: skip the step everywhere if any rank overflowed, and lower the scale;
 //   4. global gradient norm, clipping folded into the gradient scale;
-//   5. AdamW on the fp32 master weights (ZeRO-1: on this rank's chunk), written back to the parameters.
+//   5. AdamW (ZeRO-1: on this rank's chunk) or Adafactor on the fp32 master weights, written back to the
+//      parameters (3-5: DistributedOptimizer::step).
 // The loss is the mean over every target token of the global batch, so any grid, and any split into
 // micro-batches, computes what one rank computes on the whole batch.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dist/process_grid.h"
 #include "model/t5_model.h"
+#include "train/distributed_adafactor.h"
 #include "train/distributed_adamw.h"
 #include "train/gradient_buckets.h"
 
@@ -22,8 +25,31 @@ namespace t5scale {
 enum class Precision { kFp32, kBf16, kFp16 };
 torch::ScalarType compute_dtype(Precision precision);
 
+enum class OptimizerKind { kAdamW, kAdafactor };
+
+// Parameters to freeze: they get requires_grad false, stay out of the gradient buckets, the gradient norm and the
+// optimizer, and never change.
+struct FreezeOptions {
+  // The input embedding table, shared.weight (in v1.0 models, whose LM head is tied to it, the LM head too). The
+  // untied lm_head.weight of v1.1 models is an output projection and stays trainable; the pattern freezes it.
+  bool embeddings = false;
+  // Every encoder.* parameter: the encoder blocks, its relative position bias and final norm; not the shared
+  // embedding table the encoder reads (that is `embeddings`).
+  bool encoder = false;
+  // An ECMAScript regular expression searched in each parameter name (std::regex_search: "ff[.]wo" matches
+  // "decoder.blocks.0.ff.wo.weight", "^decoder[.]blocks[.]0[.]" the first decoder block); "" freezes nothing by name.
+  std::string pattern;
+};
+
+// The names among `names` that `freeze` selects, in their order. Throws when the pattern is not a valid regular
+// expression, or is set and selects none of the names (a typo would otherwise train everything).
+std::vector<std::string> frozen_parameter_names(const std::vector<std::string>& names, const FreezeOptions& freeze);
+
 struct ParallelTrainingOptions {
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
   AdamWOptions adamw;
+  AdafactorOptions adafactor;  // optimizer kAdafactor; refused with zero1
+  FreezeOptions freeze;
   double max_grad_norm = 1.0;  // 0: no clipping
   bool zero1 = false;
   int64_t bucket_bytes = 25 * 1024 * 1024;
@@ -35,6 +61,7 @@ struct ParallelTrainingOptions {
 struct StepResult {
   double loss = 0.0;       // mean token cross-entropy over the global batch
   double grad_norm = 0.0;  // before clipping
+  double learning_rate = 0.0;  // as used: the given rate, or Adafactor's relative step (StepOutcome)
   bool skipped = false;    // fp16 overflow: no update was made
   double loss_scale = 1.0;
   int64_t target_tokens = 0;  // over the global batch
@@ -47,24 +74,33 @@ std::vector<Seq2SeqBatch> replica_micro_batches(const Seq2SeqBatch& global, cons
 
 class ParallelTrainer {
  public:
-  // The model must be built over grid.tp. Parameters whose requires_grad is false are frozen: no gradient,
-  // no optimizer state. Weight decay skips norms and biases (names containing "norm" or "bias").
+  // The model must be built over grid.tp. The parameters options.freeze selects get requires_grad false; those,
+  // and any whose requires_grad was already false, are frozen: no gradient, no optimizer state. Weight decay
+  // skips norms and biases (weight_decay_applies()).
   ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTrainingOptions options);
 
   // micro_batches: this DP replica's share of the global batch, one entry per micro-batch.
   StepResult step(const std::vector<Seq2SeqBatch>& micro_batches, double learning_rate);
 
   GradientBuckets& gradients() { return *gradients_; }
-  DistributedAdamW& optimizer() { return *optimizer_; }
+  DistributedOptimizer& optimizer() { return *optimizer_; }
   T5Model& model() { return model_; }
   const ProcessGrid& grid() const { return grid_; }
+  // Every frozen parameter's name (selected by options.freeze or frozen before), in the model's order.
+  const std::vector<std::string>& frozen_parameters() const { return frozen_; }
+
+  // fp16 loss scaling, for checkpoints: the scale and the steps since the last overflow.
+  double loss_scale() const { return loss_scale_; }
+  int64_t steps_since_overflow() const { return steps_since_overflow_; }
+  void set_loss_scale_state(double loss_scale, int64_t steps_since_overflow);
 
  private:
   T5Model model_;
   ProcessGrid grid_;
   ParallelTrainingOptions options_;
   std::unique_ptr<GradientBuckets> gradients_;
-  std::unique_ptr<DistributedAdamW> optimizer_;
+  std::unique_ptr<DistributedOptimizer> optimizer_;
+  std::vector<std::string> frozen_;
   double loss_scale_ = 1.0;
   int64_t steps_since_overflow_ = 0;
 };

@@ -1,8 +1,10 @@
 // DESIGN.md invariant 2: parallelism changes nothing but speed. Every grid this world size can form
 // (tp x dp = world) trains a small T5 and is compared with one rank training on the same global batch: loss,
-// gradient norm, the gathered fp32 gradients after one step, and the gathered weights after one and three AdamW
-// steps; also with activation checkpointing, with 4 micro-batches of accumulation against one large batch, and
-// with ZeRO-1. Weight decay and gradient clipping are on, so both take part in what is compared.
+// gradient norm, the gathered fp32 gradients after one step, and the gathered weights after one and three
+// optimizer steps; also with activation checkpointing, with 4 micro-batches of accumulation against one large
+// batch, with ZeRO-1, and with Adafactor (fixed step size; and T5's relative step with the parameter scale and
+// momentum), whose row/column means and RMS values span the TP-split dimensions. Weight decay and gradient
+// clipping are on, so both take part in what is compared.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -31,11 +33,14 @@ constexpr double kRoundingNoiseFactor = 4.0;
 constexpr int64_t kGlobalBatch = 16;  // divisible by every dp (1, 2, 4) times 4 micro-batches
 constexpr double kLearningRate = 1e-3;
 
+enum class Optimizer { kAdamW, kAdafactor, kAdafactorRelativeStep };
+
 struct Variant {
   std::string name;
   int64_t checkpoint_every = 0;
   int64_t micro_batches = 1;
   bool zero1 = false;
+  Optimizer optimizer = Optimizer::kAdamW;
 };
 
 ModelConfig grid_model(bool v1_1) {
@@ -54,12 +59,21 @@ ModelConfig grid_model(bool v1_1) {
   return c;
 }
 
-ParallelTrainingOptions training_options(bool zero1) {
+ParallelTrainingOptions training_options(const Variant& variant) {
   ParallelTrainingOptions o;
   o.adamw.weight_decay = 0.01;
   o.max_grad_norm = 0.5;
-  o.zero1 = zero1;
+  o.zero1 = variant.zero1;
   o.bucket_bytes = 8 * 1024;  // several buckets, so reductions overlap backward
+  if (variant.optimizer != Optimizer::kAdamW) {
+    o.optimizer = OptimizerKind::kAdafactor;
+    o.adafactor.weight_decay = 0.01;
+  }
+  if (variant.optimizer == Optimizer::kAdafactorRelativeStep) {
+    o.adafactor.relative_step = true;
+    o.adafactor.scale_parameter = true;
+    o.adafactor.beta1 = 0.9;
+  }
   return o;
 }
 
@@ -74,7 +88,7 @@ Snapshot train_run(const ModelConfig& config, ProcessGrid grid, const Variant& v
   T5Model model(config, grid.tp, dtype);
   model->initialize_weights(31);
   model->set_activation_checkpointing(variant.checkpoint_every);
-  ParallelTrainer trainer(model, grid, training_options(variant.zero1));
+  ParallelTrainer trainer(model, grid, training_options(variant));
   SyntheticTaskOptions task_options;
   task_options.vocab_size = config.vocab_size;
   SyntheticTask task(task_options);
@@ -101,8 +115,8 @@ struct Reference {
   Snapshot fp32, fp64;
 };
 
-Reference single_rank_run(const ModelConfig& config, int steps) {
-  const Variant one_batch{"single rank", 0, 1, false};
+Reference single_rank_run(const ModelConfig& config, int steps, Optimizer optimizer) {
+  const Variant one_batch{"single rank", 0, 1, false, optimizer};
   return {train_run(config, ProcessGrid::solo(), one_batch, steps, torch::kFloat32),
           train_run(config, ProcessGrid::solo(), one_batch, steps, torch::kFloat64)};
 }
@@ -172,8 +186,9 @@ class GridTraining : public ::testing::TestWithParam<Variant> {};
 TEST_P(GridTraining, OneStepEqualsOneRank) {
   for (bool v1_1 : {false, true}) {
     const ModelConfig config = grid_model(v1_1);
-    const Reference reference = single_rank_run(config, 1);
-    EXPECT_GT(reference.fp32.steps[0].grad_norm, training_options(false).max_grad_norm) << "clipping should be active";
+    const Reference reference = single_rank_run(config, 1, GetParam().optimizer);
+    EXPECT_GT(reference.fp32.steps[0].grad_norm, training_options(GetParam()).max_grad_norm)
+        << "clipping should be active";
     for (int tp : testing::tp_sizes_for_world()) {
       const ProcessGrid grid = testing::make_grid(tp);
       const std::string what = std::string(v1_1 ? "v1.1 " : "v1.0 ") + std::to_string(grid.tp_size) + "x" +
@@ -184,9 +199,9 @@ TEST_P(GridTraining, OneStepEqualsOneRank) {
   }
 }
 
-TEST_P(GridTraining, ThreeAdamWStepsEqualOneRank) {
+TEST_P(GridTraining, ThreeStepsEqualOneRank) {
   const ModelConfig config = grid_model(true);
-  const Reference reference = single_rank_run(config, 3);
+  const Reference reference = single_rank_run(config, 3, GetParam().optimizer);
   for (int tp : testing::tp_sizes_for_world()) {
     const ProcessGrid grid = testing::make_grid(tp);
     const std::string what = "v1.1 " + std::to_string(grid.tp_size) + "x" + std::to_string(grid.dp_size) + " " +
@@ -201,7 +216,10 @@ INSTANTIATE_TEST_SUITE_P(Variants, GridTraining,
                                            Variant{"checkpointing", 1, 1, false},
                                            Variant{"accumulation", 0, 4, false},
                                            Variant{"zero1", 0, 1, true},
-                                           Variant{"all", 1, 4, true}),
+                                           Variant{"all", 1, 4, true},
+                                           Variant{"adafactor", 0, 1, false, Optimizer::kAdafactor},
+                                           Variant{"adafactor_relative_step", 1, 4, false,
+                                                   Optimizer::kAdafactorRelativeStep}),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

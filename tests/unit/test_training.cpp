@@ -1,5 +1,6 @@
 // The training step on one rank: the optimizer against LibTorch's own AdamW, activation checkpointing with
-// dropout on, fp16 loss scaling and a bf16 step. (Every grid against one rank: tests/mpi.)
+// dropout on, fp16 loss scaling, a bf16 step, the weight-decay rule, and optimizer state saved and loaded.
+// (Every grid against one rank: tests/mpi; Adafactor against transformers, fused AdamW, freezing: tests/train.)
 #include <gtest/gtest.h>
 
 #include "data/synthetic_task.h"
@@ -146,6 +147,56 @@ TEST(Training, Bf16StepTracksTheFp32Step) {
     // bf16 keeps 8 significant bits (relative rounding 2^-8 ~ 4e-3 per operation); the loss of a tiny model
     // stays within a few percent of fp32 over a few steps.
     EXPECT_NEAR(losses[1][s], losses[0][s], 0.03 * losses[0][s]) << "step " << s + 1;
+  }
+}
+
+TEST(Training, WeightDecaySkipsNormsAndBiases) {
+  EXPECT_TRUE(weight_decay_applies("encoder.blocks.0.self_attn.q.weight"));
+  EXPECT_TRUE(weight_decay_applies("shared.weight"));
+  EXPECT_TRUE(weight_decay_applies("lm_head.weight"));
+  EXPECT_FALSE(weight_decay_applies("encoder.blocks.0.self_attn_norm.weight"));
+  EXPECT_FALSE(weight_decay_applies("decoder.final_norm.weight"));
+  EXPECT_FALSE(weight_decay_applies("encoder.relative_attention_bias.weight"));
+}
+
+// Steps 1-2, state saved; a new trainer on a copy of the model loads it and runs steps 3-4: the same weights,
+// bit for bit, as four uninterrupted steps. For both optimizers (Adafactor with momentum and the relative step,
+// whose step count matters).
+TEST(Training, OptimizerStateLoadedResumesBitForBit) {
+  const ProcessGrid grid = ProcessGrid::solo();
+  for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kAdafactor}) {
+    ParallelTrainingOptions options;
+    options.optimizer = kind;
+    options.adamw.weight_decay = 0.1;
+    options.adafactor.relative_step = true;
+    options.adafactor.scale_parameter = true;
+    options.adafactor.beta1 = 0.9;
+    options.bucket_bytes = 16 * 1024;
+    T5Model straight(small(0.0), grid.tp), resumed(small(0.0), grid.tp);
+    straight->initialize_weights(5);
+    resumed->initialize_weights(5);
+    ParallelTrainer uninterrupted(straight, grid, options);
+    for (uint64_t s = 0; s < 4; ++s) uninterrupted.step({batch(s)}, 1e-3);
+
+    OptimizerState saved;
+    {
+      ParallelTrainer first(resumed, grid, options);
+      for (uint64_t s = 0; s < 2; ++s) first.step({batch(s)}, 1e-3);
+      for (const auto& [name, tensor] : first.optimizer().state()) saved.emplace_back(name, tensor.clone());
+    }
+    T5Model reloaded(small(0.0), grid.tp);
+    reloaded->initialize_weights(99);  // other weights: the loaded master weights must replace them
+    ParallelTrainer second(reloaded, grid, options);
+    second.optimizer().load_state(saved);
+    EXPECT_EQ(second.optimizer().step_count(), 2);
+    for (uint64_t s = 2; s < 4; ++s) second.step({batch(s)}, 1e-3);
+    auto expected = straight->named_parameters();
+    for (const auto& item : reloaded->named_parameters()) {
+      EXPECT_TRUE(torch::equal(item.value(), expected[item.key()]))
+          << second.optimizer().name() << ": " << item.key() << " differs after resuming";
+    }
+    saved.pop_back();
+    EXPECT_NE(testing::error_of([&] { second.optimizer().load_state(saved); }).find("state has"), std::string::npos);
   }
 }
 

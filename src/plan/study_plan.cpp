@@ -1,0 +1,509 @@
+#include "plan/study_plan.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "core/check.h"
+#include "data/batch_sampler.h"
+#include "data/tokenized_dataset.h"
+
+namespace t5scale {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
+  return out;
+}
+
+std::string format_number(double value, const char* format = "%.3g") {
+  if (!std::isfinite(value)) return "?";
+  char text[64];
+  std::snprintf(text, sizeof(text), format, value);
+  return text;
+}
+
+std::string normalized_gpu_name(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == ' ' || c == '_') c = '-';
+    out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  if (out.rfind("NVIDIA-", 0) == 0) out = out.substr(7);
+  return out;
+}
+
+// What the planner knows about a dataset file: the training split's size and the vocabulary.
+struct DatasetFacts {
+  bool exists = false;
+  std::string error;  // opening or reading it failed
+  int64_t vocab_size = 0;
+  std::shared_ptr<TokenizedDataset> dataset;
+};
+
+class DatasetCache {
+ public:
+  const DatasetFacts& get(const std::string& path) {
+    auto it = cache_.find(path);
+    if (it != cache_.end()) return it->second;
+    DatasetFacts facts;
+    std::error_code ec;
+    facts.exists = fs::is_regular_file(path, ec);
+    if (facts.exists) {
+      try {
+        facts.dataset = std::shared_ptr<TokenizedDataset>(TokenizedDataset::open(path).release());
+        facts.vocab_size = facts.dataset->info().vocab_size;
+      } catch (const Error& e) {
+        facts.error = e.what();
+      }
+    }
+    return cache_.emplace(path, std::move(facts)).first->second;
+  }
+
+ private:
+  std::map<std::string, DatasetFacts> cache_;
+};
+
+// The shape of a Hugging Face T5 config.json (the keys T5Config writes), for planning a run with
+// model.init_from. The trainer reads the same file with io's reader; this one needs no LibTorch.
+ModelConfig read_hf_t5_shape(const std::string& path) {
+  std::ifstream in(path);
+  T5S_CHECK(in.good(), "cannot read ", path);
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(msg(path, ": not valid JSON: ", e.what()));
+  }
+  ModelConfig c;
+  c.name = fs::path(path).parent_path().filename().string();
+  auto get = [&](const char* key, int64_t& field) {
+    if (j.contains(key) && j[key].is_number_integer()) field = j[key].get<int64_t>();
+  };
+  get("vocab_size", c.vocab_size);
+  get("d_model", c.d_model);
+  get("d_kv", c.d_kv);
+  get("d_ff", c.d_ff);
+  get("num_layers", c.num_layers);
+  c.num_decoder_layers = c.num_layers;
+  get("num_decoder_layers", c.num_decoder_layers);
+  get("num_heads", c.num_heads);
+  get("relative_attention_num_buckets", c.relative_attention_num_buckets);
+  get("relative_attention_max_distance", c.relative_attention_max_distance);
+  if (j.contains("feed_forward_proj") && j["feed_forward_proj"].is_string()) {
+    const std::string ff = j["feed_forward_proj"].get<std::string>();
+    c.feed_forward = ff.find("gated") != std::string::npos ? FeedForwardKind::kGatedGelu : FeedForwardKind::kRelu;
+  }
+  if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean()) {
+    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  }
+  return c;
+}
+
+void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
+  const RunConfig& c = p.run.config;
+  const auto& d = c.data;
+  const int64_t world = p.run.world();
+  const int64_t tp = c.parallel.tp;
+  p.device_memory_gib = study.device_memory_gib;
+
+  if (tp > 0 && tp > p.run.gpus_per_node) {
+    p.notes.push_back(msg("parallel.tp ", tp, " spans nodes of ", p.run.gpus_per_node,
+                          " GPUs: its all-reduces leave the node's NVLink for the network"));
+  } else if (tp > 0 && p.run.gpus_per_node % tp != 0) {
+    p.notes.push_back(msg("parallel.tp ", tp, " does not divide gpus_per_node ", p.run.gpus_per_node,
+                          ": some TP groups straddle two nodes"));
+  }
+
+  // Batch split (its errors are already among validate_for_world's).
+  try {
+    p.batch = resolve_batch(c, world);
+    p.batch_known = true;
+  } catch (const Error&) {
+  }
+
+  // The training split's size, and the data's vocabulary for the model shape.
+  int64_t vocab_size = 0;
+  std::shared_ptr<TokenizedDataset> dataset;
+  if (d.dataset == "synthetic") {
+    p.train_examples = d.synthetic_examples;
+    vocab_size = d.synthetic_vocab_size;
+  } else {
+    const DatasetFacts& facts = datasets.get(d.dataset);
+    if (!facts.exists) {
+      p.notes.push_back(msg("data.dataset '", d.dataset, "' does not exist here yet: steps per epoch unknown"));
+    } else if (!facts.error.empty()) {
+      p.errors.push_back(msg("data.dataset: ", facts.error));
+    } else if (!facts.dataset->has_split(d.train_split)) {
+      p.errors.push_back(msg("data.train_split: '", d.train_split, "' is not a split of ", d.dataset, " (it has ",
+                             join(facts.dataset->split_names(), ", "), ")"));
+    } else {
+      dataset = facts.dataset;
+      p.train_examples = dataset->split(d.train_split).size();
+      vocab_size = facts.vocab_size;
+    }
+  }
+
+  // Steps per epoch as the trainer's sampler counts them.
+  if (p.batch_known && p.train_examples >= 0) {
+    if (d.max_tokens_per_micro_batch == 0) {
+      p.steps_per_epoch = optimizer_steps_per_epoch(p.train_examples, p.batch.global_batch, d.drop_last);
+    } else if (dataset) {
+      // Token budget: the packing decides; run the sampler over the lengths, cut as the trainer cuts them.
+      const auto& split = dataset->split(d.train_split);
+      std::vector<int64_t> source = split.source_lengths(), target = split.target_lengths();
+      for (auto& n : source) n = d.max_source_length > 0 ? std::min(n, d.max_source_length) : n;
+      for (auto& n : target) n = d.max_target_length > 0 ? std::min(n, d.max_target_length) : n;
+      BatchSamplerOptions o;
+      o.global_batch = p.batch.global_batch;
+      o.micro_batches = p.batch.grad_accumulation;
+      o.dp_size = p.batch.dp;
+      o.seed = static_cast<uint64_t>(c.run.seed);
+      o.order = parse_sampling_order(enum_name(d.sampling));
+      o.sortish_factor = d.sortish_factor;
+      o.drop_last = d.drop_last;
+      o.max_tokens_per_micro_batch = d.max_tokens_per_micro_batch;
+      o.length_multiple = std::max<int64_t>(d.pad_to_multiple_of, 1);
+      try {
+        p.steps_per_epoch = DistributedBatchSampler(source, target, o).steps_per_epoch();
+      } catch (const Error& e) {
+        p.errors.push_back(msg("data.max_tokens_per_micro_batch: ", e.what()));
+      }
+    } else {
+      p.notes.push_back("data.max_tokens_per_micro_batch: steps per epoch depend on the packing of the data");
+    }
+    if (p.train_examples >= 0 && p.steps_per_epoch == 0 && p.errors.empty() && d.max_tokens_per_micro_batch == 0) {
+      p.errors.push_back(msg("train.global_batch: the training split has ", p.train_examples,
+                             " examples, not one global batch of ", p.batch.global_batch));
+    }
+  }
+
+  // LR plan: total steps, warmup and the scaled LR.
+  if (p.batch_known && p.errors.empty()) {
+    try {
+      if (c.train.max_steps > 0 || p.steps_per_epoch > 0 || c.eval.only) {
+        RunConfig planned = c;
+        if (c.eval.only && c.train.max_steps <= 0 && c.train.epochs <= 0) planned.train.max_steps = 1;
+        p.lr = make_lr_plan(planned, p.batch, p.steps_per_epoch);
+        p.total_steps = p.lr.total_steps;
+        p.steps_known = p.warmup_known = !c.eval.only;
+        p.epochs = p.lr.epochs;
+      } else {
+        // Epochs of a dataset not there yet: the LR is known, the step count is not.
+        RunConfig planned = c;
+        planned.train.epochs = 0;
+        planned.train.max_steps = std::max<int64_t>(1, c.lr_schedule.warmup_steps);
+        planned.lr_schedule.warmup_ratio = 0;
+        p.lr = make_lr_plan(planned, p.batch, 0);
+        p.warmup_known = c.lr_schedule.warmup_ratio == 0;
+        p.epochs = c.train.epochs;
+      }
+      p.lr_known = true;
+    } catch (const Error& e) {
+      p.errors.push_back(e.what());
+    }
+  }
+
+  // Model shape.
+  std::optional<ModelConfig> model;
+  try {
+    if (!c.model.init_from.empty()) {
+      const fs::path config_json = fs::path(c.model.init_from) / "config.json";
+      std::error_code ec;
+      if (fs::is_regular_file(config_json, ec)) {
+        model = read_hf_t5_shape(config_json.string());
+      } else if (c.model.name != "tiny") {
+        model = named_model_config(c.model.name);
+        p.notes.push_back(msg("model.init_from '", c.model.init_from, "' has no config.json here: planned with "
+                              "the shape of model.name ", c.model.name));
+      } else {
+        p.notes.push_back(msg("model.init_from '", c.model.init_from, "' has no config.json here: model unknown"));
+      }
+      if (model) {
+        for (const auto& e : check_tp_divides(*model, tp)) p.errors.push_back(e.text());
+      }
+    } else if (c.model.name == "tiny") {
+      if (vocab_size > 0) model = resolve_model_config(c, vocab_size);
+    } else {
+      model = named_model_config(c.model.name);
+      if (vocab_size > 0) model = resolve_model_config(c, vocab_size);
+    }
+  } catch (const Error& e) {
+    if (std::none_of(p.run.errors.begin(), p.run.errors.end(),
+                     [](const std::string& x) { return x.rfind("model.name", 0) == 0; })) {
+      p.errors.push_back(e.what());
+    }
+    model.reset();
+  }
+  if (model) {
+    p.model_known = true;
+    p.model_name = model->name;
+    p.parameter_count = parameter_count(*model);
+  }
+
+  // Memory and FLOPs, with the trainer's inputs: one micro-batch padded to the maximum lengths.
+  if (model && p.batch_known && tp >= 1 && p.batch.dp >= 1 && world % tp == 0) {
+    const BatchShape typical{p.batch.micro_batch > 0 ? p.batch.micro_batch : 1,
+                             d.max_source_length > 0 ? d.max_source_length : 512,
+                             d.max_target_length > 0 ? d.max_target_length : 128};
+    MemoryInputs m;
+    m.tp = static_cast<int>(tp);
+    m.dp = static_cast<int>(p.batch.dp);
+    m.compute_bytes_per_element = c.precision == RunConfig::Precision::kFp32 ? 4 : 2;
+    m.zero1 = c.parallel.zero1;
+    m.adafactor = c.optimizer.name == OptimizerSettings::Name::kAdafactor;
+    m.activation_checkpointing = c.parallel.activation_checkpointing;
+    m.micro_batch = typical;
+    m.on_gpu = !study.spec.slurm.cpu_only();
+    try {
+      p.memory = predict_memory(*model, m);
+      p.memory_known = true;
+      p.flops_per_step =
+          training_flops(*model, typical) * static_cast<double>(p.batch.grad_accumulation * p.batch.dp);
+    } catch (const Error& e) {
+      p.errors.push_back(e.what());
+    }
+  }
+  if (study.device_memory_gib <= 0) {
+    p.fits = "-";
+  } else if (p.memory_known) {
+    const double gib = static_cast<double>(p.memory.total_bytes()) / (1024.0 * 1024.0 * 1024.0);
+    p.fits = gib <= study.device_memory_gib ? "yes" : "NO";
+    if (p.fits == "NO") {
+      p.notes.push_back(msg("predicted ", p.memory.describe(), " per GPU exceeds ", study.device_memory_gib,
+                            " GiB: try parallel.activation_checkpointing, parallel.zero1, a larger parallel.tp "
+                            "or a smaller micro-batch (train.grad_accumulation)"));
+    }
+  }
+}
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string lr_text(const RunPlan& p) {
+  if (!p.lr_known) return "?";
+  if (p.lr.adafactor_relative_step) return "relative step";
+  std::string text = format_number(p.lr.base_lr);
+  if (p.lr.rule != LrScalingSettings::Rule::kNone) text += "->" + format_number(p.lr.effective_lr);
+  return text + " " + enum_name(p.lr.rule);
+}
+
+}  // namespace
+
+const std::vector<std::pair<std::string, double>>& gpu_memory_table() {
+  // Nominal memory of each model (GiB as nvidia-smi reports it, rounded).
+  static const std::vector<std::pair<std::string, double>> table = {
+      {"V100-16GB", 16}, {"V100", 32},      {"V100-32GB", 32}, {"T4", 16},         {"A10", 24},
+      {"A10G", 24},      {"L4", 24},        {"A40", 48},       {"L40", 48},        {"L40S", 48},
+      {"A6000", 48},     {"RTX-A6000", 48}, {"A100-40GB", 40}, {"A100", 80},       {"A100-80GB", 80},
+      {"H100", 80},      {"H100-80GB", 80}, {"H100-SXM", 80},  {"H100-PCIE", 80},  {"H100-NVL", 94},
+      {"GH200", 96},     {"H200", 141},     {"B200", 180},
+  };
+  return table;
+}
+
+double gpu_memory_gib(const SlurmSpec& slurm) {
+  if (slurm.gpu_memory_gib > 0) return slurm.gpu_memory_gib;
+  if (slurm.cpu_only()) return 0.0;
+  if (slurm.gpu.empty()) return 80.0;
+  const std::string wanted = normalized_gpu_name(slurm.gpu);
+  std::vector<std::string> names;
+  for (const auto& [name, gib] : gpu_memory_table()) {
+    if (normalized_gpu_name(name) == wanted) return gib;
+    names.push_back(name);
+  }
+  throw Error(msg("slurm.gpu: no memory size known for GPU '", slurm.gpu, "' (known: ", join(names, ", "),
+                  "); set slurm.gpu_memory_gib"));
+}
+
+size_t StudyPlan::invalid_count() const {
+  return static_cast<size_t>(std::count_if(runs.begin(), runs.end(), [](const RunPlan& p) { return !p.valid(); }));
+}
+
+StudyPlan plan_study(const StudySpec& spec, const ExpandOptions& options) {
+  StudyPlan plan;
+  plan.spec = spec;
+  plan.device_memory_gib = gpu_memory_gib(spec.slurm);
+  if (spec.slurm.gpu_memory_gib > 0) {
+    plan.device_memory_basis = msg(plan.device_memory_gib, " GiB per GPU (slurm.gpu_memory_gib)");
+  } else if (spec.slurm.cpu_only()) {
+    plan.device_memory_basis = "none (CPU-only jobs, slurm.gpu: " + spec.slurm.gpu + ")";
+  } else if (spec.slurm.gpu.empty()) {
+    plan.device_memory_basis = msg(plan.device_memory_gib, " GiB per GPU (the default; set slurm.gpu)");
+  } else {
+    plan.device_memory_basis = msg(plan.device_memory_gib, " GiB per GPU (slurm.gpu ", spec.slurm.gpu, ")");
+  }
+  DatasetCache datasets;
+  for (auto& run : expand_study(spec, options)) {
+    RunPlan p;
+    p.run = std::move(run);
+    p.errors = p.run.errors;
+    plan_run(p, plan, datasets);
+    plan.runs.push_back(std::move(p));
+  }
+  return plan;
+}
+
+std::string format_memory(int64_t bytes) {
+  const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
+  if (mib < 1024.0) return format_number(mib, "%.0f") + " MiB";
+  return format_number(mib / 1024.0, "%.1f") + " GiB";
+}
+
+std::string format_flops(double flops) {
+  if (!std::isfinite(flops)) return "?";
+  const char* units[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP"};
+  int unit = 0;
+  while (flops >= 1000.0 && unit < 6) flops /= 1000.0, ++unit;
+  return format_number(flops, "%.3g") + " " + units[unit];
+}
+
+std::string format_plan(const StudyPlan& plan) {
+  const std::vector<std::string> header = {"run",    "nodes", "world",  "tp",      "dp",     "micro",
+                                           "accum",  "global", "lr",    "warmup",  "steps",  "epochs",
+                                           plan.spec.slurm.cpu_only() ? "mem/rank" : "mem/GPU", "fits", "FLOP/step"};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& p : plan.runs) {
+    const auto& c = p.run.config;
+    auto known = [&](bool k, int64_t v) { return k ? msg(v) : std::string("?"); };
+    std::string epochs = std::isfinite(p.epochs) ? format_number(p.epochs) : "?";
+    rows.push_back({p.run.name + (p.valid() ? "" : " (INVALID)"),
+                    msg(p.run.nodes, "x", p.run.gpus_per_node),
+                    msg(p.run.world()),
+                    msg(c.parallel.tp),
+                    known(p.batch_known, p.batch.dp),
+                    known(p.batch_known, p.batch.micro_batch),
+                    known(p.batch_known, p.batch.grad_accumulation),
+                    known(p.batch_known, p.batch.global_batch),
+                    lr_text(p),
+                    known(p.lr_known && p.warmup_known, p.lr.warmup_steps),
+                    known(p.steps_known, p.total_steps),
+                    epochs,
+                    p.memory_known ? format_memory(p.memory.total_bytes()) : "?",
+                    p.fits,
+                    format_flops(p.flops_per_step)});
+  }
+  std::vector<size_t> width(header.size());
+  for (size_t i = 0; i < header.size(); ++i) {
+    width[i] = header[i].size();
+    for (const auto& row : rows) width[i] = std::max(width[i], row[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      const bool left = i == 0 || i == 8;
+      std::string cell = cells[i];
+      const std::string pad(width[i] - cell.size(), ' ');
+      out += (i ? "  " : "") + (left ? cell + pad : pad + cell);
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  };
+
+  std::string out = msg("study ", plan.spec.name, " (", plan.spec.source, "): ", plan.runs.size(), " run(s), ",
+                        plan.invalid_count(), " invalid; results in ",
+                        plan.runs.empty() ? plan.spec.results_dir : plan.runs.front().run.config.run.output_dir, "\n");
+  out += "memory checked against " + plan.device_memory_basis + "\n\n";
+  out += line(header);
+  for (const auto& row : rows) out += line(row);
+
+  bool any_invalid = false;
+  for (const auto& p : plan.runs) {
+    if (p.valid()) continue;
+    if (!any_invalid) out += "\ninvalid runs:\n";
+    any_invalid = true;
+    out += "  " + p.run.name + ":\n";
+    for (const auto& e : p.errors) out += "    " + e + "\n";
+  }
+  // Notes, each once, with the runs it concerns.
+  std::vector<std::string> note_order;
+  std::map<std::string, std::vector<std::string>> runs_by_note;
+  for (const auto& p : plan.runs) {
+    for (const auto& n : p.notes) {
+      if (!runs_by_note.count(n)) note_order.push_back(n);
+      runs_by_note[n].push_back(p.run.name);
+    }
+  }
+  if (!note_order.empty()) out += "\nnotes:\n";
+  for (const auto& n : note_order) {
+    const auto& runs = runs_by_note[n];
+    const std::string who = runs.size() == plan.runs.size() && runs.size() > 1 ? "all runs" : join(runs, ", ");
+    out += "  " + who + ": " + n + "\n";
+  }
+  return out;
+}
+
+std::string plan_csv(const StudyPlan& plan) {
+  const std::vector<std::string> columns = {
+      "run",         "study",        "nodes",        "gpus_per_node",   "world",        "tp",
+      "dp",          "micro_batch",  "grad_accumulation", "global_batch", "base_lr",   "effective_lr",
+      "lr_scaling_rule", "warmup_steps", "total_steps", "steps_per_epoch", "epochs",   "train_examples",
+      "model_name",  "parameter_count", "predicted_memory_bytes_per_device", "device_memory_gib", "fits",
+      "predicted_flops_per_step", "seed", "varied", "valid", "errors"};
+  std::string out = join(columns, ",") + "\n";
+  auto num = [](double v) {  // the shortest text that reads back as the same double
+    if (!std::isfinite(v)) return std::string("");
+    for (const char* format : {"%.15g", "%.16g", "%.17g"}) {
+      const std::string text = format_number(v, format);
+      if (std::strtod(text.c_str(), nullptr) == v) return text;
+    }
+    return format_number(v, "%.17g");
+  };
+  for (const auto& p : plan.runs) {
+    const auto& c = p.run.config;
+    std::vector<std::string> varied;
+    for (const auto& [k, v] : p.run.varied) varied.push_back(k + "=" + v);
+    std::vector<std::string> cells = {
+        p.run.name,
+        plan.spec.name,
+        msg(p.run.nodes),
+        msg(p.run.gpus_per_node),
+        msg(p.run.world()),
+        msg(c.parallel.tp),
+        p.batch_known ? msg(p.batch.dp) : "",
+        p.batch_known ? msg(p.batch.micro_batch) : "",
+        p.batch_known ? msg(p.batch.grad_accumulation) : "",
+        p.batch_known ? msg(p.batch.global_batch) : "",
+        num(c.optimizer.lr),
+        p.lr_known ? num(p.lr.effective_lr) : "",
+        enum_name(c.lr_scaling.rule),
+        p.lr_known && p.warmup_known ? msg(p.lr.warmup_steps) : "",
+        p.steps_known ? msg(p.total_steps) : "",
+        p.steps_per_epoch > 0 ? msg(p.steps_per_epoch) : "",
+        num(p.epochs),
+        p.train_examples >= 0 ? msg(p.train_examples) : "",
+        p.model_known ? p.model_name : "",
+        p.model_known ? msg(p.parameter_count) : "",
+        p.memory_known ? msg(p.memory.total_bytes()) : "",
+        plan.device_memory_gib > 0 ? num(plan.device_memory_gib) : "",
+        p.fits,
+        num(p.flops_per_step),
+        msg(c.run.seed),
+        join(varied, ";"),
+        p.valid() ? "true" : "false",
+        join(p.errors, "; "),
+    };
+    for (auto& cell : cells) cell = csv_field(cell);
+    out += join(cells, ",") + "\n";
+  }
+  return out;
+}
+
+}  // namespace t5scale

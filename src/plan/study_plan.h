@@ -1,0 +1,78 @@
+// The plan of a study: for every run of an expanded spec, what the trainer will do and what it will need, before
+// anything is submitted — the grid (world, TP, DP), the batch split, the LR after its scaling rule, warmup, steps
+// and epochs, predicted memory per GPU against the GPU's memory, and model FLOPs per step. The figures come from
+// the code the trainer itself uses (resolve_batch, make_lr_plan, predict_memory, training_flops), with the same
+// inputs (a micro-batch padded to data.max_source_length / max_target_length), so that the plan and the run
+// file's predicted_* attributes agree.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "plan/cost_model.h"
+#include "plan/study_spec.h"
+#include "train/lr_schedule.h"
+
+namespace t5scale {
+
+struct RunPlan {
+  StudyRun run;
+  // Every reason the run cannot start ("<key>: <reason>"); empty = valid.
+  std::vector<std::string> errors;
+  // What deserves a look but does not stop the run (a TP group across nodes, a dataset not there yet).
+  std::vector<std::string> notes;
+  bool valid() const { return errors.empty(); }
+
+  bool batch_known = false;
+  BatchPlan batch;
+
+  bool lr_known = false;
+  LrPlan lr;             // effective LR; its total_steps only when steps_known
+  bool steps_known = false;
+  bool warmup_known = false;
+  int64_t total_steps = 0;
+  int64_t train_examples = -1;  // -1 = unknown (the dataset file does not exist yet)
+  int64_t steps_per_epoch = 0;  // 0 = unknown
+  double epochs = std::numeric_limits<double>::quiet_NaN();
+
+  bool model_known = false;
+  std::string model_name;
+  int64_t parameter_count = 0;
+
+  bool memory_known = false;
+  MemoryPrediction memory;
+  double device_memory_gib = 0.0;  // what the memory is checked against; 0 = no check (CPU jobs)
+  std::string fits = "?";          // "yes", "NO", "?" (unknown), "-" (no check)
+
+  double flops_per_step = std::numeric_limits<double>::quiet_NaN();  // model FLOPs of one optimizer step
+};
+
+struct StudyPlan {
+  StudySpec spec;
+  std::vector<RunPlan> runs;
+  double device_memory_gib = 0.0;
+  std::string device_memory_basis;  // "80 GiB per GPU (slurm.gpu A100-80GB)"
+  size_t invalid_count() const;
+};
+
+// GPU memory in GiB for the spec: slurm.gpu_memory_gib when set, else the table by slurm.gpu (80 when unset),
+// 0 for CPU-only jobs (slurm.gpu: none). An unknown GPU name is an Error listing the table.
+double gpu_memory_gib(const SlurmSpec& slurm);
+// The table: model names ("A100-80GB", "H100", ...) and their memory in GiB.
+const std::vector<std::pair<std::string, double>>& gpu_memory_table();
+
+// Expands and plans. Dataset files that exist are opened to count their training split.
+StudyPlan plan_study(const StudySpec& spec, const ExpandOptions& options = {});
+
+// The table printed by `t5scale-study plan`, then every invalid run with all its errors, then notes.
+std::string format_plan(const StudyPlan& plan);
+// runs.csv: one row per run, a header row first; the columns are documented in jobs/README.md.
+std::string plan_csv(const StudyPlan& plan);
+
+// Figures for tables.
+std::string format_memory(int64_t bytes);  // "12.3 GiB", "45 MiB"
+std::string format_flops(double flops);  // "2.81 PFLOP"
+
+}  // namespace t5scale

@@ -1,0 +1,746 @@
+#include "plan/study_spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "config/config_registry.h"
+#include "core/check.h"
+
+namespace t5scale {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string>& launch_keys() {
+  static const std::vector<std::string> keys = {"nodes", "gpus_per_node", "gpus"};
+  return keys;
+}
+
+const std::vector<std::string>& top_level_keys() {
+  static const std::vector<std::string> keys = {"study", "description", "base_config", "base", "axes", "mode",
+                                                "runs", "repeats", "slurm", "cost", "results_dir"};
+  return keys;
+}
+
+const std::vector<std::string>& slurm_keys() {
+  static const std::vector<std::string> keys = {
+      "partition", "account", "time_limit", "constraint", "qos",    "mem",          "gpus_per_node", "gpu",
+      "gpu_memory_gib", "cpus_per_task", "launcher", "mpi", "signal_s", "extra_sbatch", "env", "modules"};
+  return keys;
+}
+
+// Keys the study sets itself on every run.
+bool set_by_study(const std::string& key) {
+  return key == "run.name" || key == "run.study" || key == "run.output_dir";
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
+  return out;
+}
+
+// The nearest of `candidates` to `word`, or "" when none is within a few edits.
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(3, word.size() / 3) + 1;
+  for (const auto& candidate : candidates) {
+    const size_t d = edit_distance(word, candidate);
+    if (d < best_distance) best_distance = d, best = candidate;
+  }
+  return best;
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  const std::string best = nearest(word, candidates);
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+int line_of(const YAML::Node& node) {
+  const YAML::Mark mark = node.Mark();
+  return mark.is_null() ? 0 : mark.line + 1;
+}
+
+std::string node_kind(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Null: return "no value";
+    default: return "a scalar";
+  }
+}
+
+bool parse_int(const std::string& text, int64_t& value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || end == text.c_str() || *end != '\0') return false;
+  value = v;
+  return true;
+}
+
+bool parse_double(const std::string& text, double& value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end == text.c_str() || *end != '\0') return false;
+  value = v;
+  return true;
+}
+
+// Collects the problems of one spec file, each "<source>:<line>: <text>".
+class Problems {
+ public:
+  explicit Problems(std::string source) : source_(std::move(source)) {}
+  void add(const YAML::Node& node, const std::string& text) { add(line_of(node), text); }
+  void add(int line, const std::string& text) {
+    problems_.push_back(line > 0 ? msg(source_, ":", line, ": ", text) : msg(source_, ": ", text));
+  }
+  void throw_if_any() const {
+    if (problems_.empty()) return;
+    throw Error(msg(source_, ": invalid study spec:\n  ", join(problems_, "\n  ")));
+  }
+
+ private:
+  std::string source_;
+  std::vector<std::string> problems_;
+};
+
+// Checks that `a` names a launch key or a run-config key and that its value has the key's type. Returns false
+// (with the problem recorded) otherwise.
+bool check_assignment(const SpecAssignment& a, const std::string& where, Problems& problems) {
+  if (is_launch_key(a.key)) {
+    int64_t value = 0;
+    if (!parse_int(a.value, value) || value < 1) {
+      problems.add(a.line, msg(where, a.key, ": must be an integer >= 1, got '", a.value, "'"));
+      return false;
+    }
+    return true;
+  }
+  if (set_by_study(a.key)) {
+    problems.add(a.line, msg(where, a.key, ": is set by the study for every run (run names come from the axes, "
+                                           "the study name from `study:`, the output folder from `results_dir:`)"));
+    return false;
+  }
+  if (!find_config_key(a.key)) {
+    // set_config_value's message carries the nearest run-config key; a launch key may be nearer.
+    const std::string launch = nearest(a.key, launch_keys());
+    if (!launch.empty()) {
+      problems.add(a.line, msg(where, "unknown key '", a.key, "' (did you mean the launch key '", launch, "'?)"));
+      return false;
+    }
+  }
+  try {
+    RunConfig scratch;
+    set_config_value(scratch, a.key, a.value);
+  } catch (const Error& e) {
+    problems.add(a.line, where + e.what());
+    return false;
+  }
+  return true;
+}
+
+// A mapping of keys (nested sections, dotted keys, or both) as flat assignments. `skip` names keys of the
+// mapping that are not settings (a linked axis value's `label`).
+void flatten(const YAML::Node& node, const std::string& prefix, const std::string& where,
+             std::vector<SpecAssignment>& out, Problems& problems, const std::set<std::string>& skip = {}) {
+  if (!node.IsMap()) {
+    problems.add(node, msg(where, prefix.empty() ? "" : prefix + ": ", "expected a mapping of keys, got ",
+                           node_kind(node)));
+    return;
+  }
+  for (const auto& item : node) {
+    if (!item.first.IsScalar()) {
+      problems.add(item.first, msg(where, "a key must be a plain name, got ", node_kind(item.first)));
+      continue;
+    }
+    const std::string name = item.first.Scalar();
+    if (prefix.empty() && skip.count(name)) continue;
+    const std::string key = prefix.empty() ? name : prefix + "." + name;
+    if (item.second.IsMap()) {
+      if (is_launch_key(key) || find_config_key(key)) {
+        problems.add(item.second, msg(where, key, ": expected a value, got a mapping"));
+        continue;
+      }
+      flatten(item.second, key, where, out, problems);
+      continue;
+    }
+    if (item.second.IsSequence()) {
+      problems.add(item.second, msg(where, key, ": expected a value, got a list"));
+      continue;
+    }
+    SpecAssignment a{key, item.second.IsNull() ? "" : item.second.Scalar(), line_of(item.first)};
+    if (check_assignment(a, where, problems)) out.push_back(a);
+  }
+}
+
+std::string scalar(const YAML::Node& node, const std::string& key, Problems& problems) {
+  if (node.IsNull()) return "";
+  if (!node.IsScalar()) {
+    problems.add(node, msg(key, ": expected a value, got ", node_kind(node)));
+    return "";
+  }
+  return node.Scalar();
+}
+
+int64_t integer(const YAML::Node& node, const std::string& key, int64_t minimum, Problems& problems) {
+  const std::string text = scalar(node, key, problems);
+  int64_t value = 0;
+  if (!parse_int(text, value) || value < minimum) {
+    problems.add(node, msg(key, ": must be an integer >= ", minimum, ", got '", text, "'"));
+    return minimum;
+  }
+  return value;
+}
+
+double number(const YAML::Node& node, const std::string& key, double minimum, Problems& problems) {
+  const std::string text = scalar(node, key, problems);
+  double value = 0;
+  if (!parse_double(text, value) || !(value >= minimum)) {
+    problems.add(node, msg(key, ": must be a number >= ", minimum, ", got '", text, "'"));
+    return minimum;
+  }
+  return value;
+}
+
+std::vector<std::string> string_list(const YAML::Node& node, const std::string& key, Problems& problems) {
+  std::vector<std::string> out;
+  if (node.IsNull()) return out;
+  if (!node.IsSequence()) {
+    problems.add(node, msg(key, ": expected a list, got ", node_kind(node)));
+    return out;
+  }
+  for (const auto& item : node) out.push_back(scalar(item, key, problems));
+  return out;
+}
+
+bool is_env_name(const std::string& name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+SlurmSpec parse_slurm(const YAML::Node& node, Problems& problems) {
+  SlurmSpec s;
+  if (node.IsNull()) return s;
+  if (!node.IsMap()) {
+    problems.add(node, msg("slurm: expected a mapping, got ", node_kind(node)));
+    return s;
+  }
+  for (const auto& item : node) {
+    const std::string name = item.first.Scalar();
+    const std::string key = "slurm." + name;
+    const YAML::Node& v = item.second;
+    if (name == "partition") s.partition = scalar(v, key, problems);
+    else if (name == "account") s.account = scalar(v, key, problems);
+    else if (name == "time_limit") s.time_limit = scalar(v, key, problems);
+    else if (name == "constraint") s.constraint = scalar(v, key, problems);
+    else if (name == "qos") s.qos = scalar(v, key, problems);
+    else if (name == "mem") s.mem = scalar(v, key, problems);
+    else if (name == "gpus_per_node") s.gpus_per_node = integer(v, key, 1, problems);
+    else if (name == "gpu") s.gpu = scalar(v, key, problems);
+    else if (name == "gpu_memory_gib") s.gpu_memory_gib = number(v, key, 0.0, problems);
+    else if (name == "cpus_per_task") s.cpus_per_task = integer(v, key, 0, problems);
+    else if (name == "launcher") {
+      s.launcher = scalar(v, key, problems);
+      if (s.launcher != "srun" && s.launcher != "mpirun") {
+        problems.add(v, msg(key, ": must be srun or mpirun, got '", s.launcher, "'"));
+      }
+    } else if (name == "mpi") s.mpi = scalar(v, key, problems);
+    else if (name == "signal_s") s.signal_s = integer(v, key, 0, problems);
+    else if (name == "extra_sbatch") {
+      s.extra_sbatch = string_list(v, key, problems);
+      for (const auto& option : s.extra_sbatch) {
+        if (option.rfind("-", 0) != 0) {
+          problems.add(v, msg(key, ": '", option, "' is not an sbatch option (they start with - or --)"));
+        }
+      }
+    } else if (name == "env") {
+      if (!v.IsMap()) {
+        problems.add(v, msg(key, ": expected a mapping NAME: value, got ", node_kind(v)));
+        continue;
+      }
+      for (const auto& e : v) {
+        const std::string env_name = e.first.Scalar();
+        if (!is_env_name(env_name)) {
+          problems.add(e.first, msg(key, ": '", env_name, "' is not an environment variable name"));
+        }
+        s.env.emplace_back(env_name, scalar(e.second, key + "." + env_name, problems));
+      }
+    } else if (name == "modules") {
+      s.modules = string_list(v, key, problems);
+    } else {
+      problems.add(item.first, msg("unknown key '", key, "'", did_you_mean(name, slurm_keys())));
+    }
+  }
+  return s;
+}
+
+StudyAxis parse_axis(const std::string& name, const YAML::Node& values, Problems& problems) {
+  StudyAxis axis;
+  axis.name = name;
+  axis.line = line_of(values);
+  const std::string where = "axes." + name + ": ";
+  if (!values.IsSequence() || values.size() == 0) {
+    problems.add(values, msg(where, "an axis is a non-empty list of values, got ", node_kind(values)));
+    return axis;
+  }
+  const bool plain = is_launch_key(name) || find_config_key(name).has_value();
+  for (const auto& value : values) {
+    AxisValue v;
+    if (plain) {
+      if (!value.IsScalar() && !value.IsNull()) {
+        problems.add(value, msg(where, "the values of a key's axis are plain values, got ", node_kind(value)));
+        continue;
+      }
+      SpecAssignment a{name, value.IsNull() ? "" : value.Scalar(), line_of(value)};
+      if (check_assignment(a, "axes: ", problems)) v.assignments.push_back(a);
+    } else if (value.IsMap()) {
+      if (value["label"]) v.label = scalar(value["label"], "axes." + name + ".label", problems);
+      flatten(value, "", where, v.assignments, problems, {"label"});
+      if (v.assignments.empty()) problems.add(value, msg(where, "a linked axis value sets no key"));
+    } else {
+      // Neither a key nor a linked axis: most likely a misspelt key.
+      std::vector<std::string> candidates = launch_keys();
+      for (const auto& info : config_keys()) candidates.push_back(info.key);
+      problems.add(values, msg("axes: unknown key '", name, "'", did_you_mean(name, candidates),
+                               "; an axis is a run-config key, a launch key (nodes, gpus_per_node, gpus), or a "
+                               "name whose values are mappings of keys that change together"));
+      return axis;
+    }
+    axis.values.push_back(std::move(v));
+  }
+  return axis;
+}
+
+std::vector<StudyAxis> parse_axes(const YAML::Node& node, const std::string& where, Problems& problems) {
+  std::vector<StudyAxis> axes;
+  if (node.IsNull()) return axes;
+  if (!node.IsMap()) {
+    problems.add(node, msg(where, "expected a mapping of axis: [values], got ", node_kind(node)));
+    return axes;
+  }
+  std::set<std::string> seen;
+  for (const auto& item : node) {
+    const std::string name = item.first.Scalar();
+    if (!seen.insert(name).second) {
+      problems.add(item.first, msg(where, name, ": duplicate axis"));
+      continue;
+    }
+    axes.push_back(parse_axis(name, item.second, problems));
+  }
+  return axes;
+}
+
+}  // namespace
+
+bool is_launch_key(const std::string& key) {
+  const auto& keys = launch_keys();
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+bool SlurmSpec::cpu_only() const { return gpu == "none" || gpu == "cpu"; }
+
+std::string filesystem_safe(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    out += keep ? c : '_';
+  }
+  return out;
+}
+
+StudySpec parse_study_spec(const std::string& yaml_text, const std::string& source, const std::string& base_dir) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    throw Error(msg(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax error: ", e.msg));
+  }
+  Problems problems(source);
+  StudySpec spec;
+  spec.source = source;
+  if (!root.IsMap()) {
+    problems.add(root, msg("a study spec is a mapping (study:, base:, axes:, slurm:, ...), got ", node_kind(root)));
+    problems.throw_if_any();
+  }
+  std::set<std::string> seen;
+  for (const auto& item : root) {
+    const std::string key = item.first.Scalar();
+    if (!seen.insert(key).second) problems.add(item.first, msg(key, ": duplicate key"));
+    const auto& known = top_level_keys();
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      const bool setting = find_config_key(key).has_value() || is_launch_key(key);
+      const std::string hint = setting ? " (run-config and launch keys go under base:, axes: or runs:)"
+                                       : did_you_mean(key, known);
+      problems.add(item.first, msg("unknown key '", key, "'", hint));
+    }
+  }
+
+  if (!root["study"]) {
+    problems.add(root, "study: missing (the study's name)");
+  } else {
+    spec.name = scalar(root["study"], "study", problems);
+    if (spec.name.empty() || filesystem_safe(spec.name) != spec.name) {
+      problems.add(root["study"], msg("study: '", spec.name, "' must be a non-empty name of letters, digits, . _ -"));
+    }
+  }
+  if (root["description"]) spec.description = scalar(root["description"], "description", problems);
+  if (root["base_config"]) {
+    const std::string path = scalar(root["base_config"], "base_config", problems);
+    if (!path.empty()) {
+      const fs::path p(path);
+      spec.base_config = p.is_absolute() || base_dir.empty() ? p.string() : (fs::path(base_dir) / p).string();
+      std::error_code ec;
+      if (!fs::is_regular_file(spec.base_config, ec)) {
+        problems.add(root["base_config"], msg("base_config: '", spec.base_config, "' is not a file"));
+      }
+    }
+  }
+  if (root["base"] && !root["base"].IsNull()) flatten(root["base"], "", "base: ", spec.base, problems);
+  if (root["axes"]) spec.axes = parse_axes(root["axes"], "axes: ", problems);
+
+  const std::string mode = root["mode"] ? scalar(root["mode"], "mode", problems) : "grid";
+  if (mode == "grid") {
+    spec.mode = StudySpec::Mode::kGrid;
+    if (root["runs"]) problems.add(root["runs"], "runs: is for mode: list (this spec's mode is grid)");
+    spec.entries.push_back(StudyEntry{});
+  } else if (mode == "list") {
+    spec.mode = StudySpec::Mode::kList;
+    const YAML::Node runs = root["runs"];
+    if (!runs || !runs.IsSequence() || runs.size() == 0) {
+      problems.add(runs ? runs : root, "runs: mode list needs a non-empty list of runs ({name?, set: {...}})");
+    } else {
+      for (const auto& run : runs) {
+        StudyEntry entry;
+        entry.line = line_of(run);
+        if (!run.IsMap()) {
+          problems.add(run, msg("runs: each run is a mapping {name?, set: {...}, axes?: {...}}, got ", node_kind(run)));
+          continue;
+        }
+        for (const auto& item : run) {
+          const std::string k = item.first.Scalar();
+          if (k != "name" && k != "set" && k != "axes") {
+            problems.add(item.first, msg("runs: unknown key '", k, "'", did_you_mean(k, {"name", "set", "axes"}),
+                                         "; a run is {name?, set: {key: value}, axes?: {key: [values]}}"));
+          }
+        }
+        if (run["name"]) {
+          entry.name = scalar(run["name"], "runs.name", problems);
+          if (entry.name.empty() || filesystem_safe(entry.name) != entry.name) {
+            problems.add(run["name"], msg("runs.name: '", entry.name, "' must be a non-empty name of letters, "
+                                                                     "digits, . _ -"));
+          }
+        }
+        if (run["set"] && !run["set"].IsNull()) {
+          const std::string where = entry.name.empty() ? "runs.set: " : "runs[" + entry.name + "].set: ";
+          flatten(run["set"], "", where, entry.set, problems);
+        }
+        if (run["axes"]) entry.axes = parse_axes(run["axes"], "runs.axes: ", problems);
+        spec.entries.push_back(std::move(entry));
+      }
+    }
+  } else {
+    problems.add(root["mode"], msg("mode: must be grid or list, got '", mode, "'"));
+  }
+
+  if (root["repeats"]) spec.repeats = integer(root["repeats"], "repeats", 1, problems);
+  if (root["slurm"]) spec.slurm = parse_slurm(root["slurm"], problems);
+  if (root["cost"] && !root["cost"].IsNull()) {
+    const YAML::Node cost = root["cost"];
+    if (!cost.IsMap()) {
+      problems.add(cost, msg("cost: expected a mapping, got ", node_kind(cost)));
+    } else {
+      for (const auto& item : cost) {
+        SpecAssignment a{"cost." + item.first.Scalar(), scalar(item.second, "cost", problems), line_of(item.first)};
+        if (check_assignment(a, "", problems)) spec.cost.push_back(a);
+      }
+    }
+  }
+  spec.results_dir = root["results_dir"] ? scalar(root["results_dir"], "results_dir", problems) : "";
+  if (spec.results_dir.empty()) spec.results_dir = "results/" + spec.name;
+  problems.throw_if_any();
+  return spec;
+}
+
+StudySpec load_study_spec(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(msg("cannot read the study spec '", path, "': ", std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_study_spec(text.str(), path, fs::path(path).parent_path().string());
+}
+
+// ---- Expansion ----
+
+std::string run_name_label(const std::string& key, const std::string& value) {
+  static const std::map<std::string, std::string> numeric = {
+      {"nodes", "n"},
+      {"gpus_per_node", "g"},
+      {"gpus", "gpu"},
+      {"parallel.tp", "tp"},
+      {"train.global_batch", "gb"},
+      {"train.micro_batch", "mb"},
+      {"train.grad_accumulation", "ga"},
+      {"train.max_steps", "steps"},
+      {"train.epochs", "ep"},
+      {"optimizer.lr", "lr"},
+      {"optimizer.weight_decay", "wd"},
+      {"lr_scaling.reference_global_batch", "ref"},
+      {"lr_schedule.warmup_steps", "wu"},
+      {"data.synthetic_examples", "ex"},
+      {"data.max_source_length", "src"},
+      {"data.max_target_length", "tgt"},
+      {"data.sortish_factor", "sf"},
+      {"data.max_tokens_per_micro_batch", "tok"},
+      {"parallel.checkpoint_every_blocks", "ckpt"},
+      {"run.seed", "seed"},
+      {"cost.price_per_node_hour_usd", "price"},
+      {"cost.low_priority_price_per_node_hour_usd", "lpprice"},
+  };
+  static const std::map<std::string, std::string> flags = {
+      {"parallel.activation_checkpointing", "ac"}, {"parallel.zero1", "zero1"},
+      {"train.freeze_embeddings", "frzemb"},       {"train.freeze_encoder", "frzenc"},
+      {"lr_scaling.scale_warmup", "scalewu"},      {"data.drop_last", "droplast"},
+  };
+  // Paths: the file or folder name without its extension.
+  static const std::set<std::string> paths = {"data.dataset", "data.tokenizer", "model.init_from"};
+  if (auto it = numeric.find(key); it != numeric.end()) return it->second + value;
+  const auto info = find_config_key(key);
+  const std::string last = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
+  auto initials = [&] {
+    std::string out;
+    bool start = true;
+    for (char c : last) {
+      if (c == '_') start = true;
+      else if (start) out += c, start = false;
+    }
+    return out;
+  };
+  if (info && info->type == ConfigValueType::kBool) {
+    const std::string name = flags.count(key) ? flags.at(key) : initials();
+    const bool on = value == "true" || value == "True" || value == "yes" || value == "on";
+    return on ? name : "no" + name;
+  }
+  if (paths.count(key)) return fs::path(value).stem().string();
+  if (info && (info->type == ConfigValueType::kInt || info->type == ConfigValueType::kFloat)) {
+    return initials() + value;
+  }
+  return value;  // enums and strings speak for themselves: sqrt, bf16, adafactor, sortish
+}
+
+namespace {
+
+struct Launch {
+  int64_t nodes = 1;
+  int64_t gpus_per_node = 1;
+};
+
+// Applies one assignment to a run being built; errors in the run's own values go to `errors`.
+void apply_assignment(const SpecAssignment& a, const SlurmSpec& slurm, RunConfig& config, Launch& launch,
+                      std::vector<std::string>& errors) {
+  if (!is_launch_key(a.key)) {
+    set_config_value(config, a.key, a.value);  // key and type were checked when the spec was loaded
+    return;
+  }
+  int64_t value = 0;
+  if (!parse_int(a.value, value) || value < 1) {
+    errors.push_back(msg(a.key, ": must be an integer >= 1, got '", a.value, "'"));
+    return;
+  }
+  if (a.key == "nodes") {
+    launch.nodes = value;
+  } else if (a.key == "gpus_per_node") {
+    launch.gpus_per_node = value;
+  } else {
+    // gpus: as many full nodes of slurm.gpus_per_node as it takes, or part of one node.
+    if (value <= slurm.gpus_per_node) {
+      launch.nodes = 1;
+      launch.gpus_per_node = value;
+    } else if (value % slurm.gpus_per_node == 0) {
+      launch.nodes = value / slurm.gpus_per_node;
+      launch.gpus_per_node = slurm.gpus_per_node;
+    } else {
+      errors.push_back(msg("gpus: ", value, " GPUs do not fill whole nodes of slurm.gpus_per_node ",
+                           slurm.gpus_per_node, "; use nodes and gpus_per_node"));
+    }
+  }
+}
+
+// One part of a run's name: an assignment of the spec, or a linked axis value.
+struct NamePart {
+  std::string id;     // what is compared across runs: the key, or "axis:<name>"
+  std::string value;  // what is compared
+  std::string label;
+};
+
+struct PendingRun {
+  const StudyEntry* entry = nullptr;
+  std::vector<const AxisValue*> values;  // one per axis (the study's, then the entry's)
+  std::vector<const StudyAxis*> axes;
+  int64_t repeat = 0;
+};
+
+std::vector<NamePart> name_parts(const PendingRun& p) {
+  std::vector<NamePart> parts;
+  if (p.entry->name.empty()) {
+    for (const auto& a : p.entry->set) parts.push_back({a.key, a.value, run_name_label(a.key, a.value)});
+  }
+  for (size_t i = 0; i < p.values.size(); ++i) {
+    const AxisValue& v = *p.values[i];
+    const StudyAxis& axis = *p.axes[i];
+    if (v.assignments.size() == 1 && v.label.empty() && v.assignments[0].key == axis.name) {
+      const auto& a = v.assignments[0];
+      parts.push_back({a.key, a.value, run_name_label(a.key, a.value)});
+      continue;
+    }
+    std::string label = v.label;
+    std::string value;
+    for (const auto& a : v.assignments) {
+      if (v.label.empty()) label += (label.empty() ? "" : "-") + run_name_label(a.key, a.value);
+      value += a.key + "=" + a.value + ";";
+    }
+    parts.push_back({"axis:" + axis.name, value, label});
+  }
+  return parts;
+}
+
+}  // namespace
+
+std::vector<StudyRun> expand_study(const StudySpec& spec, const ExpandOptions& options) {
+  RunConfig base;
+  if (!spec.base_config.empty()) {
+    try {
+      base = load_run_config(spec.base_config);
+    } catch (const Error& e) {
+      throw Error(msg(spec.source, ": base_config: ", e.what()));
+    }
+  }
+  std::vector<SpecAssignment> overrides;
+  {
+    Problems problems("--set");
+    for (const auto& text : options.overrides) {
+      const size_t eq = text.find('=');
+      if (eq == std::string::npos) {
+        problems.add(0, msg("'", text, "': expected key=value"));
+        continue;
+      }
+      SpecAssignment a{text.substr(0, eq), text.substr(eq + 1), 0};
+      if (check_assignment(a, "", problems)) overrides.push_back(a);
+    }
+    problems.throw_if_any();
+  }
+
+  // Every combination: entries in order, the first axis slowest, repeats innermost.
+  std::vector<PendingRun> pending;
+  for (const auto& entry : spec.entries) {
+    std::vector<const StudyAxis*> axes;
+    for (const auto& axis : spec.axes) axes.push_back(&axis);
+    for (const auto& axis : entry.axes) axes.push_back(&axis);
+    size_t combinations = 1;
+    for (const StudyAxis* axis : axes) combinations *= axis->values.size();
+    for (size_t c = 0; c < combinations; ++c) {
+      PendingRun p;
+      p.entry = &entry;
+      p.axes = axes;
+      p.values.resize(axes.size());
+      size_t rest = c;  // mixed radix, the last axis fastest
+      for (size_t i = axes.size(); i-- > 0;) {
+        p.values[i] = &axes[i]->values[rest % axes[i]->values.size()];
+        rest /= axes[i]->values.size();
+      }
+      for (int64_t r = 0; r < spec.repeats; ++r) {
+        p.repeat = r;
+        pending.push_back(p);
+      }
+    }
+  }
+
+  // Names: the entry's name, then the labels of what varies across the study.
+  std::vector<std::vector<NamePart>> parts;
+  for (const auto& p : pending) parts.push_back(name_parts(p));
+  std::map<std::string, std::set<std::string>> values_by_id;
+  std::vector<std::string> id_order;
+  for (const auto& run_parts : parts) {
+    for (const auto& part : run_parts) {
+      if (!values_by_id.count(part.id)) id_order.push_back(part.id);
+      values_by_id[part.id].insert(part.value);
+    }
+  }
+  for (const auto& run_parts : parts) {
+    for (const auto& id : id_order) {
+      const bool has = std::any_of(run_parts.begin(), run_parts.end(), [&](const NamePart& x) { return x.id == id; });
+      if (!has) values_by_id[id].insert("");  // a run that does not set it keeps the base value
+    }
+  }
+
+  std::vector<StudyRun> runs;
+  std::map<std::string, size_t> first_with_name;
+  std::vector<std::string> collisions;
+  for (size_t k = 0; k < pending.size(); ++k) {
+    const PendingRun& p = pending[k];
+    std::vector<std::string> labels;
+    if (!p.entry->name.empty()) labels.push_back(p.entry->name);
+    for (const auto& part : parts[k]) {
+      if (values_by_id[part.id].size() > 1 && !part.label.empty()) labels.push_back(part.label);
+    }
+    if (spec.repeats > 1) labels.push_back(msg("s", p.repeat));
+    if (labels.empty()) labels.push_back(spec.name);
+    std::string name = filesystem_safe(join(labels, "-"));
+    if (name.front() == '.' || name.front() == '-') name = "r" + name;
+
+    StudyRun run;
+    run.name = name;
+    run.repeat = p.repeat;
+    run.config = base;
+    Launch launch;
+    launch.gpus_per_node = spec.slurm.gpus_per_node;
+    auto apply_all = [&](const std::vector<SpecAssignment>& assignments, bool record) {
+      for (const auto& a : assignments) {
+        apply_assignment(a, spec.slurm, run.config, launch, run.errors);
+        if (record) run.varied.emplace_back(a.key, a.value);
+      }
+    };
+    apply_all(spec.base, false);
+    apply_all(spec.cost, false);
+    apply_all(p.entry->set, true);
+    for (const AxisValue* v : p.values) apply_all(v->assignments, true);
+    apply_all(overrides, false);
+    run.nodes = launch.nodes;
+    run.gpus_per_node = launch.gpus_per_node;
+
+    run.config.run.name = run.name;
+    run.config.run.study = spec.name;
+    run.config.run.output_dir = options.results_dir.empty() ? spec.results_dir : options.results_dir;
+    run.config.run.seed += p.repeat;
+    if (run.config.cost.gpus_per_node == 0) run.config.cost.gpus_per_node = run.gpus_per_node;
+
+    for (const auto& e : validate_for_world(run.config, run.world())) run.errors.push_back(e.text());
+
+    if (auto it = first_with_name.find(run.name); it != first_with_name.end()) {
+      collisions.push_back(msg("'", run.name, "' (runs ", it->second + 1, " and ", k + 1, ")"));
+    } else {
+      first_with_name[run.name] = k;
+    }
+    runs.push_back(std::move(run));
+  }
+  if (!collisions.empty()) {
+    throw Error(msg(spec.source, ": run names collide: ", join(collisions, ", "),
+                    "; give the runs of a list a name, or remove repeated axis values"));
+  }
+  return runs;
+}
+
+}  // namespace t5scale

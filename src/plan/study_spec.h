@@ -1,0 +1,131 @@
+// A study spec: one YAML file in jobs/ that names a base run config, the axes to vary and the Slurm resources,
+// and its expansion into runs, each with its own resolved RunConfig and launch shape (nodes x ranks per node).
+//
+//   study: lr-scaling                         # the study's name: run.study, results/<study>, slurm/<study>
+//   base_config: ../configs/t5-base.yaml      # a run config, relative to this file (optional)
+//   base: {train: {max_steps: 1000}, precision: bf16}   # run-config keys over it (nested or dotted)
+//   axes:                                     # grid: every combination, in this order
+//     gpus: [1, 4, 8, 16, 32]                 # launch keys: nodes, gpus_per_node, or gpus (packed onto nodes)
+//     lr_scaling.rule: [none, sqrt]           # any run-config key
+//   mode: grid                                # or list: runs: [{name?, set: {key: value}, axes?: {...}}]
+//   repeats: 1                                # seeds run.seed + i
+//   slurm: {partition: gpu, time_limit: "04:00:00", gpus_per_node: 8, gpu: A100-80GB, launcher: srun, ...}
+//   cost: {price_per_node_hour_usd: 32.77}    # copied into every run's cost.* keys
+//   results_dir: results/lr-scaling           # default results/<study>
+//
+// An axis value may also be a mapping of several keys that change together (a linked axis), for example
+// `scale: [{nodes: 1, gpus_per_node: 4}, {nodes: 2, gpus_per_node: 8}]`; an optional `label` names the value in
+// run names. Everything a spec can hold is checked when it is loaded (unknown keys with the nearest known one,
+// values of the wrong type, each with file and line); what only a whole run can show (TP not dividing the model,
+// a batch that does not split) is found by expansion with the trainer's own validation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/run_config.h"
+
+namespace t5scale {
+
+// One `key: value` of a spec, the value as the text of a YAML scalar.
+struct SpecAssignment {
+  std::string key;    // "train.global_batch", or a launch key (nodes, gpus_per_node, gpus)
+  std::string value;  // "256"
+  int line = 0;       // in the spec file, 1-based (0 = not from a file)
+};
+
+// The launch keys: not run-config keys, but what the job is launched on.
+bool is_launch_key(const std::string& key);  // nodes, gpus_per_node, gpus
+
+struct AxisValue {
+  std::string label;  // "" = derived from the assignments
+  std::vector<SpecAssignment> assignments;  // one for a plain axis, several for a linked one
+};
+
+struct StudyAxis {
+  std::string name;  // the key for a plain axis; any name for a linked one
+  std::vector<AxisValue> values;
+  int line = 0;
+};
+
+// One entry of `runs:` (list mode). In grid mode the study has one implicit entry with no name and no settings.
+struct StudyEntry {
+  std::string name;  // "" = derived
+  std::vector<SpecAssignment> set;
+  std::vector<StudyAxis> axes;  // this entry's own grid, crossed with the study's axes
+  int line = 0;
+};
+
+struct SlurmSpec {
+  std::string partition;
+  std::string account;
+  std::string time_limit = "01:00:00";  // sbatch --time
+  std::string constraint;
+  std::string qos;
+  std::string mem;  // sbatch --mem, e.g. "0" (all of the node) or "480G"; "" = the site's default
+  int64_t gpus_per_node = 1;  // the default of the launch key gpus_per_node (ranks per node, one per GPU)
+  std::string gpu;            // GPU model for the memory check ("A100-80GB", "H100"); "none" = CPU-only jobs
+  double gpu_memory_gib = 0.0;  // > 0 overrides the table of GPU memory by model
+  int64_t cpus_per_task = 0;    // 0 = not set (the site's default)
+  std::string launcher = "srun";  // srun | mpirun
+  std::string mpi = "pmix";       // srun --mpi=<mpi>
+  int64_t signal_s = 120;         // sbatch --signal=USR1@<signal_s>: seconds of warning before the time limit
+  std::vector<std::string> extra_sbatch;  // more #SBATCH options, as written ("--exclusive")
+  std::vector<std::pair<std::string, std::string>> env;  // exported in the job, in order
+  std::vector<std::string> modules;                      // `module load` in the job, in order
+
+  bool cpu_only() const;
+};
+
+struct StudySpec {
+  enum class Mode { kGrid, kList };
+  std::string source;       // the spec file as given, for messages
+  std::string name;         // `study:`
+  std::string description;  // optional one paragraph
+  std::string base_config;  // a run config path resolved against the spec's folder; "" = the defaults
+  std::vector<SpecAssignment> base;  // inline run-config (and launch) keys over base_config
+  std::vector<StudyAxis> axes;
+  Mode mode = Mode::kGrid;
+  std::vector<StudyEntry> entries;  // list mode: `runs:`; grid mode: one empty entry
+  int64_t repeats = 1;
+  SlurmSpec slurm;
+  std::vector<SpecAssignment> cost;  // cost.<key> for every run
+  std::string results_dir;           // run.output_dir of every run; default results/<study>
+};
+
+// Loads and checks a spec; a t5scale::Error lists every problem as "<file>:<line>: <key>: <reason>".
+StudySpec load_study_spec(const std::string& path);
+// The same from text; `base_dir` is the folder that base_config is relative to.
+StudySpec parse_study_spec(const std::string& yaml_text, const std::string& source, const std::string& base_dir);
+
+// One run of an expanded study.
+struct StudyRun {
+  std::string name;       // unique within the study, characters [A-Za-z0-9._-]
+  int64_t nodes = 1;
+  int64_t gpus_per_node = 1;  // ranks per node (one per GPU)
+  int64_t world() const { return nodes * gpus_per_node; }
+  int64_t repeat = 0;  // 0 .. repeats-1; run.seed is the base seed + repeat
+  RunConfig config;    // resolved: base config, spec settings, run.name/study/output_dir, cost keys
+  std::vector<std::pair<std::string, std::string>> varied;  // the spec's assignments for this run, key -> value
+  // Every problem with the run, each "<key>: <reason>": launch keys, validate() and validate_for_world().
+  std::vector<std::string> errors;
+};
+
+struct ExpandOptions {
+  std::string results_dir;             // "" = the spec's (results_dir, or results/<study>)
+  std::vector<std::string> overrides;  // "key=value" applied to every run last (run-config or launch keys)
+};
+
+// The runs, in grid order (the first axis slowest; repeats innermost). Throws an Error for what makes the study
+// itself unusable (a base_config that does not load, names that collide); problems of single runs go to
+// StudyRun::errors.
+std::vector<StudyRun> expand_study(const StudySpec& spec, const ExpandOptions& options = {});
+
+// The run name label of one assignment: "n4", "tp8", "gb256", "sqrt", "bf16", "ac" / "noac".
+std::string run_name_label(const std::string& key, const std::string& value);
+// Keeps [A-Za-z0-9._-], replaces anything else with '_'.
+std::string filesystem_safe(const std::string& text);
+
+}  // namespace t5scale

@@ -1,0 +1,91 @@
+// What every optimizer over the fp32 gradient buckets shares, written once: the fp32 master weights and their
+// write-back into the parameters, the global gradient norm, clipping, the non-finite check, and the order in
+// which they happen in a step. DistributedAdamW and DistributedAdafactor supply only the update itself.
+//
+// A step, on every rank alike:
+//   1. (fp16) any inf/NaN in any rank's reduced gradients: skip, nothing changes;
+//   2. the global L2 norm of the true gradient (main gradients / loss scale), TP shards summed, replicated
+//      parameters counted once, ZeRO-1 chunks summed over DP;
+//   3. clipping as torch::nn::utils::clip_grad_norm_: the gradient is scaled by max_norm / (norm + 1e-6) where that
+//      is below 1 (folded, with 1 / loss scale, into one gradient scale);
+//   4. the optimizer's update of the master weights with gradient g * scale, then write-back to the parameters.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dist/process_grid.h"
+#include "train/gradient_buckets.h"
+
+namespace t5scale {
+
+// Weight decay skips norms and biases: names containing "norm" or "bias" (T5 has layer norms and, in the relative
+// position bias, a bias table; Hugging Face's Trainer excludes the same two kinds). Both optimizers use this rule.
+bool weight_decay_applies(const std::string& parameter_name);
+
+struct GradientScaling {
+  double loss_scale = 1.0;       // the main gradients hold loss_scale x the gradient (fp16 loss scaling)
+  double max_grad_norm = 0.0;    // clip the global norm to this; 0: no clipping
+  bool skip_non_finite = false;  // look for inf/NaN on every rank first (fp16); skip the step if any
+};
+
+struct StepOutcome {
+  bool skipped = false;        // a non-finite gradient on some rank: nothing was updated
+  double grad_norm = 0.0;      // global norm of the gradient before clipping (0 when skipped)
+  double learning_rate = 0.0;  // the step size used: the given rate, or Adafactor's relative step (before its
+                               // per-parameter RMS scale)
+};
+
+// Optimizer state as named tensors, for checkpoints: the live tensors, so that loading copies into them.
+using OptimizerState = std::vector<std::pair<std::string, torch::Tensor>>;
+
+class DistributedOptimizer {
+ public:
+  virtual ~DistributedOptimizer() = default;
+  DistributedOptimizer(const DistributedOptimizer&) = delete;
+  DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
+
+  virtual std::string name() const = 0;  // "adamw", "adafactor"
+
+  // One whole step (see the top of the file). The gradients must be reduced (GradientBuckets::finish()).
+  StepOutcome step(double learning_rate, const GradientScaling& scaling = {});
+
+  // Global L2 norm of the reduced gradients times grad_scale. The same on every rank.
+  double grad_norm(double grad_scale);
+  // True on every rank when any rank's reduced gradients hold an inf or NaN (fp16 overflow).
+  bool found_non_finite(Communicator& world);
+
+  int64_t step_count() const { return step_count_; }
+  // The fp32 (fp64 for fp64 models) master weights of the range of `bucket` this rank owns.
+  torch::Tensor master_weights(size_t bucket) const { return master_[bucket]; }
+
+  // Named state (master weights, moments, the step count as a 0-d int64 tensor "step"), this rank's part.
+  OptimizerState state();
+  // Copies a state saved by state() of an optimizer of the same kind over the same buckets; the parameters
+  // receive the loaded master weights. Names and shapes must match.
+  void load_state(const OptimizerState& saved);
+
+ protected:
+  DistributedOptimizer(GradientBuckets& gradients, const ProcessGrid& grid);
+
+  // The update with gradient g * grad_scale, for step number step_count() (already incremented). Returns the
+  // step size for StepOutcome::learning_rate.
+  virtual double update(double learning_rate, double grad_scale) = 0;
+  // The optimizer's own state tensors (without master weights and step), named.
+  virtual OptimizerState own_state() = 0;
+
+  // The parameters of `bucket` receive the master weights (all-gathered over DP under ZeRO-1).
+  void write_back(size_t bucket);
+
+  GradientBuckets& gradients_;
+  CommunicatorPtr tp_;
+  CommunicatorPtr world_;
+  std::vector<torch::Tensor> master_;    // per bucket, the owned range: (owned elements,), fp32 or fp64
+  std::vector<torch::Tensor> is_split_;  // per bucket, bool, owned range: element of a TP-split parameter
+  int64_t step_count_ = 0;
+};
+
+}  // namespace t5scale

@@ -1,0 +1,445 @@
+#include "train/run_record.h"
+
+#include <mpi.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "core/check.h"
+#include "telemetry/cost.h"
+#include "telemetry/nvml.h"
+#include "telemetry/probes.h"
+
+#ifdef T5SCALE_WITH_NCCL
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <nccl.h>
+#endif
+
+#ifndef T5SCALE_GIT_REVISION
+#define T5SCALE_GIT_REVISION "unknown"
+#endif
+
+namespace t5scale {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string environment(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+// Every rank's string, joined with commas in rank order (MPI: strings do not travel through the tensor
+// communicators).
+std::vector<std::string> gather_strings(const std::string& mine) {
+  constexpr int kWidth = 128;
+  char buffer[kWidth] = {};
+  std::snprintf(buffer, kWidth, "%s", mine.c_str());
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::vector<char> all(static_cast<size_t>(world) * kWidth);
+  MPI_Allgather(buffer, kWidth, MPI_CHAR, all.data(), kWidth, MPI_CHAR, MPI_COMM_WORLD);
+  std::vector<std::string> out;
+  for (int r = 0; r < world; ++r) out.emplace_back(all.data() + static_cast<size_t>(r) * kWidth);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "," : "") + parts[i];
+  return out;
+}
+
+std::string gib_text(double bytes) {
+  if (!std::isfinite(bytes)) return "n/a";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+struct DeviceMemory {
+  double allocated_bytes = kUnknownValue, reserved_bytes = kUnknownValue, peak_bytes = kUnknownValue;
+};
+
+DeviceMemory device_memory(torch::Device device) {
+  DeviceMemory memory;
+#ifdef T5SCALE_WITH_NCCL
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    memory.allocated_bytes = static_cast<double>(stats.allocated_bytes[aggregate].current);
+    memory.reserved_bytes = static_cast<double>(stats.reserved_bytes[aggregate].current);
+    memory.peak_bytes = static_cast<double>(stats.allocated_bytes[aggregate].peak);
+  }
+#endif
+  return memory;
+}
+
+std::string device_name(torch::Device device) {
+#ifdef T5SCALE_WITH_NCCL
+  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index())->name;
+#endif
+  return "cpu";
+}
+
+std::string precision_name(RunConfig::Precision precision) { return enum_name(precision); }
+
+// NVML numbers the node's GPUs itself, ignoring CUDA_VISIBLE_DEVICES: find this rank's GPU by its PCI bus id.
+int nvml_device_index(torch::Device device) {
+#ifdef T5SCALE_WITH_NCCL
+  if (device.is_cuda()) {
+    const auto* properties = at::cuda::getDeviceProperties(device.index());
+    char bus_id[32];
+    std::snprintf(bus_id, sizeof(bus_id), "%08X:%02X:%02X.0", properties->pciDomainID, properties->pciBusID,
+                  properties->pciDeviceID);
+    try {
+      return NvmlLibrary::load()->device_index_of_pci_bus_id(bus_id);
+    } catch (const std::exception&) {
+      return static_cast<int>(device.index());  // no NVML: the meter factory reports why
+    }
+  }
+#endif
+  return 0;
+}
+
+double value_or_unknown(const std::optional<double>& value) { return value ? *value : kUnknownValue; }
+
+}  // namespace
+
+RunRecord::RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid)
+    : in_(inputs), config_(*inputs.config), grid_(grid) {
+  path_ = (fs::path(config_.run.output_dir) / (config_.run.name + ".h5")).string();
+  std::string note;
+  gpu_meter_ = in_.device.is_cuda()
+                   ? make_gpu_energy_meter(enum_name(config_.telemetry.gpu_energy), nvml_device_index(in_.device), &note)
+                   : std::make_unique<NoEnergyMeter>();
+  // RAPL counts the whole CPU package: one meter per node (its first rank), NaN on the other ranks of the node.
+  cpu_meter_ = make_cpu_energy_meter(enum_name(config_.telemetry.cpu_energy), &note);
+
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(host, &length);
+  const std::vector<std::string> hosts = gather_strings(host);
+  const std::set<std::string> distinct(hosts.begin(), hosts.end());
+  nodes_ = static_cast<int64_t>(distinct.size());
+  std::vector<std::string> unique_hosts;
+  for (const auto& h : hosts) {
+    if (std::find(unique_hosts.begin(), unique_hosts.end(), h) == unique_hosts.end()) unique_hosts.push_back(h);
+  }
+  hosts_ = join(unique_hosts);
+  // The first rank of each node reads the package energy; the others would count it again.
+  const int rank = grid_.world_rank();
+  if (std::find(hosts.begin(), hosts.end(), hosts[static_cast<size_t>(rank)]) - hosts.begin() != rank) {
+    cpu_meter_ = std::make_unique<NoEnergyMeter>();
+  }
+  device_names_ = join(gather_strings(device_name(in_.device)));
+  peak_flops_per_device_ = resolve_peak_flops_per_device(config_.telemetry.peak_flops_per_device,
+                                                         device_name(in_.device), precision_name(config_.precision));
+  if (in_.device.is_cuda()) {
+    try {
+      const auto nvml = NvmlLibrary::load();
+      driver_version_ = nvml->driver_version();
+      cuda_version_ = nvml->cuda_driver_version();
+    } catch (const std::exception&) {
+      // Versions stay empty without NVML; the energy meter has already said why.
+    }
+  }
+  if (grid_.world_rank() == 0 && !note.empty()) std::printf("[t5scale] telemetry: %s\n", note.c_str());
+}
+
+RunRecord::~RunRecord() = default;
+
+RunAttributes RunRecord::attributes() const {
+  const auto& c = config_;
+  const int64_t gpus_per_node = c.cost.gpus_per_node > 0 ? c.cost.gpus_per_node : in_.world_size / nodes_;
+  std::string nccl_version;
+#ifdef T5SCALE_WITH_NCCL
+  if (in_.device.is_cuda()) {
+    int version = 0;
+    if (ncclGetVersion(&version) == ncclSuccess) nccl_version = std::to_string(version);
+  }
+#endif
+  return {
+      {"run_id", c.run.name},
+      {"study", c.run.study},
+      {"git_revision", std::string(T5SCALE_GIT_REVISION)},
+      {"slurm_job_id", environment("SLURM_JOB_ID")},
+      {"slurm_array_task_id", environment("SLURM_ARRAY_TASK_ID")},
+      {"hosts", hosts_},
+      {"nodes", nodes_},
+      {"gpus_per_node", gpus_per_node},
+      {"world_size", static_cast<int64_t>(in_.world_size)},
+      {"tp", static_cast<int64_t>(grid_.tp_size)},
+      {"dp", static_cast<int64_t>(grid_.dp_size)},
+      {"model_name", in_.model.name},
+      {"parameter_count", parameter_count(in_.model)},
+      {"global_batch", in_.batch.global_batch},
+      {"micro_batch", in_.batch.micro_batch},
+      {"grad_accumulation", in_.batch.grad_accumulation},
+      {"base_lr", in_.lr_plan.base_lr},
+      {"effective_lr", in_.lr_plan.effective_lr},
+      {"lr_scaling_rule", enum_name(c.lr_scaling.rule)},
+      {"reference_global_batch", c.lr_scaling.reference_global_batch},
+      {"warmup_steps", in_.lr_plan.warmup_steps},
+      {"max_steps", in_.lr_plan.total_steps},
+      {"steps_per_epoch", in_.steps_per_epoch},
+      {"epochs", in_.lr_plan.epochs},
+      {"precision", precision_name(c.precision)},
+      {"optimizer", enum_name(c.optimizer.name)},
+      {"device_names", device_names_},
+      {"driver_version", driver_version_},
+      {"cuda_version", cuda_version_},
+      {"nccl_version", nccl_version},
+      {"torch_version", std::string(TORCH_VERSION)},
+      {"peak_flops_per_device", peak_flops_per_device_},
+      {"price_per_node_hour_usd", c.cost.price_per_node_hour_usd},
+      {"carbon_intensity_g_per_kwh", c.cost.carbon_intensity_g_per_kwh},
+      {"pue", c.cost.pue},
+      {"predicted_memory_bytes_per_device", in_.predicted_memory_bytes},
+      {"predicted_flops_per_step", in_.predicted_flops_per_step},
+      {"energy_source_gpu", gpu_meter_->source()},
+      {"energy_source_cpu", cpu_meter_->source()},
+      {"config_yaml", to_yaml(c)},
+  };
+}
+
+void RunRecord::start(int64_t resumed_from_step) {
+  const int world = in_.world_size;
+  gpu_energy_offset_j_.assign(static_cast<size_t>(world), 0.0);
+  cpu_energy_offset_j_.assign(static_cast<size_t>(world), 0.0);
+  RunAttributes attributes = this->attributes();  // collective parts are done in the constructor
+  if (grid_.world_rank() == 0) {
+    fs::create_directories(fs::path(path_).parent_path().empty() ? fs::path(".") : fs::path(path_).parent_path());
+    RunFileOptions options;
+    options.flush_every_steps = config_.telemetry.flush_every_steps;
+    if (resumed_from_step < 0 || !fs::exists(path_)) {
+      file_.emplace(RunFile::create(path_, attributes, options));
+    } else {
+      std::string warning;
+      file_.emplace(RunFile::resume(path_, attributes, resumed_from_step, options, &warning));
+      if (!warning.empty()) std::printf("[t5scale] run file: %s\n", warning.c_str());
+      // Time and energy go on from where the kept rows end.
+      wall_offset_s_ = std::isfinite(file_->last_wall_time_s()) ? file_->last_wall_time_s() : 0.0;
+      for (int r = 0; r < world; ++r) {
+        const double gpu = file_->last_gpu_energy_j(r), cpu = file_->last_cpu_energy_j(r);
+        gpu_energy_offset_j_[static_cast<size_t>(r)] = std::isfinite(gpu) ? gpu : 0.0;
+        cpu_energy_offset_j_[static_cast<size_t>(r)] = std::isfinite(cpu) ? cpu : 0.0;
+      }
+    }
+  }
+  last_gpu_energy_j_ = gpu_energy_offset_j_;
+  last_cpu_energy_j_ = cpu_energy_offset_j_;
+  attempt_start_ = std::chrono::steady_clock::now();
+}
+
+double RunRecord::wall_time_s() const {
+  return wall_offset_s_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - attempt_start_).count();
+}
+
+std::vector<double> RunRecord::gather(const std::vector<double>& mine) {
+  const torch::Tensor everyone = grid_.world->all_gather(torch::tensor(mine, torch::kFloat64));
+  const torch::Tensor contiguous = everyone.contiguous();
+  return std::vector<double>(contiguous.data_ptr<double>(), contiguous.data_ptr<double>() + contiguous.numel());
+}
+
+StepSummary RunRecord::observe_step(const StepObservation& o) {
+  // Samples, tokens and FLOPs are per replica: counted by the first TP rank of each replica only.
+  const bool counts = grid_.tp_rank == 0;
+  const DeviceMemory memory = device_memory(in_.device);
+  const HostMemory host = read_host_memory();
+  enum Column { kSamples, kSourceTokens, kFlops, kAllocated, kReserved, kPeak, kHost, kPower, kGpuJ, kCpuJ, kCount };
+  std::vector<double> mine(kCount);
+  mine[kSamples] = counts ? static_cast<double>(o.samples) : 0.0;
+  mine[kSourceTokens] = counts ? static_cast<double>(o.source_tokens) : 0.0;
+  mine[kFlops] = counts ? o.model_flops : 0.0;
+  mine[kAllocated] = memory.allocated_bytes;
+  mine[kReserved] = memory.reserved_bytes;
+  mine[kPeak] = memory.peak_bytes;
+  mine[kHost] = static_cast<double>(host.rss_bytes);
+  mine[kPower] = value_or_unknown(gpu_meter_->power_w());
+  mine[kGpuJ] = value_or_unknown(gpu_meter_->read_j());
+  mine[kCpuJ] = value_or_unknown(cpu_meter_->read_j());
+  const std::vector<double> all = gather(mine);
+
+  StepSummary summary;
+  if (grid_.world_rank() != 0) return summary;
+  const int world = in_.world_size;
+  auto column = [&](Column c) {
+    std::vector<double> values(static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r) values[static_cast<size_t>(r)] = all[static_cast<size_t>(r * kCount + c)];
+    return values;
+  };
+  auto sum = [](const std::vector<double>& v) {
+    double s = 0.0;
+    for (double x : v) s += x;
+    return s;
+  };
+  StepRecord row;
+  row.step = o.step;
+  row.epoch = o.epoch;
+  row.wall_time_s = wall_time_s();
+  row.loss = o.loss;
+  row.lr = o.lr;
+  row.grad_norm = o.grad_norm;
+  row.loss_scale = o.loss_scale;
+  row.skipped = o.skipped;
+  row.samples = static_cast<int64_t>(sum(column(kSamples)));
+  row.source_tokens = static_cast<int64_t>(sum(column(kSourceTokens)));
+  row.target_tokens = o.target_tokens;
+  row.step_time_s = o.step_time_s;
+  row.data_time_s = o.data_time_s;
+  row.forward_time_s = o.forward_time_s;
+  row.backward_time_s = o.backward_time_s;
+  row.optimizer_time_s = o.optimizer_time_s;
+  row.comm_exposed_time_s = o.comm_exposed_time_s;
+  row.tokens_per_s = static_cast<double>(row.source_tokens + row.target_tokens) / o.step_time_s;
+  row.samples_per_s = static_cast<double>(row.samples) / o.step_time_s;
+  row.model_flops = sum(column(kFlops));
+  row.mfu = model_flops_utilization(row.model_flops, o.step_time_s, peak_flops_per_device_, world);
+  row.memory_allocated_bytes = column(kAllocated);
+  row.memory_reserved_bytes = column(kReserved);
+  row.memory_peak_bytes = column(kPeak);
+  row.host_memory_bytes = column(kHost);
+  row.gpu_power_w = column(kPower);
+  row.gpu_energy_j = column(kGpuJ);
+  row.cpu_energy_j = column(kCpuJ);
+  for (int r = 0; r < world; ++r) {
+    const auto i = static_cast<size_t>(r);
+    row.gpu_energy_j[i] += gpu_energy_offset_j_[i];
+    row.cpu_energy_j[i] += cpu_energy_offset_j_[i];
+    if (std::isfinite(row.gpu_energy_j[i])) last_gpu_energy_j_[i] = row.gpu_energy_j[i];
+    if (std::isfinite(row.cpu_energy_j[i])) last_cpu_energy_j_[i] = row.cpu_energy_j[i];
+    const double peak = std::isfinite(row.memory_peak_bytes[i]) ? row.memory_peak_bytes[i] : row.host_memory_bytes[i];
+    peak_memory_bytes_ = std::max(peak_memory_bytes_, peak);
+  }
+  file_->append_step(row);
+
+  steps_observed_ += 1;
+  step_time_sum_s_ += o.step_time_s;
+  flops_sum_ += row.model_flops;
+  samples_sum_ += row.samples;
+  tokens_sum_ += row.source_tokens + row.target_tokens;
+  if (std::isfinite(row.mfu)) mfu_sum_ += row.mfu;
+  memory_allocated_sum_ += std::isfinite(row.memory_allocated_bytes[0]) ? row.memory_allocated_bytes[0]
+                                                                        : row.host_memory_bytes[0];
+  summary.tokens_per_s = row.tokens_per_s;
+  summary.samples_per_s = row.samples_per_s;
+  summary.mean_step_time_s = step_time_sum_s_ / static_cast<double>(steps_observed_);
+  if (std::isfinite(row.mfu)) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.1f%%", 100.0 * row.mfu);
+    summary.mfu_text = text;
+  }
+  summary.memory_text = std::isfinite(row.memory_peak_bytes[0]) ? gib_text(row.memory_peak_bytes[0]) + " peak"
+                                                                 : gib_text(row.host_memory_bytes[0]) + " host";
+  return summary;
+}
+
+void RunRecord::observe_evaluation(int64_t step, double epoch, const EvaluationResult& result) {
+  if (grid_.world_rank() != 0) return;
+  EvalRecord row;
+  row.step = step;
+  row.epoch = epoch;
+  row.wall_time_s = wall_time_s();
+  auto metric = [&](const char* name) {
+    const auto found = result.metrics.find(name);
+    return found == result.metrics.end() ? kUnknownValue : found->second;
+  };
+  row.loss = metric("eval_loss");
+  row.rouge1 = metric("rouge1");
+  row.rouge2 = metric("rouge2");
+  row.rougeL = metric("rougeL");
+  row.rougeLsum = metric("rougeLsum");
+  row.exact_match = metric("exact_match");
+  row.f1 = metric("f1");
+  row.accuracy = metric("accuracy");
+  row.macro_f1 = metric("macro_f1");
+  row.num_examples = result.num_examples;
+  row.eval_time_s = result.eval_time_s;
+  file_->append_eval(row);
+}
+
+void RunRecord::flush() {
+  if (file_) file_->flush();
+}
+
+std::string RunRecord::finish(const RunOutcome& outcome) {
+  // Energy at the end, read once more on every rank (a step's reading may be up to a flush old).
+  std::vector<double> mine = {value_or_unknown(gpu_meter_->read_j()), value_or_unknown(cpu_meter_->read_j())};
+  const std::vector<double> all = gather(mine);
+  if (grid_.world_rank() != 0) return "";
+  const int world = in_.world_size;
+  RunSummaryInputs inputs;
+  inputs.wall_time_s = wall_time_s();
+  double gpu_j = 0.0, cpu_j = 0.0;
+  for (int r = 0; r < world; ++r) {
+    const auto i = static_cast<size_t>(r);
+    const double gpu = all[i * 2], cpu = all[i * 2 + 1];
+    inputs.gpu_energy_j.push_back(std::isfinite(gpu) ? gpu + gpu_energy_offset_j_[i] : last_gpu_energy_j_[i]);
+    inputs.cpu_energy_j.push_back(std::isfinite(cpu) ? cpu + cpu_energy_offset_j_[i] : last_cpu_energy_j_[i]);
+    if (std::isfinite(gpu)) gpu_j += inputs.gpu_energy_j.back();
+    if (std::isfinite(cpu)) cpu_j += inputs.cpu_energy_j.back();
+  }
+  const bool gpu_known = gpu_meter_->source() != "none";
+  const bool cpu_known = cpu_meter_->source() != "none";
+  file_->finish(inputs, outcome.status);
+
+  const double kwh = energy_kwh(gpu_j, cpu_j, config_.cost.pue);
+  const double steps = static_cast<double>(std::max<int64_t>(steps_observed_, 1));
+  std::ostringstream card;
+  char line[256];
+  card << "---- resource card: " << config_.run.name << " (" << outcome.status << ") ----\n";
+  std::snprintf(line, sizeof(line), "grid            %d ranks = tp %d x dp %d on %lld node(s); %s\n", world,
+                grid_.tp_size, grid_.dp_size, static_cast<long long>(nodes_), device_names_.substr(0, 60).c_str());
+  card << line;
+  std::snprintf(line, sizeof(line), "duration        %.1f s wall (%.1f s training, %.1f s evaluation)\n",
+                inputs.wall_time_s, outcome.train_time_s, outcome.eval_time_s);
+  card << line;
+  auto price_line = [&](const char* label, double price) {
+    if (price > 0) {
+      std::snprintf(line, sizeof(line), "%-15s %.4f USD (%.2f USD per node-hour x %lld node(s))\n", label,
+                    cost_usd(price, nodes_, inputs.wall_time_s), price, static_cast<long long>(nodes_));
+    } else {
+      std::snprintf(line, sizeof(line), "%-15s unknown (cost.%s not set)\n", label,
+                    std::string(label) == "cost" ? "price_per_node_hour_usd" : "low_priority_price_per_node_hour_usd");
+    }
+    card << line;
+  };
+  price_line("cost", config_.cost.price_per_node_hour_usd);
+  price_line("cost low-prio", config_.cost.low_priority_price_per_node_hour_usd);
+  std::snprintf(line, sizeof(line), "memory          %s average allocated, %s peak (rank 0: %s)\n",
+                gib_text(memory_allocated_sum_ / steps).c_str(), gib_text(peak_memory_bytes_).c_str(),
+                in_.device.is_cuda() ? "GPU" : "host RSS");
+  card << line;
+  std::snprintf(line, sizeof(line), "GPU energy      %s\n",
+                gpu_known ? (std::to_string(gpu_j / 1000.0) + " kJ (" + gpu_meter_->source() + ")").c_str()
+                          : "not measured (no NVML)");
+  card << line;
+  std::snprintf(line, sizeof(line), "CPU energy      %s\n",
+                cpu_known ? (std::to_string(cpu_j / 1000.0) + " kJ (RAPL)").c_str() : "not measured (RAPL not readable)");
+  card << line;
+  std::snprintf(line, sizeof(line), "emissions       %.6f kg CO2eq (%.6f kWh x PUE %.2f x %.0f g/kWh; measured sources only)\n",
+                co2_kg(kwh, config_.cost.carbon_intensity_g_per_kwh), kwh / config_.cost.pue, config_.cost.pue,
+                config_.cost.carbon_intensity_g_per_kwh);
+  card << line;
+  std::snprintf(line, sizeof(line), "throughput      %.1f samples/s, %.0f tokens/s, %.3f s per step (%lld steps)\n",
+                static_cast<double>(samples_sum_) / std::max(step_time_sum_s_, 1e-12),
+                static_cast<double>(tokens_sum_) / std::max(step_time_sum_s_, 1e-12), step_time_sum_s_ / steps,
+                static_cast<long long>(steps_observed_));
+  card << line;
+  std::snprintf(line, sizeof(line), "FLOPs           %.3e model FLOPs in total, MFU %s\n", flops_sum_,
+                peak_flops_per_device_ > 0 ? (std::to_string(100.0 * mfu_sum_ / steps) + "%").c_str()
+                                           : "n/a (no peak known for this device)");
+  card << line;
+  card << "run file        " << path_ << "\n";
+  return card.str();
+}
+
+}  // namespace t5scale

@@ -1,0 +1,100 @@
+// The training job's record of itself: every rank measures (step time, memory, GPU and CPU energy), one small
+// all-gather per step brings the figures to rank 0, and rank 0 appends them to the HDF5 run file
+// (telemetry/run_file.h) and computes throughput and MFU. At the end it writes the summary and prints the
+// resource card: duration, cost, energy, emissions, memory, throughput, FLOPs.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "config/run_config.h"
+#include "dist/process_grid.h"
+#include "telemetry/energy_meter.h"
+#include "telemetry/run_file.h"
+#include "train/evaluation.h"
+#include "train/lr_schedule.h"
+
+namespace t5scale {
+
+struct RunRecordInputs {
+  const RunConfig* config = nullptr;
+  ModelConfig model;
+  int world_size = 1;
+  BatchPlan batch;
+  LrPlan lr_plan;
+  int64_t steps_per_epoch = 0;
+  torch::Device device = torch::kCPU;
+  int64_t predicted_memory_bytes = 0;
+  double predicted_flops_per_step = 0.0;
+};
+
+// What one rank saw in one step.
+struct StepObservation {
+  int64_t step = 0;  // optimizer steps completed, this one included
+  double epoch = 0.0;
+  double loss = 0.0, lr = 0.0, grad_norm = 0.0, loss_scale = 1.0;
+  bool skipped = false;
+  int64_t samples = 0, source_tokens = 0, target_tokens = 0;  // this replica's (target_tokens: the global batch's)
+  double step_time_s = 0.0, data_time_s = 0.0;
+  double forward_time_s = kUnknownValue, backward_time_s = kUnknownValue, optimizer_time_s = kUnknownValue,
+         comm_exposed_time_s = kUnknownValue;
+  double model_flops = 0.0;  // this replica's micro-batches
+};
+
+// Figures for the log line (rank 0; NaN or "n/a" elsewhere).
+struct StepSummary {
+  double tokens_per_s = 0.0, samples_per_s = 0.0, mean_step_time_s = 0.0;
+  std::string mfu_text = "n/a", memory_text = "n/a";
+};
+
+struct RunOutcome {
+  std::string status;  // completed, preempted, diverged, failed
+  double train_time_s = 0.0, eval_time_s = 0.0;
+};
+
+class RunRecord {
+ public:
+  RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid);
+  ~RunRecord();
+
+  // Collective. Creates the run file, or, after a resume, keeps its rows up to resumed_from_step (-1: fresh).
+  void start(int64_t resumed_from_step);
+  const std::string& path() const { return path_; }
+
+  // Collective (one all-gather over the world).
+  StepSummary observe_step(const StepObservation& observation);
+  // Rank 0 appends the evaluation row (the figures are the same on every rank).
+  void observe_evaluation(int64_t step, double epoch, const EvaluationResult& result);
+  void flush();
+  // Collective. Writes the summary and the final status; returns the resource card (rank 0; "" elsewhere).
+  std::string finish(const RunOutcome& outcome);
+
+ private:
+  std::vector<double> gather(const std::vector<double>& mine);  // (world x n) row-major on every rank
+  RunAttributes attributes() const;
+  double wall_time_s() const;
+
+  RunRecordInputs in_;
+  const RunConfig& config_;
+  ProcessGrid grid_;
+  std::string path_;
+  std::chrono::steady_clock::time_point attempt_start_ = std::chrono::steady_clock::now();
+  std::unique_ptr<EnergyMeter> gpu_meter_, cpu_meter_;
+  std::string device_names_, hosts_, driver_version_, cuda_version_;
+  int64_t nodes_ = 1;
+  double peak_flops_per_device_ = 0.0;
+  std::optional<RunFile> file_;  // rank 0
+
+  // Rank 0's running figures (for the log, the card and the summary).
+  double wall_offset_s_ = 0.0;
+  std::vector<double> gpu_energy_offset_j_, cpu_energy_offset_j_;
+  std::vector<double> last_gpu_energy_j_, last_cpu_energy_j_;
+  double step_time_sum_s_ = 0.0, flops_sum_ = 0.0, mfu_sum_ = 0.0;
+  int64_t steps_observed_ = 0, samples_sum_ = 0, tokens_sum_ = 0;
+  double peak_memory_bytes_ = 0.0, memory_allocated_sum_ = 0.0;
+};
+
+}  // namespace t5scale

@@ -1,0 +1,608 @@
+#include "train/training_job.h"
+
+#include <mpi.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+
+#include "core/check.h"
+#include "data/batch_sampler.h"
+#include "data/collate.h"
+#include "data/example_source.h"
+#include "data/synthetic_examples.h"
+#include "data/tokenized_dataset.h"
+#include "data/tokenizer.h"
+#include "dist/process_grid.h"
+#include "io/hf_checkpoint.h"
+#include "io/sharded_checkpoint.h"
+#include "plan/cost_model.h"
+#include "train/run_record.h"
+#include "train/evaluation.h"
+#include "train/lr_schedule.h"
+#include "train/parallel_trainer.h"
+#include "train/preemption.h"
+
+namespace t5scale {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+Precision precision_of(RunConfig::Precision p) {
+  switch (p) {
+    case RunConfig::Precision::kFp32: return Precision::kFp32;
+    case RunConfig::Precision::kBf16: return Precision::kBf16;
+    case RunConfig::Precision::kFp16: return Precision::kFp16;
+  }
+  return Precision::kFp32;
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? separator : "") + parts[i];
+  return out;
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const int64_t s = static_cast<int64_t>(seconds);
+  char text[32];
+  std::snprintf(text, sizeof(text), "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+                static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  return text;
+}
+
+// Early stopping on one evaluation metric: patience evaluations without an improvement larger than min_delta.
+struct EarlyStopping {
+  std::string metric;
+  bool higher_better = false;
+  double min_delta = 0.0;
+  int64_t patience = 0;
+  double best = std::numeric_limits<double>::quiet_NaN();
+  int64_t best_step = -1;
+  int64_t evaluations_without_improvement = 0;
+
+  // Returns true when training should stop.
+  bool observe(double value, int64_t step) {
+    const bool improved = std::isnan(best) || (higher_better ? value > best + min_delta : value < best - min_delta);
+    if (improved) {
+      best = value;
+      best_step = step;
+      evaluations_without_improvement = 0;
+      return false;
+    }
+    return ++evaluations_without_improvement >= patience;
+  }
+  nlohmann::json to_json() const {
+    return {{"best", std::isnan(best) ? nlohmann::json(nullptr) : nlohmann::json(best)},
+            {"best_step", best_step},
+            {"evaluations_without_improvement", evaluations_without_improvement}};
+  }
+  void from_json(const nlohmann::json& j) {
+    best = j.at("best").is_null() ? std::numeric_limits<double>::quiet_NaN() : j.at("best").get<double>();
+    best_step = j.at("best_step").get<int64_t>();
+    evaluations_without_improvement = j.at("evaluations_without_improvement").get<int64_t>();
+  }
+};
+
+class TrainingJob {
+ public:
+  TrainingJob(const RunConfig& config, std::string source) : config_(config), source_(std::move(source)) {}
+  int run();
+
+ private:
+  void refuse_what_cannot_work(int world_size);
+  void set_up_grid();
+  void set_up_data();
+  void set_up_model_and_trainer();
+  void set_up_records();
+  void resume_or_start();
+  bool train_step();  // false: stop (diverged)
+  void evaluate_now(bool final_evaluation);
+  void save_checkpoint();
+  void finish(const std::string& status);
+  NamedTensors checkpoint_tensors();
+  nlohmann::json run_state() const;
+  std::string decode(const std::vector<int32_t>& ids) const;
+  bool rank0() const { return grid_.world_rank() == 0; }
+  void log(const std::string& line) const {
+    if (rank0()) std::cout << line << std::endl;
+  }
+
+  RunConfig config_;
+  std::string source_;
+  int world_size_ = 1;
+
+  // Grid and device.
+  ProcessGrid grid_;
+  torch::Device device_ = torch::kCPU;
+
+  // Data.
+  std::shared_ptr<TokenizedDataset> dataset_;
+  std::optional<Tokenizer> tokenizer_;
+  std::unique_ptr<ExampleSource> train_examples_, eval_examples_;
+  int64_t vocab_size_ = 0;
+  BatchPlan batch_;
+  std::unique_ptr<DistributedBatchSampler> sampler_;
+  CollateOptions collate_options_;
+
+  // Model and optimisation.
+  ModelConfig model_config_;
+  std::shared_ptr<ParallelRng> rng_;
+  std::unique_ptr<ParallelTrainer> trainer_;
+  LrPlan lr_plan_;
+  int64_t total_steps_ = 0;
+
+  // Progress.
+  int64_t step_ = 0;  // optimizer steps completed
+  double train_time_s_ = 0.0;
+  double eval_time_s_ = 0.0;
+  std::optional<EarlyStopping> early_stopping_;
+  Clock::time_point last_checkpoint_ = Clock::now();
+  int64_t last_checkpoint_step_ = -1;
+  double last_loss_ = std::numeric_limits<double>::quiet_NaN();
+  double tokens_per_s_window_ = 0.0;
+
+  // Records: the checkpoint store on every rank, the run record (HDF5 run file, meters) on every rank, writing on
+  // rank 0.
+  std::unique_ptr<ShardedCheckpointStore> checkpoints_;
+  std::unique_ptr<RunRecord> record_;
+  std::unique_ptr<std::ofstream> generations_;
+};
+
+int TrainingJob::run() {
+  int world_size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  world_size_ = world_size;
+  refuse_what_cannot_work(world_size);
+  set_up_grid();
+  set_up_data();
+  set_up_model_and_trainer();
+  set_up_records();
+  install_preemption_handlers();
+  resume_or_start();
+
+  if (config_.eval.only) {
+    evaluate_now(/*final_evaluation=*/true);
+    finish("completed");
+    return 0;
+  }
+
+  log(msg("[t5scale] training: ", lr_plan_.describe(), "; ", total_steps_ - step_, " steps to go"));
+  while (step_ < total_steps_) {
+    // All ranks agree, once per step, on a signal and on a checkpoint that is due by the clock.
+    const bool checkpoint_due_by_time =
+        config_.checkpoint.every_minutes > 0 && seconds_since(last_checkpoint_) >= config_.checkpoint.every_minutes * 60;
+    torch::Tensor flags = torch::tensor({static_cast<int64_t>(preemption_signal() != 0),
+                                         static_cast<int64_t>(rank0() && checkpoint_due_by_time)},
+                                        torch::kInt64);
+    grid_.world->all_reduce_max(flags);
+    if (flags[0].item<int64_t>() != 0) {
+      log(msg("[t5scale] preemption signal: checkpoint at step ", step_, ", then exit ", kRequeueExitCode,
+              " for the requeue"));
+      if (last_checkpoint_step_ != step_) save_checkpoint();
+      finish("preempted");
+      return kRequeueExitCode;
+    }
+    if (flags[1].item<int64_t>() != 0 && last_checkpoint_step_ != step_) save_checkpoint();
+
+    if (!train_step()) {
+      log(msg("[t5scale] the loss is not finite at step ", step_ + 1, ": stopping (diverged); the last good "
+              "checkpoint is kept"));
+      finish("diverged");
+      return kDivergedExitCode;
+    }
+    const bool evaluation_due = config_.eval.every_steps > 0 && step_ % config_.eval.every_steps == 0;
+    bool stop_early = false;
+    if (evaluation_due) {
+      evaluate_now(false);
+      stop_early = early_stopping_ && early_stopping_->evaluations_without_improvement >= early_stopping_->patience;
+    }
+    if (config_.checkpoint.every_steps > 0 && step_ % config_.checkpoint.every_steps == 0) save_checkpoint();
+    if (stop_early) {
+      log(msg("[t5scale] early stopping at step ", step_, ": ", early_stopping_->metric, " has not improved by more than ",
+              early_stopping_->min_delta, " for ", early_stopping_->patience, " evaluations (best ",
+              early_stopping_->best, " at step ", early_stopping_->best_step, ")"));
+      break;
+    }
+  }
+  const bool evaluated_this_step = config_.eval.every_steps > 0 && step_ % config_.eval.every_steps == 0;
+  if (config_.eval.at_end && !evaluated_this_step) evaluate_now(true);
+  if (config_.checkpoint.at_end && last_checkpoint_step_ != step_) save_checkpoint();
+  if (!config_.export_.hf_dir.empty()) {
+    // The TP ranks of replica 0 gather the shards; the other replicas hold the same weights.
+    if (grid_.dp_rank == 0) export_hf_checkpoint(*trainer_->model(), config_.export_.hf_dir);
+    log(msg("[t5scale] exported the model to ", config_.export_.hf_dir, " (Hugging Face layout)"));
+  }
+  finish("completed");
+  return 0;
+}
+
+void TrainingJob::refuse_what_cannot_work(int world_size) {
+  std::vector<ConfigError> errors = validate_for_world(config_, world_size);
+  for (auto& e : check_files(config_)) errors.push_back(e);
+  throw_if_errors(errors, source_);
+}
+
+void TrainingJob::set_up_grid() {
+  GridOptions options;
+  options.tp = static_cast<int>(config_.parallel.tp);
+  options.collective_timeout_s = config_.parallel.collective_timeout_s;
+  const bool cuda = torch::cuda::is_available();
+  const auto backend = config_.parallel.backend;
+  T5S_CHECK(backend != ParallelSettings::Backend::kNccl || cuda,
+            "parallel.backend: nccl needs a GPU, and LibTorch sees none on this node");
+  options.backend = (backend == ParallelSettings::Backend::kNccl ||
+                     (backend == ParallelSettings::Backend::kAuto && cuda))
+                        ? CommBackend::kNccl
+                        : CommBackend::kMpi;
+  grid_ = ProcessGrid::create(options);
+  if (options.backend == CommBackend::kNccl) device_ = torch::Device(torch::kCUDA, torch::cuda::device_count() > 0
+                                                                                        ? grid_.world_rank() % torch::cuda::device_count()
+                                                                                        : 0);
+  torch::manual_seed(static_cast<uint64_t>(config_.run.seed));  // the replicated dropout stream: alike everywhere
+}
+
+void TrainingJob::set_up_data() {
+  const auto& d = config_.data;
+  if (d.dataset == "synthetic") {
+    // The same examples as `t5scale-prep synthetic` writes to a file for this seed and vocabulary.
+    SyntheticDatasetOptions options;
+    options.task.vocab_size = d.synthetic_vocab_size;
+    options.task.seed = static_cast<uint64_t>(config_.run.seed);
+    options.train_examples = d.synthetic_examples;
+    options.validation_examples = std::max<int64_t>(d.synthetic_examples / 8, 64);
+    train_examples_ = std::make_unique<InMemoryExamples>("synthetic:train", synthetic_split(options, "train"));
+    eval_examples_ = std::make_unique<InMemoryExamples>("synthetic:validation", synthetic_split(options, "validation"));
+    vocab_size_ = d.synthetic_vocab_size;
+  } else {
+    dataset_ = std::shared_ptr<TokenizedDataset>(TokenizedDataset::open(d.dataset).release());
+    vocab_size_ = dataset_->info().vocab_size;
+    if (!d.tokenizer.empty()) {
+      tokenizer_ = Tokenizer::load(d.tokenizer);
+      dataset_->check_tokenizer(tokenizer_->sha256(), tokenizer_->vocab_size());
+    }
+    const auto& split = dataset_->split(d.train_split);
+    split.check_token_ids();  // a bad id stops the job here, not hours into training
+    auto split_examples = [&](const std::string& split) {
+      return std::make_unique<TruncatedExamples>(std::make_unique<TokenizedSplitExamples>(dataset_, split),
+                                                 d.max_source_length, d.max_target_length);
+    };
+    train_examples_ = split_examples(d.train_split);
+    if (dataset_->has_split(d.eval_split)) eval_examples_ = split_examples(d.eval_split);
+  }
+  T5S_CHECK(train_examples_->size() > 0, train_examples_->name(), " has no examples");
+  const bool wants_evaluation = config_.eval.every_steps > 0 || config_.eval.at_end || config_.eval.only;
+  T5S_CHECK(!wants_evaluation || eval_examples_, "eval: the dataset ", d.dataset, " has no split '", d.eval_split,
+            "' (data.eval_split); set eval.every_steps: 0 and eval.at_end: false to train without evaluation");
+
+  batch_ = resolve_batch(config_, world_size_);
+  BatchSamplerOptions options;
+  options.global_batch = batch_.global_batch;
+  options.micro_batches = batch_.grad_accumulation;
+  options.dp_rank = grid_.dp_rank;
+  options.dp_size = grid_.dp_size;
+  options.seed = static_cast<uint64_t>(config_.run.seed);
+  options.order = parse_sampling_order(enum_name(d.sampling));
+  options.sortish_factor = d.sortish_factor;
+  options.drop_last = d.drop_last;
+  options.max_tokens_per_micro_batch = d.max_tokens_per_micro_batch;
+  options.length_multiple = std::max<int64_t>(d.pad_to_multiple_of, 1);
+  sampler_ = std::make_unique<DistributedBatchSampler>(train_examples_->source_lengths(),
+                                                       train_examples_->target_lengths(), options);
+  T5S_CHECK(sampler_->steps_per_epoch() > 0, train_examples_->name(), " has ", train_examples_->size(),
+            " examples: not one global batch of ", batch_.global_batch, " (train.global_batch)");
+  collate_options_.pad_to_multiple_of = d.pad_to_multiple_of;
+}
+
+void TrainingJob::set_up_model_and_trainer() {
+  if (config_.model.init_from.empty()) {
+    model_config_ = resolve_model_config(config_, vocab_size_);
+  } else {
+    model_config_ = read_hf_config(config_.model.init_from + "/config.json");
+    apply_model_settings(config_, model_config_);
+  }
+  T5S_CHECK(vocab_size_ <= model_config_.vocab_size, "the data's vocabulary (", vocab_size_, " ids, ",
+            config_.data.dataset, ") does not fit the model's embedding (vocab_size ", model_config_.vocab_size, ")");
+  const auto grid_problems = ProcessGrid::validate(world_size_, static_cast<int>(config_.parallel.tp), model_config_);
+  if (!grid_problems.empty()) throw Error("parallel.tp: this grid cannot run this model:\n  " + join(grid_problems, "\n  "));
+
+  const Precision precision = precision_of(config_.precision);
+  rng_ = std::make_shared<ParallelRng>(static_cast<uint64_t>(config_.run.seed), grid_.tp_rank, device_);
+  T5Model model(model_config_, grid_.tp, torch::TensorOptions().dtype(compute_dtype(precision)).device(device_), rng_);
+  if (!config_.model.init_from.empty()) {
+    load_hf_checkpoint(*model, config_.model.init_from);
+  } else {
+    model->initialize_weights(static_cast<uint64_t>(config_.run.seed));
+  }
+  if (config_.parallel.activation_checkpointing) {
+    model->set_activation_checkpointing(config_.parallel.checkpoint_every_blocks);
+  }
+
+  ParallelTrainingOptions options;
+  const auto& o = config_.optimizer;
+  options.optimizer = o.name == OptimizerSettings::Name::kAdafactor ? OptimizerKind::kAdafactor : OptimizerKind::kAdamW;
+  options.adamw.beta1 = o.beta1;
+  options.adamw.beta2 = o.beta2;
+  options.adamw.eps = o.eps;
+  options.adamw.weight_decay = o.weight_decay;
+  options.adamw.fused = o.fused == OptimizerSettings::Fused::kOn    ? FusedMode::kOn
+                        : o.fused == OptimizerSettings::Fused::kOff ? FusedMode::kOff
+                                                                    : FusedMode::kAuto;
+  options.adafactor.relative_step = o.adafactor_relative_step;
+  options.adafactor.scale_parameter = o.adafactor_scale_parameter;
+  options.adafactor.warmup_init = o.adafactor_warmup_init;
+  options.adafactor.decay_rate = o.adafactor_decay_rate;
+  options.adafactor.clip_threshold = o.adafactor_clip_threshold;
+  options.adafactor.beta1 = o.adafactor_beta1;
+  options.adafactor.eps1 = o.adafactor_eps1;
+  options.adafactor.eps2 = o.adafactor_eps2;
+  options.adafactor.weight_decay = o.weight_decay;
+  options.freeze.embeddings = config_.train.freeze_embeddings;
+  options.freeze.encoder = config_.train.freeze_encoder;
+  options.freeze.pattern = config_.train.freeze_pattern;
+  options.max_grad_norm = config_.train.max_grad_norm;
+  options.zero1 = config_.parallel.zero1;
+  options.bucket_bytes = static_cast<int64_t>(config_.parallel.bucket_mib * 1024 * 1024);
+  options.precision = precision;
+  trainer_ = std::make_unique<ParallelTrainer>(model, grid_, options);
+
+  lr_plan_ = make_lr_plan(config_, batch_, sampler_->steps_per_epoch());
+  total_steps_ = lr_plan_.total_steps;
+
+  if (!config_.early_stopping.metric.empty()) {
+    EarlyStopping e;
+    e.metric = config_.early_stopping.metric;
+    e.higher_better = config_.early_stopping.mode == EarlyStoppingSettings::Mode::kAuto
+                          ? higher_is_better(e.metric)
+                          : config_.early_stopping.mode == EarlyStoppingSettings::Mode::kMax;
+    e.min_delta = config_.early_stopping.min_delta;
+    e.patience = config_.early_stopping.patience;
+    early_stopping_ = e;
+  }
+}
+
+void TrainingJob::set_up_records() {
+  const std::string checkpoint_dir = !config_.checkpoint.dir.empty()
+                                         ? config_.checkpoint.dir
+                                         : (fs::path(config_.run.output_dir) / (config_.run.name + ".ckpt")).string();
+  checkpoints_ = std::make_unique<ShardedCheckpointStore>(checkpoint_dir, static_cast<int>(config_.checkpoint.keep_last),
+                                                          grid_.world, grid_.tp_rank, grid_.dp_rank);
+
+  RunRecordInputs in;
+  in.config = &config_;
+  in.model = model_config_;
+  in.world_size = world_size_;
+  in.batch = batch_;
+  in.lr_plan = lr_plan_;
+  in.steps_per_epoch = sampler_->steps_per_epoch();
+  in.device = device_;
+  const BatchShape typical{batch_.micro_batch > 0 ? batch_.micro_batch : 1,
+                           config_.data.max_source_length > 0 ? config_.data.max_source_length : 512,
+                           config_.data.max_target_length > 0 ? config_.data.max_target_length : 128};
+  MemoryInputs memory;
+  memory.tp = grid_.tp_size;
+  memory.dp = grid_.dp_size;
+  memory.compute_bytes_per_element = config_.precision == RunConfig::Precision::kFp32 ? 4 : 2;
+  memory.zero1 = config_.parallel.zero1;
+  memory.adafactor = config_.optimizer.name == OptimizerSettings::Name::kAdafactor;
+  memory.activation_checkpointing = config_.parallel.activation_checkpointing;
+  memory.micro_batch = typical;
+  memory.on_gpu = device_.is_cuda();
+  in.predicted_memory_bytes = predict_memory(model_config_, memory).total_bytes();
+  in.predicted_flops_per_step =
+      training_flops(model_config_, typical) * static_cast<double>(batch_.grad_accumulation * grid_.dp_size);
+  record_ = std::make_unique<RunRecord>(in, grid_);
+}
+
+void TrainingJob::resume_or_start() {
+  CheckpointIdentity identity;
+  identity.tp = grid_.tp_size;
+  identity.dp = grid_.dp_size;
+  identity.model_name = model_config_.name;
+  identity.parameter_count = parameter_count(model_config_);
+  identity.model_config = hf_config_json(model_config_);
+  std::optional<LoadedCheckpoint> loaded;
+  if (config_.checkpoint.resume == CheckpointSettings::Resume::kAuto) {
+    std::vector<std::string> notes;
+    loaded = checkpoints_->load_latest(identity, &notes);
+    for (const auto& note : notes) log("[t5scale] " + note);
+  }
+  if (!loaded) {
+    record_->start(/*resumed_from_step=*/-1);
+    log(msg("[t5scale] run file ", record_->path(), "; checkpoints in ", checkpoints_->dir()));
+    return;
+  }
+  // Optimizer state (fp32 master weights and moments: the parameters are written back from them), RNG streams,
+  // the sampler's position and the loss scale: exactly the state the uninterrupted run had after this step.
+  const SafetensorsFile& shard = loaded->shard;
+  OptimizerState state = trainer_->optimizer().state();
+  OptimizerState saved;
+  for (const auto& [name, tensor] : state) saved.emplace_back(name, shard.read("optimizer." + name));
+  trainer_->optimizer().load_state(saved);
+  ParallelRng::State rng_state{shard.read("rng.default"), shard.read("rng.tensor_parallel")};
+  rng_->set_state(rng_state);
+  const nlohmann::json& s = loaded->state;
+  sampler_->restore(s.at("sampler").get<SamplerPosition>());
+  trainer_->set_loss_scale_state(s.at("loss_scale").get<double>(), s.at("steps_since_overflow").get<int64_t>());
+  step_ = loaded->step;
+  train_time_s_ = s.at("train_time_s").get<double>();
+  if (early_stopping_ && s.contains("early_stopping")) early_stopping_->from_json(s.at("early_stopping"));
+  last_checkpoint_step_ = step_;
+  record_->start(/*resumed_from_step=*/step_);
+  log(msg("[t5scale] resumed from ", loaded->folder, " at step ", step_, " (epoch ",
+          sampler_->position().epoch, ", step ", sampler_->position().step_in_epoch, " of it)"));
+}
+
+bool TrainingJob::train_step() {
+  const auto step_start = Clock::now();
+  // Data: this replica's micro-batches, collated (identical on the TP ranks of the replica).
+  std::vector<Seq2SeqBatch> micro_batches;
+  int64_t samples = 0, source_tokens = 0;
+  for (const auto& indices : sampler_->next_step()) {
+    Seq2SeqBatch batch = collate(train_examples_->fetch(indices), collate_options_);
+    samples += batch.input_ids.size(0);
+    source_tokens += batch.attention_mask.sum().item<int64_t>();
+    micro_batches.push_back({batch.input_ids.to(device_), batch.attention_mask.to(device_), batch.labels.to(device_)});
+  }
+  const double data_time_s = seconds_since(step_start);
+
+  const double lr = lr_plan_.lr_at(step_);
+  const StepResult result = trainer_->step(micro_batches, lr);
+  step_ += 1;
+  const double step_time_s = seconds_since(step_start);
+  train_time_s_ += step_time_s;
+  if (!result.skipped && !std::isfinite(result.loss)) return false;
+  last_loss_ = result.loss;
+
+  StepObservation observation;
+  observation.step = step_;
+  observation.epoch = sampler_->epoch_fraction();
+  observation.loss = result.loss;
+  observation.lr = result.learning_rate;
+  observation.grad_norm = result.grad_norm;
+  observation.loss_scale = result.loss_scale;
+  observation.skipped = result.skipped;
+  observation.samples = samples;
+  observation.source_tokens = source_tokens;
+  observation.target_tokens = result.target_tokens;
+  observation.step_time_s = step_time_s;
+  observation.data_time_s = data_time_s;
+  double flops = 0.0;
+  for (const auto& b : micro_batches) {
+    flops += training_flops(model_config_, BatchShape{b.input_ids.size(0), b.input_ids.size(1), b.labels.size(1)});
+  }
+  observation.model_flops = flops;  // this replica's; the record sums over replicas
+  const StepSummary summary = record_->observe_step(observation);
+
+  if (step_ % config_.train.log_every == 0 || step_ == total_steps_) {
+    const double remaining_s = summary.mean_step_time_s * static_cast<double>(total_steps_ - step_);
+    char line[512];
+    std::snprintf(line, sizeof(line),
+                  "step %lld/%lld | epoch %.2f | loss %.4f | lr %.3e | grad %.3f | %.0f tok/s | %.0f samples/s | "
+                  "MFU %s | mem %s | ETA %s%s",
+                  static_cast<long long>(step_), static_cast<long long>(total_steps_), observation.epoch, result.loss,
+                  result.learning_rate, result.grad_norm, summary.tokens_per_s, summary.samples_per_s,
+                  summary.mfu_text.c_str(), summary.memory_text.c_str(), format_duration(remaining_s).c_str(),
+                  result.skipped ? " | skipped (fp16 overflow)" : "");
+    log(line);
+  }
+  return true;
+}
+
+void TrainingJob::evaluate_now(bool final_evaluation) {
+  EvaluationOptions options;
+  set_metrics_from_list(options, config_.eval.metrics);
+  options.max_examples = config_.eval.max_examples;
+  options.batch_size = config_.eval.batch_size;
+  options.generate = config_.eval.generate;
+  options.max_new_tokens = config_.eval.max_new_tokens;
+  options.pad_to_multiple_of = config_.data.pad_to_multiple_of;
+  auto& model = *trainer_->model();
+  const EvaluationResult result =
+      evaluate(model, grid_, *eval_examples_, options, [this](const std::vector<int32_t>& ids) { return decode(ids); },
+               device_);
+  model.train();
+  eval_time_s_ += result.eval_time_s;
+  record_->observe_evaluation(step_, sampler_->epoch_fraction(), result);
+
+  std::string line = msg("eval step ", step_, " | ", result.num_examples, " examples");
+  for (const auto& [name, value] : result.metrics) {
+    char text[64];
+    std::snprintf(text, sizeof(text), " | %s %.4f", name.c_str(), value);
+    line += text;
+  }
+  log(line + msg(" | ", format_duration(result.eval_time_s)));
+
+  if (rank0() && config_.eval.write_generations && !result.generations.empty()) {
+    if (!generations_) {
+      const fs::path path = fs::path(config_.run.output_dir) / (config_.run.name + ".eval.jsonl");
+      generations_ = std::make_unique<std::ofstream>(path, std::ios::app);
+      T5S_CHECK(generations_->good(), "cannot write ", path.string());
+    }
+    for (const auto& g : result.generations) {
+      *generations_ << nlohmann::json({{"step", step_}, {"index", g.index}, {"source", g.source},
+                                       {"prediction", g.prediction}, {"reference", g.reference}})
+                           .dump()
+                    << "\n";
+    }
+    generations_->flush();
+  }
+  if (early_stopping_ && !final_evaluation) {
+    const auto found = result.metrics.find(early_stopping_->metric);
+    T5S_CHECK(found != result.metrics.end(), "early_stopping.metric: '", early_stopping_->metric,
+              "' was not computed (eval.metrics is '", config_.eval.metrics, "')");
+    early_stopping_->observe(found->second, step_);
+  }
+}
+
+NamedTensors TrainingJob::checkpoint_tensors() {
+  NamedTensors tensors;
+  for (auto& [name, tensor] : trainer_->optimizer().state()) tensors.emplace_back("optimizer." + name, tensor);
+  const ParallelRng::State rng = rng_->get_state();
+  tensors.emplace_back("rng.default", rng.default_generator);
+  tensors.emplace_back("rng.tensor_parallel", rng.tensor_parallel);
+  return tensors;
+}
+
+nlohmann::json TrainingJob::run_state() const {
+  nlohmann::json state = {{"sampler", sampler_->position()},
+                          {"loss_scale", trainer_->loss_scale()},
+                          {"steps_since_overflow", trainer_->steps_since_overflow()},
+                          {"train_time_s", train_time_s_},
+                          {"config_yaml", to_yaml(config_)}};
+  if (early_stopping_) state["early_stopping"] = early_stopping_->to_json();
+  return state;
+}
+
+void TrainingJob::save_checkpoint() {
+  const auto start = Clock::now();
+  CheckpointIdentity identity;
+  identity.tp = grid_.tp_size;
+  identity.dp = grid_.dp_size;
+  identity.model_name = model_config_.name;
+  identity.parameter_count = parameter_count(model_config_);
+  identity.model_config = hf_config_json(model_config_);
+  const std::string folder = checkpoints_->save(step_, checkpoint_tensors(), identity, run_state());
+  record_->flush();  // every step up to the checkpoint is on disk with it
+  last_checkpoint_ = Clock::now();
+  last_checkpoint_step_ = step_;
+  log(msg("[t5scale] checkpoint ", folder, " (", format_duration(seconds_since(start)), ")"));
+}
+
+void TrainingJob::finish(const std::string& status) {
+  RunOutcome outcome;
+  outcome.status = status;
+  outcome.train_time_s = train_time_s_;
+  outcome.eval_time_s = eval_time_s_;
+  const std::string card = record_->finish(outcome);
+  if (rank0()) std::cout << card << std::flush;
+}
+
+std::string TrainingJob::decode(const std::vector<int32_t>& ids) const {
+  if (tokenizer_) return tokenizer_->decode(ids);
+  std::string text;
+  for (int32_t id : ids) text += (text.empty() ? "" : " ") + std::to_string(id);
+  return text;
+}
+
+}  // namespace
+
+int run_training_job(const RunConfig& config, const std::string& config_source) {
+  TrainingJob job(config, config_source);
+  return job.run();
+}
+
+}  // namespace t5scale

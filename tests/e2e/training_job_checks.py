@@ -1,0 +1,224 @@
+"""End-to-end checks of t5scale-train as a batch job, driven the way Slurm drives it, judged from the run files.
+
+  resume        prep -> train on a tp 2 x dp 2 grid -> SIGKILL every rank after a checkpoint -> the killed run file
+                opens (h5py, swmr=True, no h5clear) -> run again: it resumes, and its loss trajectory equals an
+                uninterrupted run's bit for bit; the run files' datasets and attributes are checked
+  signal        SIGUSR1 to one rank: every rank checkpoints the same step, the run file says preempted, the exit
+                code is the requeue code (75); the next start resumes from that checkpoint and completes
+  early_stop    early stopping on eval_loss with a min_delta no run can reach stops after `patience` evaluations
+  refuse        bad configs are refused before any compute, naming the key
+
+usage: training_job_checks.py SCENARIO --bin BUILD/bin --mpirun MPIEXEC --work DIR
+"""
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+
+REQUEUE_EXIT_CODE = 75
+
+
+def fail(message):
+    print("FAILED: " + message, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(condition, message):
+    if not condition:
+        fail(message)
+
+
+class Job:
+    def __init__(self, args):
+        self.bin = args.bin
+        self.mpirun = args.mpirun
+        self.work = args.work
+        shutil.rmtree(self.work, ignore_errors=True)
+        os.makedirs(self.work)
+        self.dataset = os.path.join(self.work, "synthetic.h5")
+
+    def prep(self):
+        subprocess.run([os.path.join(self.bin, "t5scale-prep"), "synthetic", "--out", self.dataset, "--examples",
+                        "2048", "--vocab-size", "48", "--seed", "7"], check=True)
+
+    def command(self, ranks, name, *sets):
+        base = ["--set", f"data.dataset={self.dataset}", "--set", "precision=fp32", "--set", "train.global_batch=8",
+                "--set", "train.log_every=1", "--set", f"run.output_dir={self.work}", "--set", f"run.name={name}",
+                "--set", "eval.every_steps=0", "--set", "eval.at_end=false", "--set", "model.dropout_rate=0.1"]
+        for s in sets:
+            base += ["--set", s]
+        return [self.mpirun, "-np", str(ranks), os.path.join(self.bin, "t5scale-train")] + base
+
+    def run(self, ranks, name, *sets, expect=0):
+        log_path = os.path.join(self.work, f"{name}.log")
+        with open(log_path, "a") as log:
+            code = subprocess.run(self.command(ranks, name, *sets), stdout=log, stderr=subprocess.STDOUT).returncode
+        if code != expect:
+            with open(log_path) as f:
+                tail = f.read()[-4000:]
+            fail(f"{name}: exit code {code}, expected {expect}; log tail:\n{tail}")
+        return log_path
+
+    def run_file(self, name):
+        return os.path.join(self.work, f"{name}.h5")
+
+
+def read_steps(path):
+    with h5py.File(path, "r", swmr=True) as f:
+        steps = f["steps"]
+        n = min(len(steps[k]) for k in steps)
+        table = {k: steps[k][:n] for k in steps}
+        keep = table["step"] >= 0
+        return {k: v[keep] for k, v in table.items()}, dict(f.attrs)
+
+
+def text(value):
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def scenario_resume(job):
+    job.prep()
+    grid = ["parallel.tp=2", "train.grad_accumulation=2", "parallel.zero1=true", "train.max_steps=60",
+            "checkpoint.every_steps=10", "telemetry.flush_every_steps=1", "data.sampling=sortish"]
+    job.run(4, "uninterrupted", *grid)
+
+    # The same run, killed with SIGKILL (every rank and mpirun) once its first checkpoint is on disk.
+    log_path = os.path.join(job.work, "killed.log")
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(job.command(4, "killed", *grid), stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    manifest = os.path.join(job.work, "killed.ckpt", "step_00000010", "manifest.json")
+    deadline = time.time() + 240
+    while not os.path.exists(manifest):
+        check(process.poll() is None, f"the run ended (exit {process.returncode}) before its first checkpoint")
+        check(time.time() < deadline, "no checkpoint within 240 s")
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    subprocess.run(["pkill", "-9", "-f", f"run.name=killed"], check=False)
+
+    steps, attrs = read_steps(job.run_file("killed"))  # opens without h5clear
+    check(text(attrs["status"]) == "running", f"a killed run's file says {text(attrs['status'])!r}")
+    check(len(steps["step"]) >= 10, f"the killed file holds {len(steps['step'])} steps; 10 were flushed before "
+                                     "the checkpoint")
+    check(steps["step"].max() < 60, "the run was not killed before its end: make the run longer")
+    print(f"killed after step {int(steps['step'].max())}; its file opens with {len(steps['step'])} steps")
+
+    job.run(4, "killed", *grid)  # resumes from the checkpoint
+    full, full_attrs = read_steps(job.run_file("uninterrupted"))
+    resumed, resumed_attrs = read_steps(job.run_file("killed"))
+    check(np.array_equal(full["step"], np.arange(1, 61)), f"uninterrupted steps: {full['step']}")
+    check(np.array_equal(resumed["step"], np.arange(1, 61)), f"resumed steps: {resumed['step']}")
+    for column in ("loss", "grad_norm", "lr", "samples", "target_tokens", "source_tokens"):
+        if not np.array_equal(full[column], resumed[column]):
+            bad = np.nonzero(full[column] != resumed[column])[0]
+            fail(f"{column} differs from step {int(full['step'][bad[0]])}: {full[column][bad[0]]!r} vs "
+                 f"{resumed[column][bad[0]]!r}")
+    check(int(resumed_attrs["attempt"]) == 1 and int(resumed_attrs["resumed_from_step"]) == 10,
+          f"attempt {resumed_attrs['attempt']}, resumed_from_step {resumed_attrs['resumed_from_step']}")
+    for attrs in (full_attrs, resumed_attrs):
+        check(text(attrs["status"]) == "completed", f"status {text(attrs['status'])}")
+        check(int(attrs["world_size"]) == 4 and int(attrs["tp"]) == 2 and int(attrs["dp"]) == 2, "grid attributes")
+        check(int(attrs["global_batch"]) == 8 and int(attrs["grad_accumulation"]) == 2 and
+              int(attrs["micro_batch"]) == 2, "batch attributes")
+        check("parallel:" in text(attrs["config_yaml"]), "config_yaml attribute")
+    with h5py.File(job.run_file("killed"), "r") as f:  # finished: opens without SWMR too
+        summary = dict(f["summary"].attrs)
+        check(int(summary["steps_completed"]) == 60, f"summary steps_completed {summary['steps_completed']}")
+        check(f["steps/memory_allocated_bytes"].shape[1] == 4, "per-rank columns: one per rank")
+        check(np.all(f["steps/host_memory_bytes"][:] > 0), "host memory of every rank measured")
+        check(np.all(np.isfinite(f["steps/tokens_per_s"][:])), "tokens/s on every row")
+        for name, ds in f["steps"].items():
+            check("unit" in ds.attrs, f"/steps/{name} has no unit attribute")
+    print(f"resume: 60 steps, losses equal bit for bit; final loss {full['loss'][-1]:.6f}")
+
+
+def scenario_signal(job):
+    job.prep()
+    settings = ["parallel.tp=2", "train.max_steps=400", "checkpoint.every_steps=0", "checkpoint.at_end=true"]
+    log_path = os.path.join(job.work, "preempted.log")
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(job.command(4, "preempted", *settings), stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    deadline = time.time() + 240
+    while True:  # wait for training to run, then signal one rank as Slurm's --signal would
+        check(process.poll() is None, f"the run ended (exit {process.returncode}) before it was signalled")
+        check(time.time() < deadline, "training did not start within 240 s")
+        with open(log_path) as f:
+            if "step 5/400" in f.read():
+                break
+        time.sleep(0.05)
+    ranks = subprocess.run(["pgrep", "-f", "t5scale-train.*run.name=preempted"], capture_output=True, text=True)
+    pids = [int(p) for p in ranks.stdout.split() if int(p) != process.pid]
+    check(len(pids) >= 4, f"found the processes {pids}, expected 4 ranks")
+    os.kill(max(pids), signal.SIGUSR1)
+    code = process.wait(timeout=240)
+    with open(log_path) as f:
+        log = f.read()
+    check(code == REQUEUE_EXIT_CODE, f"exit code {code}, expected {REQUEUE_EXIT_CODE}; log tail:\n{log[-3000:]}")
+    check("preemption signal" in log, "the log does not say why the job stopped")
+    checkpoints = sorted(os.listdir(os.path.join(job.work, "preempted.ckpt")))
+    check(len(checkpoints) == 1, f"checkpoints {checkpoints}")
+    stopped_at = int(checkpoints[0].split("_")[1])
+    steps, attrs = read_steps(job.run_file("preempted"))
+    check(text(attrs["status"]) == "preempted", f"status {text(attrs['status'])}")
+    check(int(steps["step"].max()) == stopped_at, f"run file ends at {steps['step'].max()}, checkpoint {stopped_at}")
+    print(f"signal: stopped at step {stopped_at} with exit code {code}")
+    job.run(4, "preempted", *settings)  # the requeued job
+    steps, attrs = read_steps(job.run_file("preempted"))
+    check(text(attrs["status"]) == "completed" and int(attrs["resumed_from_step"]) == stopped_at,
+          f"after the requeue: status {text(attrs['status'])}, resumed from {attrs['resumed_from_step']}")
+    check(np.array_equal(steps["step"], np.arange(1, 401)), "steps after the requeue")
+
+
+def scenario_early_stop(job):
+    job.prep()
+    job.run(2, "early", "train.max_steps=100", "eval.every_steps=4", "eval.max_examples=32",
+            "eval.metrics=loss", "early_stopping.metric=eval_loss", "early_stopping.patience=2",
+            "early_stopping.min_delta=100")
+    steps, attrs = read_steps(job.run_file("early"))
+    # The first evaluation sets the best; two more without an improvement of 100 nats stop the run.
+    check(int(steps["step"].max()) == 12, f"stopped after step {steps['step'].max()}, expected 12")
+    check(text(attrs["status"]) == "completed", f"status {text(attrs['status'])}")
+    with h5py.File(job.run_file("early"), "r") as f:
+        check(list(f["eval/step"][:]) == [4, 8, 12], f"evaluations at {list(f['eval/step'][:])}")
+        check(np.all(np.isfinite(f["eval/loss"][:])), "eval losses")
+    print("early stopping: stopped at step 12 after 3 evaluations")
+
+
+def scenario_refuse(job):
+    cases = [
+        (["train.max_step=5"], "did you mean 'train.max_steps'"),
+        (["train.max_steps=5", "parallel.tp=3"], "parallel.tp: model tiny: num_heads 4 is not divisible by tp 3"),
+        (["train.max_steps=5", "parallel.tp=4"], "parallel.tp: world size 2 is not divisible by tp 4"),
+        (["train.max_steps=5", "data.dataset=/nonexistent/data.h5"], "data.dataset"),
+        (["train.max_steps=5", "optimizer.name=adafactor", "parallel.zero1=true"], "optimizer.name"),
+    ]
+    for sets, expected in cases:
+        result = subprocess.run(job.command(2, "refused", *sets), capture_output=True, text=True)
+        output = result.stdout + result.stderr
+        check(result.returncode != 0, f"{sets} was accepted")
+        check(expected in output, f"{sets}: the message does not name {expected!r}:\n{output[-2000:]}")
+        check(not os.path.exists(job.run_file("refused")), f"{sets}: a run file was written before refusing")
+    print(f"refuse: {len(cases)} bad configs refused before any compute")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse"])
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--mpirun", required=True)
+    parser.add_argument("--work", required=True)
+    args = parser.parse_args()
+    job = Job(args)
+    globals()["scenario_" + args.scenario](job)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+#!/bin/bash
+# The study on a real Slurm: starts a one-node cluster (munged, slurmctld, slurmd) in a temporary folder,
+# submits jobs/cpu-demo.yaml with `t5scale-study submit`, waits for its jobs, and checks every run file (h5py:
+# status completed, attempt 0, the expected grid and every step once), the job logs and `t5scale-study status`.
+# Then a preemption: a longer run gets SIGUSR1 (what --signal sends before the time limit) while it trains; the
+# trainer checkpoints and exits 75, the sbatch script requeues the job, and the second attempt resumes from the
+# checkpoint and completes. The daemons are always stopped. Where Slurm cannot start, the test fails with the
+# reason; it never skips.
+#   tests/study/run_local_slurm_study.sh SOURCE_DIR BIN_DIR PYTHON
+# Environment: T5SCALE_SLURM_TEST_TIMEOUT_S (the wait for the jobs, default 600), T5SCALE_KEEP_SLURM_TEST=1 keeps
+# the temporary folder.
+set -uo pipefail
+
+if [ $# -ne 3 ]; then
+  echo "usage: $0 SOURCE_DIR BIN_DIR PYTHON" >&2
+  exit 2
+fi
+src=$(realpath "$1")
+bin=$(realpath "$2")
+python=$3
+timeout_s=${T5SCALE_SLURM_TEST_TIMEOUT_S:-600}
+test_start=$SECONDS
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+[ -x "$bin/t5scale-study" ] || fail "$bin/t5scale-study is missing: build the target t5scale-study"
+[ -x "$bin/t5scale-train" ] || fail "$bin/t5scale-train is missing: build the target t5scale-train"
+[ "$(id -u)" -eq 0 ] || fail "the local Slurm cluster needs root (slurmd, SlurmUser=root); run the test as root"
+"$python" -c "import h5py" || fail "$python cannot import h5py"
+
+# Debian's packages (scripts/setup.sh installs them too): about 10 s when missing.
+if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null ||
+   ! command -v sbatch >/dev/null; then
+  echo "installing slurm-wlm and munge"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y slurm-wlm munge >/dev/null ||
+    { apt-get update >/dev/null && apt-get install -y slurm-wlm munge >/dev/null; } ||
+    fail "apt-get install slurm-wlm munge failed"
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/t5scale-slurm-test.XXXXXX")
+state="$work/slurm-state"
+status=1
+cleanup() {
+  "$src/slurm/local/stop.sh" "$state" || true
+  if [ "$status" -ne 0 ]; then
+    echo "--- job logs" >&2
+    for log in "$work"/results/*.log; do
+      [ -e "$log" ] && { echo "== $log" >&2; tail -n 40 "$log" >&2; }
+    done
+    echo "--- slurmctld.log" >&2
+    tail -n 30 "$state/log/slurmctld.log" >&2 2>/dev/null
+    echo "--- slurmd.log" >&2
+    tail -n 30 "$state/log/slurmd.log" >&2 2>/dev/null
+  fi
+  if [ "${T5SCALE_KEEP_SLURM_TEST:-0}" = 1 ] || [ "$status" -ne 0 ]; then
+    echo "kept $work" >&2
+  else
+    rm -rf "$work"
+  fi
+  echo "slurm test: $((SECONDS - test_start)) s"
+}
+trap cleanup EXIT
+
+"$src/slurm/local/start.sh" "$state" || fail "the local Slurm cluster did not start (the reason is above)"
+export SLURM_CONF="$state/slurm.conf"
+cd "$work" || fail "cannot enter $work"
+study() { "$bin/t5scale-study" "$@"; }
+
+# Waits until none of the job ids given is pending or running (squeue), or fails after timeout_s.
+wait_for_jobs() {
+  local deadline=$((SECONDS + timeout_s)) active
+  while :; do
+    active=$(squeue -h -o %i | grep -xF -f <(printf '%s\n' "$@") | tr '\n' ' ')
+    [ -z "$active" ] && return 0
+    [ $SECONDS -ge $deadline ] && fail "jobs still queued or running after ${timeout_s} s: $active ($(squeue))"
+    sleep 2
+  done
+}
+
+# ---- The demo study ----
+submit_start=$SECONDS
+study submit "$src/jobs/cpu-demo.yaml" --out "$work/jobs" --results-dir "$work/results" --bin "$bin" ||
+  fail "t5scale-study submit failed"
+[ -s "$work/jobs/jobs.csv" ] || fail "submit wrote no jobs.csv"
+mapfile -t job_ids < <(tail -n +2 "$work/jobs/jobs.csv" | cut -d, -f2)
+[ "${#job_ids[@]}" -eq 4 ] || fail "expected 4 jobs in jobs.csv, found ${#job_ids[@]}"
+wait_for_jobs "${job_ids[@]}"
+echo "the 4 demo jobs ran in $((SECONDS - submit_start)) s"
+
+"$python" - "$work/results" "$work/jobs/jobs.csv" <<'EOF' || fail "the demo's run files are not as expected"
+import csv, math, sys
+import h5py
+import numpy as np
+
+results, jobs_csv = sys.argv[1], sys.argv[2]
+jobs = {row["run"]: row["job_id"] for row in csv.DictReader(open(jobs_csv))}
+expected = {"w1-tp1": (1, 1, 1), "w2-dp2": (2, 1, 2), "w2-tp2": (2, 2, 1), "w4-tp2-dp2": (4, 2, 2)}
+assert sorted(jobs) == sorted(expected), jobs
+problems = []
+for run, (world, tp, dp) in expected.items():
+    path = f"{results}/{run}.h5"
+    with h5py.File(path, "r", swmr=True) as f:
+        a = f.attrs
+        text = lambda k: a[k].decode() if isinstance(a[k], bytes) else str(a[k])
+        checks = {
+            "status": (text("status"), "completed"),
+            "study": (text("study"), "cpu-demo"),
+            "attempt": (int(a["attempt"]), 0),
+            "world_size": (int(a["world_size"]), world),
+            "tp": (int(a["tp"]), tp),
+            "dp": (int(a["dp"]), dp),
+            "nodes": (int(a["nodes"]), 1),
+            "max_steps": (int(a["max_steps"]), 48),
+            "global_batch": (int(a["global_batch"]), 16),
+            "slurm_job_id": (text("slurm_job_id"), jobs[run]),
+        }
+        for key, (got, want) in checks.items():
+            if got != want:
+                problems.append(f"{run}: {key} is {got!r}, expected {want!r}")
+        steps = f["steps/step"][:]
+        if not np.array_equal(steps, np.arange(1, 49)):
+            problems.append(f"{run}: /steps/step is {steps.tolist()}, expected 1..48 once each")
+        loss = f["steps/loss"][:]
+        if not np.all(np.isfinite(loss)):
+            problems.append(f"{run}: non-finite losses {loss.tolist()}")
+        if int(f["summary"].attrs["steps_completed"]) != 48:
+            problems.append(f"{run}: /summary steps_completed is {f['summary'].attrs['steps_completed']}")
+        if f["steps/memory_allocated_bytes"].shape != (48, world):
+            problems.append(f"{run}: per-rank columns have shape {f['steps/memory_allocated_bytes'].shape}")
+for p in problems:
+    print(p)
+sys.exit(1 if problems else 0)
+EOF
+
+for run in w1-tp1 w2-dp2 w2-tp2 w4-tp2-dp2; do
+  job=$(grep "^$run," "$work/jobs/jobs.csv" | cut -d, -f2)
+  log="$work/results/$run.$job.log"
+  grep -q "\[t5scale\] run $run: t5scale-train exited with 0" "$log" || fail "$log does not end with exit 0"
+done
+
+study status "$src/jobs/cpu-demo.yaml" --out "$work/jobs" --results-dir "$work/results" >"$work/status.txt" ||
+  fail "t5scale-study status failed"
+cat "$work/status.txt"
+for run in w1-tp1 w2-dp2 w2-tp2 w4-tp2-dp2; do
+  grep -Eq "^$run +[0-9]+ +COMPLETED +.* completed +0 +48/48 +completed$" "$work/status.txt" ||
+    fail "t5scale-study status does not show $run completed at 48/48"
+done
+grep -q "^summary: 4 completed$" "$work/status.txt" || fail "status summary is not '4 completed'"
+
+# Submitting again leaves completed runs alone.
+study submit "$src/jobs/cpu-demo.yaml" --out "$work/jobs" --results-dir "$work/results" --bin "$bin" \
+  >"$work/resubmit.txt" || fail "the second submit failed"
+[ "$(grep -c "^skipped .*: completed" "$work/resubmit.txt")" -eq 4 ] || fail "resubmit: $(cat "$work/resubmit.txt")"
+
+# ---- Preemption: SIGUSR1, checkpoint, exit 75, requeue, resume ----
+cat >"$work/preempt.yaml" <<EOF
+study: preempt
+base_config: $work/jobs/w1-tp1.yaml
+base: {train.max_steps: 400, checkpoint.every_steps: 0, eval.every_steps: 0, telemetry.flush_every_steps: 1}
+slurm: {gpu: none, time_limit: "00:15:00", cpus_per_task: 1, launcher: srun, mpi: pmix}
+EOF
+study submit "$work/preempt.yaml" --out "$work/preempt-jobs" --results-dir "$work/results" --bin "$bin" ||
+  fail "submit of the preemption run failed"
+job=$(tail -n 1 "$work/preempt-jobs/jobs.csv" | cut -d, -f2)
+run_file="$work/results/preempt.h5"
+# Wait until the run has flushed 20 steps, then signal its tasks as --signal would.
+"$python" - "$run_file" <<'EOF' || fail "the preemption run did not reach step 20"
+import os, sys, time
+import h5py
+path, deadline = sys.argv[1], time.time() + 300
+while time.time() < deadline:
+    try:
+        with h5py.File(path, "r", swmr=True) as f:
+            if f["steps/step"].shape[0] >= 20:
+                sys.exit(0)
+    except (OSError, KeyError):
+        pass
+    time.sleep(0.2)
+sys.exit(1)
+EOF
+scancel --signal=USR1 "$job" || fail "scancel --signal=USR1 $job failed"
+wait_for_jobs "$job"
+"$python" - "$run_file" <<'EOF' || fail "the preempted run did not resume and complete"
+import sys
+import h5py
+import numpy as np
+with h5py.File(sys.argv[1], "r", swmr=True) as f:
+    a = f.attrs
+    status = a["status"].decode() if isinstance(a["status"], bytes) else str(a["status"])
+    steps = f["steps/step"][:]
+    print(f"preempt: status {status}, attempt {a['attempt']}, resumed from step {a['resumed_from_step']}, "
+          f"{len(steps)} step rows")
+    ok = (status == "completed" and int(a["attempt"]) == 1 and 20 <= int(a["resumed_from_step"]) < 400
+          and np.array_equal(steps, np.arange(1, 401)))
+    sys.exit(0 if ok else 1)
+EOF
+log="$work/results/preempt.$job.log"
+grep -q "\[t5scale\] run preempt: preempted, checkpoint written; requeueing job $job" "$log" ||
+  fail "$log does not show the requeue"
+grep -q "restart 1," "$log" || fail "$log does not show the restarted job"
+
+status=0
+echo "PASS: the demo study ran on the local Slurm cluster, and a preempted run resumed after its requeue"
