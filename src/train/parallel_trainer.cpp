@@ -1,5 +1,11 @@
 #include "train/parallel_trainer.h"
 
+#ifdef T5SCALE_WITH_NCCL
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include <chrono>
+
 #include <cmath>
 #include <regex>
 
@@ -99,6 +105,30 @@ void ParallelTrainer::set_loss_scale_state(double loss_scale, int64_t steps_sinc
   steps_since_overflow_ = steps_since_overflow;
 }
 
+namespace {
+
+// Seconds between successive calls; on a GPU it first waits for the compute stream (not the communication
+// stream, whose reductions overlap backward), so that a phase is charged with its own kernels.
+class PhaseClock {
+ public:
+  explicit PhaseClock(torch::Device device) : device_(device) {}
+  double lap_s() {
+#ifdef T5SCALE_WITH_NCCL
+    if (device_.is_cuda()) c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
+#endif
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    return seconds;
+  }
+
+ private:
+  torch::Device device_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
 StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches, double learning_rate) {
   T5S_CHECK(!micro_batches.empty(), "a step needs at least one micro-batch");
   model_->train();
@@ -111,6 +141,8 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
   grid_.dp->all_reduce_sum(global_tokens);
   const double token_count = std::max(global_tokens.item<double>(), 1.0);
 
+  StepResult result;
+  PhaseClock clock(device);
   // 2. Forward and backward per micro-batch; the DP reduction starts during the last backward.
   gradients_->zero();
   torch::Tensor loss_sum = torch::zeros({1}, count_options);
@@ -121,14 +153,16 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
         model_->forward(batch.input_ids.to(device), batch.attention_mask.to(device),
                         model_->shift_right(batch.labels).to(device));
     const torch::Tensor summed = model_->token_losses(logits, batch.labels.to(device)).sum();
+    result.forward_time_s += clock.lap_s();
     (summed * (loss_scale_ / token_count)).backward();
     loss_sum += summed.detach().to(torch::kFloat64);
+    result.backward_time_s += clock.lap_s();
   }
   // 3. Gradients reduced over DP.
   gradients_->finish();
   grid_.dp->all_reduce_sum(loss_sum);
+  result.comm_exposed_time_s = clock.lap_s();
 
-  StepResult result;
   result.loss = loss_sum.item<double>() / token_count;
   result.target_tokens = static_cast<int64_t>(token_count);
   result.loss_scale = loss_scale_;
@@ -138,6 +172,7 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
   scaling.max_grad_norm = options_.max_grad_norm;
   scaling.skip_non_finite = options_.precision == Precision::kFp16;
   const StepOutcome outcome = optimizer_->step(learning_rate, scaling);
+  result.optimizer_time_s = clock.lap_s();
   result.grad_norm = outcome.grad_norm;
   result.learning_rate = outcome.learning_rate;
   if (outcome.skipped) {

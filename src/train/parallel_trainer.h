@@ -65,6 +65,10 @@ struct StepResult {
   bool skipped = false;    // fp16 overflow: no update was made
   double loss_scale = 1.0;
   int64_t target_tokens = 0;  // over the global batch
+  // Where the step's time went on this rank. On a GPU the device is synchronised at each boundary, so each
+  // phase holds its own kernels. comm_exposed: waiting for the DP reductions after the last backward, the part
+  // of the communication that backward did not hide.
+  double forward_time_s = 0.0, backward_time_s = 0.0, comm_exposed_time_s = 0.0, optimizer_time_s = 0.0;
 };
 
 // This DP replica's share of a global batch (rows dp_rank * B / dp onward), split into equal micro-batches.

@@ -438,6 +438,10 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
                 peak_flops_per_device_ > 0 ? (std::to_string(100.0 * mfu_sum_ / steps) + "%").c_str()
                                            : "n/a (no peak known for this device)");
   card << line;
+  std::snprintf(line, sizeof(line), "telemetry       %.0f us per step, %.3f%% of the step time\n",
+                1e6 * outcome.telemetry_time_s / steps,
+                100.0 * outcome.telemetry_time_s / std::max(step_time_sum_s_, 1e-12));
+  card << line;
   card << "run file        " << path_ << "\n";
   return card.str();
 }

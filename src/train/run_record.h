@@ -53,6 +53,7 @@ struct StepSummary {
 struct RunOutcome {
   std::string status;  // completed, preempted, diverged, failed
   double train_time_s = 0.0, eval_time_s = 0.0;
+  double telemetry_time_s = 0.0;  // spent in observe_step over the whole attempt (the overhead of recording)
 };
 
 class RunRecord {

@@ -149,6 +149,7 @@ class TrainingJob {
   int64_t step_ = 0;  // optimizer steps completed
   double train_time_s_ = 0.0;
   double eval_time_s_ = 0.0;
+  double telemetry_time_s_ = 0.0;
   std::optional<EarlyStopping> early_stopping_;
   Clock::time_point last_checkpoint_ = Clock::now();
   int64_t last_checkpoint_step_ = -1;
@@ -359,8 +360,10 @@ void TrainingJob::set_up_model_and_trainer() {
   options.precision = precision;
   trainer_ = std::make_unique<ParallelTrainer>(model, grid_, options);
 
-  lr_plan_ = make_lr_plan(config_, batch_, sampler_->steps_per_epoch());
-  total_steps_ = lr_plan_.total_steps;
+  if (!config_.eval.only) {  // evaluation alone takes no optimizer step
+    lr_plan_ = make_lr_plan(config_, batch_, sampler_->steps_per_epoch());
+    total_steps_ = lr_plan_.total_steps;
+  }
 
   if (!config_.early_stopping.metric.empty()) {
     EarlyStopping e;
@@ -480,12 +483,18 @@ bool TrainingJob::train_step() {
   observation.target_tokens = result.target_tokens;
   observation.step_time_s = step_time_s;
   observation.data_time_s = data_time_s;
+  observation.forward_time_s = result.forward_time_s;
+  observation.backward_time_s = result.backward_time_s;
+  observation.optimizer_time_s = result.optimizer_time_s;
+  observation.comm_exposed_time_s = result.comm_exposed_time_s;
   double flops = 0.0;
   for (const auto& b : micro_batches) {
     flops += training_flops(model_config_, BatchShape{b.input_ids.size(0), b.input_ids.size(1), b.labels.size(1)});
   }
   observation.model_flops = flops;  // this replica's; the record sums over replicas
+  const auto telemetry_start = Clock::now();
   const StepSummary summary = record_->observe_step(observation);
+  telemetry_time_s_ += seconds_since(telemetry_start);
 
   if (step_ % config_.train.log_every == 0 || step_ == total_steps_) {
     const double remaining_s = summary.mean_step_time_s * static_cast<double>(total_steps_ - step_);
@@ -587,6 +596,7 @@ void TrainingJob::finish(const std::string& status) {
   outcome.status = status;
   outcome.train_time_s = train_time_s_;
   outcome.eval_time_s = eval_time_s_;
+  outcome.telemetry_time_s = telemetry_time_s_;
   const std::string card = record_->finish(outcome);
   if (rank0()) std::cout << card << std::flush;
 }

@@ -7,6 +7,8 @@
                 code is the requeue code (75); the next start resumes from that checkpoint and completes
   early_stop    early stopping on eval_loss with a min_delta no run can reach stops after `patience` evaluations
   refuse        bad configs are refused before any compute, naming the key
+  prep_to_train a dialogue/summary JSONL through t5scale-prep (recipe, trained tokenizer) into training with ROUGE
+  eval_only     evaluation alone of an exported Hugging Face folder gives the trained run's validation loss
 
 usage: training_job_checks.py SCENARIO --bin BUILD/bin --mpirun MPIEXEC --work DIR
 """
@@ -209,9 +211,69 @@ def scenario_refuse(job):
     print(f"refuse: {len(cases)} bad configs refused before any compute")
 
 
+SENTENCES = ["the meeting moved to friday at noon", "anna will bring the slides and the coffee",
+             "the train was late because of the snow", "tom forgot his keys at the office again",
+             "we booked a table for six people", "the report is due next monday morning",
+             "sara asked whether the budget was approved", "the printer on the third floor is broken"]
+
+
+def scenario_prep_to_train(job):
+    """A dialogue/summary JSONL through t5scale-prep (recipe, trained tokenizer) into the trainer, with ROUGE."""
+    import json
+    import random
+    rng = random.Random(3)
+    data = os.path.join(job.work, "dialogues.jsonl")
+    with open(data, "w") as f:
+        for i in range(400):
+            a, b = rng.sample(SENTENCES, 2)
+            f.write(json.dumps({"id": f"d{i}", "dialogue": f"Anna: {a}.\nTom: {b}?", "summary": a}) + "\n")
+    recipe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data_prep", "recipes",
+                          "samsum.yaml")
+    tokenizer = os.path.join(job.work, "spiece.model")
+    subprocess.run([os.path.join(job.bin, "t5scale-prep"), "--recipe", recipe, "--input", data, "--out",
+                    job.dataset, "--train-tokenizer", "--tokenizer-out", tokenizer, "--vocab-size", "60",
+                    "--split-ratio", "train=0.8", "--split-ratio", "validation=0.2", "--progress", "none"],
+                   check=True)
+    job.run(2, "prepped", "train.max_steps=30", "parallel.tp=2", f"data.tokenizer={tokenizer}",
+            "optimizer.lr=3e-3", "eval.every_steps=15", "eval.max_examples=24", "eval.metrics=loss,rouge",
+            "eval.max_new_tokens=16", "model.dropout_rate=0.0")
+    with h5py.File(job.run_file("prepped"), "r") as f:
+        check(list(f["eval/step"][:]) == [15, 30], f"evaluations at {list(f['eval/step'][:])}")
+        rouge = f["eval/rouge1"][:]
+        check(np.all(np.isfinite(rouge)) and np.all((rouge >= 0) & (rouge <= 1)), f"rouge1 {rouge}")
+        check(int(f.attrs["parameter_count"]) > 0, "parameter count")
+    generations = os.path.join(job.work, "prepped.eval.jsonl")
+    with open(generations) as f:
+        rows = [json.loads(line) for line in f]
+    check(len(rows) == 48 and all(r["reference"] for r in rows), f"{len(rows)} generations written")
+    check(any("anna" in r["source"].lower() for r in rows), "generations hold the decoded source text")
+    print(f"prep to train: rouge1 {rouge[0]:.3f} -> {rouge[1]:.3f}; {len(rows)} generations decoded")
+
+
+def scenario_eval_only(job):
+    """Train, export to Hugging Face's layout, then evaluate that folder alone (what users run before fine-tuning)."""
+    job.prep()
+    export = os.path.join(job.work, "hf")
+    job.run(2, "trained", "train.max_steps=40", "optimizer.lr=3e-3", f"export.hf_dir={export}",
+            "eval.at_end=true", "eval.max_examples=64", "eval.metrics=loss,squad")
+    check(os.path.exists(os.path.join(export, "config.json")), "no config.json exported")
+    job.run(2, "evaluated", "eval.only=true", f"model.init_from={export}", "eval.max_examples=64",
+            "eval.metrics=loss,squad", "parallel.tp=2")
+    with h5py.File(job.run_file("trained"), "r") as f:
+        trained_loss = float(f["eval/loss"][-1])
+    with h5py.File(job.run_file("evaluated"), "r") as f:
+        check(len(f["steps/step"]) == 0, "an evaluation-only run has no training steps")
+        check(len(f["eval/step"]) == 1, "one evaluation row")
+        evaluated_loss = float(f["eval/loss"][0])
+    # The same weights on another grid (tp 2 instead of dp 2): the same loss up to fp32 reduction order.
+    check(abs(evaluated_loss - trained_loss) <= 1e-5 * abs(trained_loss),
+          f"eval loss of the export {evaluated_loss} differs from the trained model's {trained_loss}")
+    print(f"eval only: the exported model's eval loss {evaluated_loss:.6f} equals the trained run's")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse"])
+    parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse", "prep_to_train", "eval_only"])
     parser.add_argument("--bin", required=True)
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--work", required=True)

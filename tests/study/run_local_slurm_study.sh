@@ -182,7 +182,26 @@ while time.time() < deadline:
     time.sleep(0.2)
 sys.exit(1)
 EOF
+preempt_status() {
+  study status "$work/preempt.yaml" --out "$work/preempt-jobs" --results-dir "$work/results"
+}
+preempt_status >"$work/status-running.txt" || fail "t5scale-study status failed"
+grep -Eq "^preempt +$job +RUNNING +.* running +0 +[0-9]+/400 +running$" "$work/status-running.txt" ||
+  fail "status does not show the preemption run running: $(cat "$work/status-running.txt")"
 scancel --signal=USR1 "$job" || fail "scancel --signal=USR1 $job failed"
+# The requeued job waits about 20 s before it starts again: status shows it as preempted and requeued.
+seen_requeued=0
+for _ in $(seq 120); do
+  preempt_status >"$work/status-requeued.txt" || fail "t5scale-study status failed"
+  if grep -Eq "^preempt +$job +PENDING +.* preempted +0 +[0-9]+/400 +preempted \(requeued\)$" \
+     "$work/status-requeued.txt"; then
+    seen_requeued=1
+    break
+  fi
+  sleep 0.5
+done
+[ "$seen_requeued" -eq 1 ] || fail "status never showed the run preempted (requeued): $(cat "$work/status-requeued.txt")"
+cat "$work/status-requeued.txt"
 wait_for_jobs "$job"
 "$python" - "$run_file" <<'EOF' || fail "the preempted run did not resume and complete"
 import sys
