@@ -47,15 +47,15 @@ int run_mpi_program(int argc, char** argv, const std::string& program, const std
   // The handler must run while MPI is still initialised: unwinding through the runtime's destructor would call
   // MPI_Finalize, which waits for the other ranks, and the abort would never come.
   std::unique_ptr<MpiRuntime> mpi;
+  int code = 0;
   try {
     mpi = std::make_unique<MpiRuntime>(&argc, &argv);
-    const int code = body(argc, argv);
-    if (code != 0) abort_job(program, msg("exited with code ", code), code);
+    code = body(argc, argv);  // the same on every rank: an agreed ending (e.g. preempted), not a failure
   } catch (const std::exception& e) {
     abort_job(program, e.what());
   }
   mpi.reset();
-  return 0;
+  return code;
 }
 
 }  // namespace t5scale

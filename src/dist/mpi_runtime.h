@@ -30,7 +30,8 @@ int world_rank();  // MPI_COMM_WORLD rank, or 0 before MPI is initialised
 [[noreturn]] void abort_job(const std::string& program, const std::string& message, int exit_code = 2);
 
 // Runs `body` under MPI; any exception on any rank prints its message with the rank and aborts the job, so a
-// failure on one rank never leaves the others waiting in a collective. Returns body's exit code.
+// failure on one rank never leaves the others waiting in a collective. Returns body's exit code, which every rank
+// must agree on (the training job's preempted and diverged codes are decided collectively).
 int run_mpi_program(int argc, char** argv, const std::string& program, const std::function<int(int, char**)>& body);
 
 }  // namespace t5scale

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
 
 #include "core/check.h"
+#include "telemetry/probes.h"
 
 namespace t5scale {
 namespace fs = std::filesystem;
@@ -34,15 +34,6 @@ int64_t parse_step_folder(const std::string& name) {
     step = step * 10 + (name[i] - '0');
   }
   return step;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
 }
 
 void write_text_file_atomically(const std::string& path, const std::string& text) {
@@ -201,7 +192,7 @@ std::string ShardedCheckpointStore::save(int64_t step, const NamedTensors& rank_
           {"bytes", row[2].item<int64_t>()}, {"checksum", hex.str()}};
     }
     const nlohmann::json manifest = {{"format", kFormat},         {"format_version", kFormatVersion},
-                                     {"step", step},              {"created_utc", utc_now()},
+                                     {"step", step},              {"created_utc", utc_iso_time()},
                                      {"identity", to_json(identity)}, {"run_state", run_state},
                                      {"files", files}};
     write_text_file_atomically((temporary_folder / "manifest.json").string(), manifest.dump(2));

@@ -14,6 +14,7 @@
 #include "plan/sbatch_render.h"
 #include "plan/study_plan.h"
 #include "plan/study_spec.h"
+#include "telemetry/probes.h"
 #include "plan/study_status.h"
 
 namespace {
@@ -108,15 +109,6 @@ Arguments parse(int argc, char** argv) {
     throw UsageError(msg("unknown command '", a.command, "': plan, render, submit or status"));
   }
   return a;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
 }
 
 // The folder this program was started from (/proc/self/exe), where the build puts t5scale-train too.
@@ -260,7 +252,7 @@ int command_submit(const Context& c) {
       // An array covers all of its runs; a run that completed is resumed by the trainer and ends at once.
       const std::string id = submit_script(script);
       for (size_t i = 0; i < group.runs.size(); ++i) {
-        records.push_back({group.runs[i]->run.name, msg(id, "_", i), utc_now(), script});
+        records.push_back({group.runs[i]->run.name, msg(id, "_", i), utc_iso_time(), script});
       }
       ++submitted;
     }
@@ -272,7 +264,7 @@ int command_submit(const Context& c) {
       }
       const std::string id = submit_script(script);
       if (!c.args.dry_run) std::cout << "submitted " << run << " as job " << id << "\n";
-      records.push_back({run, id, utc_now(), script});
+      records.push_back({run, id, utc_iso_time(), script});
       ++submitted;
     }
   }

@@ -294,7 +294,8 @@ StudyAxis parse_axis(const std::string& name, const YAML::Node& values, Problems
   axis.line = line_of(values);
   const std::string where = "axes." + name + ": ";
   if (!values.IsSequence() || values.size() == 0) {
-    problems.add(values, msg(where, "an axis is a non-empty list of values, got ", node_kind(values)));
+    problems.add(values, msg(where, "an axis is a non-empty list of values, got ",
+                             values.IsSequence() ? "an empty list" : node_kind(values)));
     return axis;
   }
   const bool plain = is_launch_key(name) || find_config_key(name).has_value();
@@ -378,6 +379,10 @@ StudySpec parse_study_spec(const std::string& yaml_text, const std::string& sour
   }
   std::set<std::string> seen;
   for (const auto& item : root) {
+    if (!item.first.IsScalar()) {
+      problems.add(item.first, msg("a key must be a plain name, got ", node_kind(item.first)));
+      continue;
+    }
     const std::string key = item.first.Scalar();
     if (!seen.insert(key).second) problems.add(item.first, msg(key, ": duplicate key"));
     const auto& known = top_level_keys();

@@ -116,12 +116,12 @@ double value_or_unknown(const std::optional<double>& value) { return value ? *va
 RunRecord::RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid)
     : in_(inputs), config_(*inputs.config), grid_(grid) {
   path_ = (fs::path(config_.run.output_dir) / (config_.run.name + ".h5")).string();
-  std::string note;
-  gpu_meter_ = in_.device.is_cuda()
-                   ? make_gpu_energy_meter(enum_name(config_.telemetry.gpu_energy), nvml_device_index(in_.device), &note)
-                   : std::make_unique<NoEnergyMeter>();
+  std::string gpu_note, cpu_note;
+  gpu_meter_ = in_.device.is_cuda() ? make_gpu_energy_meter(enum_name(config_.telemetry.gpu_energy),
+                                                            nvml_device_index(in_.device), &gpu_note)
+                                    : std::make_unique<NoEnergyMeter>();
   // RAPL counts the whole CPU package: one meter per node (its first rank), NaN on the other ranks of the node.
-  cpu_meter_ = make_cpu_energy_meter(enum_name(config_.telemetry.cpu_energy), &note);
+  cpu_meter_ = make_cpu_energy_meter(enum_name(config_.telemetry.cpu_energy), &cpu_note);
 
   char host[MPI_MAX_PROCESSOR_NAME] = {};
   int length = 0;
@@ -151,7 +151,10 @@ RunRecord::RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid)
       // Versions stay empty without NVML; the energy meter has already said why.
     }
   }
-  if (grid_.world_rank() == 0 && !note.empty()) std::printf("[t5scale] telemetry: %s\n", note.c_str());
+  for (std::string note : {gpu_note, cpu_note}) {
+    note = note.substr(0, note.find(" [check '"));  // the reason, without the check's source location
+    if (grid_.world_rank() == 0 && !note.empty()) std::printf("[t5scale] telemetry: %s\n", note.c_str());
+  }
 }
 
 RunRecord::~RunRecord() = default;
@@ -249,12 +252,16 @@ std::vector<double> RunRecord::gather(const std::vector<double>& mine) {
   return std::vector<double>(contiguous.data_ptr<double>(), contiguous.data_ptr<double>() + contiguous.numel());
 }
 
-StepSummary RunRecord::observe_step(const StepObservation& o) {
+namespace {
+// The columns each rank measures per step.
+enum Column { kSamples, kSourceTokens, kFlops, kAllocated, kReserved, kPeak, kHost, kPower, kGpuJ, kCpuJ, kCount };
+}  // namespace
+
+StepSummary RunRecord::observe_step(const StepObservation& o, bool gather_now) {
   // Samples, tokens and FLOPs are per replica: counted by the first TP rank of each replica only.
   const bool counts = grid_.tp_rank == 0;
   const DeviceMemory memory = device_memory(in_.device);
   const HostMemory host = read_host_memory();
-  enum Column { kSamples, kSourceTokens, kFlops, kAllocated, kReserved, kPeak, kHost, kPower, kGpuJ, kCpuJ, kCount };
   std::vector<double> mine(kCount);
   mine[kSamples] = counts ? static_cast<double>(o.samples) : 0.0;
   mine[kSourceTokens] = counts ? static_cast<double>(o.source_tokens) : 0.0;
@@ -266,79 +273,102 @@ StepSummary RunRecord::observe_step(const StepObservation& o) {
   mine[kPower] = value_or_unknown(gpu_meter_->power_w());
   mine[kGpuJ] = value_or_unknown(gpu_meter_->read_j());
   mine[kCpuJ] = value_or_unknown(cpu_meter_->read_j());
-  const std::vector<double> all = gather(mine);
+  pending_measurements_.push_back(std::move(mine));
+  StepObservation stamped = o;
+  stamped.wall_time_s = wall_time_s();
+  pending_observations_.push_back(stamped);
+  return gather_now ? gather_buffered_steps() : StepSummary{};
+}
 
+StepSummary RunRecord::gather_buffered_steps() {
   StepSummary summary;
+  const size_t rows = pending_measurements_.size();
+  if (rows == 0) return summary;
+  std::vector<double> mine;
+  mine.reserve(rows * kCount);
+  for (const auto& row : pending_measurements_) mine.insert(mine.end(), row.begin(), row.end());
+  const std::vector<double> all = gather(mine);  // (world, rows, kCount)
+  pending_measurements_.clear();
+  const std::vector<StepObservation> observations = std::move(pending_observations_);
+  pending_observations_.clear();
   if (grid_.world_rank() != 0) return summary;
-  const int world = in_.world_size;
-  auto column = [&](Column c) {
-    std::vector<double> values(static_cast<size_t>(world));
-    for (int r = 0; r < world; ++r) values[static_cast<size_t>(r)] = all[static_cast<size_t>(r * kCount + c)];
-    return values;
-  };
-  auto sum = [](const std::vector<double>& v) {
-    double s = 0.0;
-    for (double x : v) s += x;
-    return s;
-  };
-  StepRecord row;
-  row.step = o.step;
-  row.epoch = o.epoch;
-  row.wall_time_s = wall_time_s();
-  row.loss = o.loss;
-  row.lr = o.lr;
-  row.grad_norm = o.grad_norm;
-  row.loss_scale = o.loss_scale;
-  row.skipped = o.skipped;
-  row.samples = static_cast<int64_t>(sum(column(kSamples)));
-  row.source_tokens = static_cast<int64_t>(sum(column(kSourceTokens)));
-  row.target_tokens = o.target_tokens;
-  row.step_time_s = o.step_time_s;
-  row.data_time_s = o.data_time_s;
-  row.forward_time_s = o.forward_time_s;
-  row.backward_time_s = o.backward_time_s;
-  row.optimizer_time_s = o.optimizer_time_s;
-  row.comm_exposed_time_s = o.comm_exposed_time_s;
-  row.tokens_per_s = static_cast<double>(row.source_tokens + row.target_tokens) / o.step_time_s;
-  row.samples_per_s = static_cast<double>(row.samples) / o.step_time_s;
-  row.model_flops = sum(column(kFlops));
-  row.mfu = model_flops_utilization(row.model_flops, o.step_time_s, peak_flops_per_device_, world);
-  row.memory_allocated_bytes = column(kAllocated);
-  row.memory_reserved_bytes = column(kReserved);
-  row.memory_peak_bytes = column(kPeak);
-  row.host_memory_bytes = column(kHost);
-  row.gpu_power_w = column(kPower);
-  row.gpu_energy_j = column(kGpuJ);
-  row.cpu_energy_j = column(kCpuJ);
-  for (int r = 0; r < world; ++r) {
-    const auto i = static_cast<size_t>(r);
-    row.gpu_energy_j[i] += gpu_energy_offset_j_[i];
-    row.cpu_energy_j[i] += cpu_energy_offset_j_[i];
-    if (std::isfinite(row.gpu_energy_j[i])) last_gpu_energy_j_[i] = row.gpu_energy_j[i];
-    if (std::isfinite(row.cpu_energy_j[i])) last_cpu_energy_j_[i] = row.cpu_energy_j[i];
-    const double peak = std::isfinite(row.memory_peak_bytes[i]) ? row.memory_peak_bytes[i] : row.host_memory_bytes[i];
-    peak_memory_bytes_ = std::max(peak_memory_bytes_, peak);
-  }
-  file_->append_step(row);
 
-  steps_observed_ += 1;
-  step_time_sum_s_ += o.step_time_s;
-  flops_sum_ += row.model_flops;
-  samples_sum_ += row.samples;
-  tokens_sum_ += row.source_tokens + row.target_tokens;
-  if (std::isfinite(row.mfu)) mfu_sum_ += row.mfu;
-  memory_allocated_sum_ += std::isfinite(row.memory_allocated_bytes[0]) ? row.memory_allocated_bytes[0]
-                                                                        : row.host_memory_bytes[0];
-  summary.tokens_per_s = row.tokens_per_s;
-  summary.samples_per_s = row.samples_per_s;
-  summary.mean_step_time_s = step_time_sum_s_ / static_cast<double>(steps_observed_);
-  if (std::isfinite(row.mfu)) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%.1f%%", 100.0 * row.mfu);
-    summary.mfu_text = text;
+  const int world = in_.world_size;
+  for (size_t k = 0; k < rows; ++k) {
+    const StepObservation& o = observations[k];
+    auto column = [&](Column c) {
+      std::vector<double> values(static_cast<size_t>(world));
+      for (int r = 0; r < world; ++r) {
+        values[static_cast<size_t>(r)] = all[(static_cast<size_t>(r) * rows + k) * kCount + c];
+      }
+      return values;
+    };
+    auto sum = [](const std::vector<double>& v) {
+      double s = 0.0;
+      for (double x : v) s += x;
+      return s;
+    };
+    StepRecord row;
+    row.step = o.step;
+    row.epoch = o.epoch;
+    row.wall_time_s = o.wall_time_s;
+    row.loss = o.loss;
+    row.lr = o.lr;
+    row.grad_norm = o.grad_norm;
+    row.loss_scale = o.loss_scale;
+    row.skipped = o.skipped;
+    row.samples = static_cast<int64_t>(sum(column(kSamples)));
+    row.source_tokens = static_cast<int64_t>(sum(column(kSourceTokens)));
+    row.target_tokens = o.target_tokens;
+    row.step_time_s = o.step_time_s;
+    row.data_time_s = o.data_time_s;
+    row.forward_time_s = o.forward_time_s;
+    row.backward_time_s = o.backward_time_s;
+    row.optimizer_time_s = o.optimizer_time_s;
+    row.comm_exposed_time_s = o.comm_exposed_time_s;
+    row.tokens_per_s = static_cast<double>(row.source_tokens + row.target_tokens) / o.step_time_s;
+    row.samples_per_s = static_cast<double>(row.samples) / o.step_time_s;
+    row.model_flops = sum(column(kFlops));
+    row.mfu = model_flops_utilization(row.model_flops, o.step_time_s, peak_flops_per_device_, world);
+    row.memory_allocated_bytes = column(kAllocated);
+    row.memory_reserved_bytes = column(kReserved);
+    row.memory_peak_bytes = column(kPeak);
+    row.host_memory_bytes = column(kHost);
+    row.gpu_power_w = column(kPower);
+    row.gpu_energy_j = column(kGpuJ);
+    row.cpu_energy_j = column(kCpuJ);
+    for (int r = 0; r < world; ++r) {
+      const auto i = static_cast<size_t>(r);
+      row.gpu_energy_j[i] += gpu_energy_offset_j_[i];
+      row.cpu_energy_j[i] += cpu_energy_offset_j_[i];
+      if (std::isfinite(row.gpu_energy_j[i])) last_gpu_energy_j_[i] = row.gpu_energy_j[i];
+      if (std::isfinite(row.cpu_energy_j[i])) last_cpu_energy_j_[i] = row.cpu_energy_j[i];
+      const double peak =
+          std::isfinite(row.memory_peak_bytes[i]) ? row.memory_peak_bytes[i] : row.host_memory_bytes[i];
+      peak_memory_bytes_ = std::max(peak_memory_bytes_, peak);
+    }
+    file_->append_step(row);
+
+    steps_observed_ += 1;
+    step_time_sum_s_ += o.step_time_s;
+    flops_sum_ += row.model_flops;
+    samples_sum_ += row.samples;
+    tokens_sum_ += row.source_tokens + row.target_tokens;
+    if (std::isfinite(row.mfu)) mfu_sum_ += row.mfu;
+    memory_allocated_sum_ += std::isfinite(row.memory_allocated_bytes[0]) ? row.memory_allocated_bytes[0]
+                                                                          : row.host_memory_bytes[0];
+    summary.tokens_per_s = row.tokens_per_s;
+    summary.samples_per_s = row.samples_per_s;
+    summary.mfu_text = "n/a";
+    if (std::isfinite(row.mfu)) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.1f%%", 100.0 * row.mfu);
+      summary.mfu_text = text;
+    }
+    summary.memory_text = std::isfinite(row.memory_peak_bytes[0]) ? gib_text(row.memory_peak_bytes[0]) + " peak"
+                                                                   : gib_text(row.host_memory_bytes[0]) + " host";
   }
-  summary.memory_text = std::isfinite(row.memory_peak_bytes[0]) ? gib_text(row.memory_peak_bytes[0]) + " peak"
-                                                                 : gib_text(row.host_memory_bytes[0]) + " host";
+  summary.mean_step_time_s = step_time_sum_s_ / static_cast<double>(std::max<int64_t>(steps_observed_, 1));
   return summary;
 }
 
@@ -367,10 +397,12 @@ void RunRecord::observe_evaluation(int64_t step, double epoch, const EvaluationR
 }
 
 void RunRecord::flush() {
+  gather_buffered_steps();
   if (file_) file_->flush();
 }
 
 std::string RunRecord::finish(const RunOutcome& outcome) {
+  gather_buffered_steps();
   // Energy at the end, read once more on every rank (a step's reading may be up to a flush old).
   std::vector<double> mine = {value_or_unknown(gpu_meter_->read_j()), value_or_unknown(cpu_meter_->read_j())};
   const std::vector<double> all = gather(mine);

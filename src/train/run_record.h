@@ -1,7 +1,9 @@
-// The training job's record of itself: every rank measures (step time, memory, GPU and CPU energy), one small
-// all-gather per step brings the figures to rank 0, and rank 0 appends them to the HDF5 run file
-// (telemetry/run_file.h) and computes throughput and MFU. At the end it writes the summary and prints the
-// resource card: duration, cost, energy, emissions, memory, throughput, FLOPs.
+// The training job's record of itself: every rank measures each step (step time, memory, GPU and CPU energy)
+// into a local buffer; one all-gather brings the buffered rows to rank 0 at the steps that need them (a log
+// line, a flush of the run file, a checkpoint, the end), and rank 0 appends them to the HDF5 run file
+// (telemetry/run_file.h) with throughput and MFU. Gathering every flush_every_steps rather than every step keeps
+// the recording's cost, collectives included, a small fraction of a step. At the end it writes the summary and
+// prints the resource card: duration, cost, energy, emissions, memory, throughput, FLOPs, the recording's cost.
 #pragma once
 
 #include <torch/torch.h>
@@ -42,6 +44,7 @@ struct StepObservation {
   double forward_time_s = kUnknownValue, backward_time_s = kUnknownValue, optimizer_time_s = kUnknownValue,
          comm_exposed_time_s = kUnknownValue;
   double model_flops = 0.0;  // this replica's micro-batches
+  double wall_time_s = 0.0;  // set by the record: since the run's first start
 };
 
 // Figures for the log line (rank 0; NaN or "n/a" elsewhere).
@@ -65,16 +68,25 @@ class RunRecord {
   void start(int64_t resumed_from_step);
   const std::string& path() const { return path_; }
 
-  // Collective (one all-gather over the world).
-  StepSummary observe_step(const StepObservation& observation);
+  // Measures this rank's step into the buffer. With gather_now (every rank alike), gathers the buffered rows
+  // (one all-gather over the world), appends them to the run file and returns the figures of the last one;
+  // otherwise returns an empty summary and runs no collective.
+  StepSummary observe_step(const StepObservation& observation, bool gather_now);
   // Rank 0 appends the evaluation row (the figures are the same on every rank).
   void observe_evaluation(int64_t step, double epoch, const EvaluationResult& result);
+  // Collective: gathers what is buffered and flushes the run file (before a checkpoint, so that every step up to
+  // it is on disk).
   void flush();
   // Collective. Writes the summary and the final status; returns the resource card (rank 0; "" elsewhere).
   std::string finish(const RunOutcome& outcome);
 
  private:
   std::vector<double> gather(const std::vector<double>& mine);  // (world x n) row-major on every rank
+  StepSummary gather_buffered_steps();                           // collective; appends on rank 0
+
+  // This rank's measurements since the last gather, one row each; rank 0 also keeps the observations.
+  std::vector<std::vector<double>> pending_measurements_;
+  std::vector<StepObservation> pending_observations_;
   RunAttributes attributes() const;
   double wall_time_s() const;
 

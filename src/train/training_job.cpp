@@ -492,11 +492,14 @@ bool TrainingJob::train_step() {
     flops += training_flops(model_config_, BatchShape{b.input_ids.size(0), b.input_ids.size(1), b.labels.size(1)});
   }
   observation.model_flops = flops;  // this replica's; the record sums over replicas
+  // The buffered telemetry is gathered for a log line and at each run-file flush.
+  const bool log_now = step_ % config_.train.log_every == 0 || step_ == total_steps_;
+  const bool gather_now = log_now || step_ % config_.telemetry.flush_every_steps == 0;
   const auto telemetry_start = Clock::now();
-  const StepSummary summary = record_->observe_step(observation);
+  const StepSummary summary = record_->observe_step(observation, gather_now);
   telemetry_time_s_ += seconds_since(telemetry_start);
 
-  if (step_ % config_.train.log_every == 0 || step_ == total_steps_) {
+  if (log_now) {
     const double remaining_s = summary.mean_step_time_s * static_cast<double>(total_steps_ - step_);
     char line[512];
     std::snprintf(line, sizeof(line),
@@ -584,8 +587,8 @@ void TrainingJob::save_checkpoint() {
   identity.model_name = model_config_.name;
   identity.parameter_count = parameter_count(model_config_);
   identity.model_config = hf_config_json(model_config_);
+  record_->flush();  // every step up to the checkpoint is on disk before it
   const std::string folder = checkpoints_->save(step_, checkpoint_tensors(), identity, run_state());
-  record_->flush();  // every step up to the checkpoint is on disk with it
   last_checkpoint_ = Clock::now();
   last_checkpoint_step_ = step_;
   log(msg("[t5scale] checkpoint ", folder, " (", format_duration(seconds_since(start)), ")"));

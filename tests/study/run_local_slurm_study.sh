@@ -6,6 +6,7 @@
 # trainer checkpoints and exits 75, the sbatch script requeues the job, and the second attempt resumes from the
 # checkpoint and completes. The daemons are always stopped. Where Slurm cannot start, the test fails with the
 # reason; it never skips.
+# The demo also runs once more as job arrays (`submit --array`).
 #   tests/study/run_local_slurm_study.sh SOURCE_DIR BIN_DIR PYTHON
 # Environment: T5SCALE_SLURM_TEST_TIMEOUT_S (the wait for the jobs, default 600), T5SCALE_KEEP_SLURM_TEST=1 keeps
 # the temporary folder.
@@ -74,7 +75,7 @@ study() { "$bin/t5scale-study" "$@"; }
 wait_for_jobs() {
   local deadline=$((SECONDS + timeout_s)) active
   while :; do
-    active=$(squeue -h -o %i | grep -xF -f <(printf '%s\n' "$@") | tr '\n' ' ')
+    active=$(squeue -h -r -o %i | grep -xF -f <(printf '%s\n' "$@") | tr '\n' ' ')
     [ -z "$active" ] && return 0
     [ $SECONDS -ge $deadline ] && fail "jobs still queued or running after ${timeout_s} s: $active ($(squeue))"
     sleep 2
@@ -155,6 +156,17 @@ grep -q "^summary: 4 completed$" "$work/status.txt" || fail "status summary is n
 study submit "$src/jobs/cpu-demo.yaml" --out "$work/jobs" --results-dir "$work/results" --bin "$bin" \
   >"$work/resubmit.txt" || fail "the second submit failed"
 [ "$(grep -c "^skipped .*: completed" "$work/resubmit.txt")" -eq 4 ] || fail "resubmit: $(cat "$work/resubmit.txt")"
+
+# ---- The same study as job arrays (one per launch shape) ----
+study submit "$src/jobs/cpu-demo.yaml" --array --out "$work/array-jobs" --results-dir "$work/array-results" \
+  --bin "$bin" || fail "t5scale-study submit --array failed"
+mapfile -t array_jobs < <(tail -n +2 "$work/array-jobs/jobs.csv" | cut -d, -f2)
+[ "${#array_jobs[@]}" -eq 4 ] || fail "expected 4 array tasks in jobs.csv, found ${#array_jobs[@]}"
+wait_for_jobs "${array_jobs[@]}"
+study status "$src/jobs/cpu-demo.yaml" --out "$work/array-jobs" --results-dir "$work/array-results" \
+  >"$work/array-status.txt" || fail "t5scale-study status (arrays) failed"
+grep -q "^summary: 4 completed$" "$work/array-status.txt" ||
+  fail "the job arrays did not complete the 4 runs: $(cat "$work/array-status.txt")"
 
 # ---- Preemption: SIGUSR1, checkpoint, exit 75, requeue, resume ----
 cat >"$work/preempt.yaml" <<EOF
