@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/text_file.h"
 
 namespace t5scale {
 
@@ -861,12 +862,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
 }
 
 RunConfig load_run_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(msg("cannot read the run config '", path, "': ", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw Error(msg("cannot read the run config '", path, "': read error"));
-  return parse_run_config(text.str(), path);
+  return parse_run_config(read_text_file(path, "the run config"), path);
 }
 
 namespace {

@@ -1,9 +1,9 @@
-// The built-in synthetic task (src/data/synthetic_task.h) as tokenized examples, without LibTorch, for
-// `t5scale-prep synthetic`: the target is the source with every token shifted by one inside the alphabet
-// 3..vocab_size-1, wrapping from the last word to the first ("3 9 63" -> "4 10 3" for vocab 64), as that file's
-// rule is. Both sequences end with eos, as in any tokenized dataset. Deterministic for a seed on every platform
-// (its own integer generator, no std:: distributions). The random stream is not SyntheticTask's (that one draws
-// from LibTorch's generator); the task is the same.
+// The built-in synthetic task as tokenized examples, without LibTorch: what `t5scale-prep synthetic` writes and
+// what the trainer uses in memory for data.dataset: synthetic (data/synthetic_task.h draws the same task from
+// LibTorch's generator for the training tests, whose reference figures depend on its stream). The target is the
+// source with every token shifted by one inside the alphabet 3..vocab_size-1, wrapping from the last word to the
+// first ("3 9 63" -> "4 10 3" for vocab 64). Both sequences end with eos, as in any tokenized dataset.
+// Deterministic for a seed on every platform (its own integer generator, no std:: distributions).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,7 @@ struct SyntheticExamplesOptions {
   uint64_t seed = 1234;
 };
 
-// The word that follows `id` in the task's alphabet (the rule of SyntheticTask).
+// The word that follows `id` in the task's alphabet.
 int32_t synthetic_next_word(int32_t id, int64_t vocab_size);
 
 class SyntheticExampleGenerator {

@@ -14,6 +14,7 @@
 
 #include "config/config_registry.h"
 #include "core/check.h"
+#include "core/text_file.h"
 
 namespace t5scale {
 
@@ -481,11 +482,7 @@ StudySpec parse_study_spec(const std::string& yaml_text, const std::string& sour
 }
 
 StudySpec load_study_spec(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(msg("cannot read the study spec '", path, "': ", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_study_spec(text.str(), path, fs::path(path).parent_path().string());
+  return parse_study_spec(read_text_file(path, "the study spec"), path, fs::path(path).parent_path().string());
 }
 
 // ---- Expansion ----

@@ -1,5 +1,7 @@
 #include "telemetry/probes.h"
 
+#include <sys/resource.h>
+
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -44,6 +46,12 @@ HostMemory read_host_memory(const std::string& status_path) {
   std::stringstream text;
   text << in.rdbuf();
   return parse_proc_status(text.str(), status_path);
+}
+
+int64_t peak_resident_set_bytes() {
+  struct rusage usage {};
+  T5S_CHECK(::getrusage(RUSAGE_SELF, &usage) == 0, "getrusage(RUSAGE_SELF) failed");
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
 const char* phase_name(Phase phase) {

@@ -21,6 +21,10 @@ HostMemory parse_proc_status(const std::string& text, const std::string& source)
 // This process's memory, from /proc/self/status (Linux; the kernel keeps per-thread counters that it folds in
 // every 64 page faults, so the figures may lag by a few hundred KiB per thread).
 HostMemory read_host_memory(const std::string& status_path = "/proc/self/status");
+// The peak resident set size of this process so far (getrusage's ru_maxrss): what the trainer records every step.
+// It costs about a microsecond, where reading /proc/self/status (90 us) or statm (45 us) in a process with
+// LibTorch's threads and mappings would be a visible fraction of a short step.
+int64_t peak_resident_set_bytes();
 
 // ---- Step timer ----
 

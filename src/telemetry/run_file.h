@@ -97,7 +97,7 @@ struct StepRecord {
   std::vector<double> memory_allocated_bytes;  // (world_size,) NaN where not measured
   std::vector<double> memory_reserved_bytes;
   std::vector<double> memory_peak_bytes;
-  std::vector<double> host_memory_bytes;       // resident set size of each rank's process
+  std::vector<double> host_memory_bytes;       // each rank's process: peak resident set size so far
   std::vector<double> gpu_power_w;
   std::vector<double> gpu_energy_j;            // cumulative since the run's first start
   std::vector<double> cpu_energy_j;            // cumulative since the first start (the node's packages, RAPL)

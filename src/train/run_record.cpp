@@ -261,7 +261,7 @@ StepSummary RunRecord::observe_step(const StepObservation& o, bool gather_now) {
   // Samples, tokens and FLOPs are per replica: counted by the first TP rank of each replica only.
   const bool counts = grid_.tp_rank == 0;
   const DeviceMemory memory = device_memory(in_.device);
-  const HostMemory host = read_host_memory();
+  const int64_t host_rss_bytes = peak_resident_set_bytes();
   std::vector<double> mine(kCount);
   mine[kSamples] = counts ? static_cast<double>(o.samples) : 0.0;
   mine[kSourceTokens] = counts ? static_cast<double>(o.source_tokens) : 0.0;
@@ -269,7 +269,7 @@ StepSummary RunRecord::observe_step(const StepObservation& o, bool gather_now) {
   mine[kAllocated] = memory.allocated_bytes;
   mine[kReserved] = memory.reserved_bytes;
   mine[kPeak] = memory.peak_bytes;
-  mine[kHost] = static_cast<double>(host.rss_bytes);
+  mine[kHost] = static_cast<double>(host_rss_bytes);
   mine[kPower] = value_or_unknown(gpu_meter_->power_w());
   mine[kGpuJ] = value_or_unknown(gpu_meter_->read_j());
   mine[kCpuJ] = value_or_unknown(cpu_meter_->read_j());

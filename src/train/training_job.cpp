@@ -114,6 +114,7 @@ class TrainingJob {
   void save_checkpoint();
   void finish(const std::string& status);
   NamedTensors checkpoint_tensors();
+  CheckpointIdentity checkpoint_identity() const;
   nlohmann::json run_state() const;
   std::string decode(const std::vector<int32_t>& ids) const;
   bool rank0() const { return grid_.world_rank() == 0; }
@@ -410,13 +411,19 @@ void TrainingJob::set_up_records() {
   record_ = std::make_unique<RunRecord>(in, grid_);
 }
 
-void TrainingJob::resume_or_start() {
+// What a checkpoint must match to be resumed by this job: the grid and the model.
+CheckpointIdentity TrainingJob::checkpoint_identity() const {
   CheckpointIdentity identity;
   identity.tp = grid_.tp_size;
   identity.dp = grid_.dp_size;
   identity.model_name = model_config_.name;
   identity.parameter_count = parameter_count(model_config_);
   identity.model_config = hf_config_json(model_config_);
+  return identity;
+}
+
+void TrainingJob::resume_or_start() {
+  const CheckpointIdentity identity = checkpoint_identity();
   std::optional<LoadedCheckpoint> loaded;
   if (config_.checkpoint.resume == CheckpointSettings::Resume::kAuto) {
     std::vector<std::string> notes;
@@ -581,12 +588,7 @@ nlohmann::json TrainingJob::run_state() const {
 
 void TrainingJob::save_checkpoint() {
   const auto start = Clock::now();
-  CheckpointIdentity identity;
-  identity.tp = grid_.tp_size;
-  identity.dp = grid_.dp_size;
-  identity.model_name = model_config_.name;
-  identity.parameter_count = parameter_count(model_config_);
-  identity.model_config = hf_config_json(model_config_);
+  const CheckpointIdentity identity = checkpoint_identity();
   record_->flush();  // every step up to the checkpoint is on disk before it
   const std::string folder = checkpoints_->save(step_, checkpoint_tensors(), identity, run_state());
   last_checkpoint_ = Clock::now();

@@ -8,6 +8,7 @@
   early_stop    early stopping on eval_loss with a min_delta no run can reach stops after `patience` evaluations
   refuse        bad configs are refused before any compute, naming the key
   prep_to_train a dialogue/summary JSONL through t5scale-prep (recipe, trained tokenizer) into training with ROUGE
+  diverge       a loss that overflows stops the job (status diverged, exit 3) with its last good checkpoint
   eval_only     evaluation alone of an exported Hugging Face folder gives the trained run's validation loss
 
 usage: training_job_checks.py SCENARIO --bin BUILD/bin --mpirun MPIEXEC --work DIR
@@ -194,6 +195,22 @@ def scenario_early_stop(job):
     print("early stopping: stopped at step 12 after 3 evaluations")
 
 
+def scenario_diverge(job):
+    """A learning rate that overflows the weights: the job stops with status diverged and exit 3, keeping the last
+    good checkpoint (none is written at or after the bad step)."""
+    job.prep()
+    job.run(2, "diverged", "train.max_steps=50", "optimizer.lr=1e30", "train.max_grad_norm=0",
+            "checkpoint.every_steps=1", expect=3)
+    steps, attrs = read_steps(job.run_file("diverged"))
+    check(text(attrs["status"]) == "diverged", f"status {text(attrs['status'])}")
+    last_good = int(steps["step"].max())
+    check(np.all(np.isfinite(steps["loss"])), "a non-finite loss was recorded as a step")
+    checkpoints = sorted(os.listdir(os.path.join(job.work, "diverged.ckpt")))
+    check(checkpoints and int(checkpoints[-1].split("_")[1]) == last_good,
+          f"checkpoints {checkpoints}, last good step {last_good}")
+    print(f"diverge: stopped after step {last_good} with exit code 3, its checkpoint kept")
+
+
 def scenario_refuse(job):
     cases = [
         (["train.max_step=5"], "did you mean 'train.max_steps'"),
@@ -273,7 +290,7 @@ def scenario_eval_only(job):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse", "prep_to_train", "eval_only"])
+    parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse", "prep_to_train", "eval_only", "diverge"])
     parser.add_argument("--bin", required=True)
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--work", required=True)

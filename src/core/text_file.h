@@ -1,0 +1,23 @@
+// A whole text file as a string, or an error naming what it is ("the run config") and why it cannot be read.
+#pragma once
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "core/check.h"
+
+namespace t5scale {
+
+inline std::string read_text_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(msg("cannot read ", what, " '", path, "': ", std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error(msg("cannot read ", what, " '", path, "': read error"));
+  return text.str();
+}
+
+}  // namespace t5scale
