@@ -128,8 +128,9 @@ std::string file_checksum(const std::string& path) {
 }
 
 ShardedCheckpointStore::ShardedCheckpointStore(std::string dir, int keep_last, CommunicatorPtr world, int tp_rank,
-                                               int dp_rank)
-    : dir_(std::move(dir)), keep_last_(keep_last), world_(std::move(world)), tp_rank_(tp_rank), dp_rank_(dp_rank) {
+                                               int dp_rank, torch::Device device)
+    : dir_(std::move(dir)), keep_last_(keep_last), world_(std::move(world)), tp_rank_(tp_rank), dp_rank_(dp_rank),
+      device_(device) {
   T5S_CHECK(keep_last_ >= 1, "checkpoint.keep_last must be at least 1, got ", keep_last_);
   T5S_CHECK(!dir_.empty(), "the checkpoint folder is empty");
 }
@@ -137,7 +138,7 @@ ShardedCheckpointStore::ShardedCheckpointStore(std::string dir, int keep_last, C
 std::string ShardedCheckpointStore::shard_file_name() const { return shard_name(tp_rank_, dp_rank_); }
 
 void ShardedCheckpointStore::barrier() {
-  torch::Tensor token = torch::zeros({1}, torch::kInt64);
+  torch::Tensor token = torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
   world_->all_reduce_sum(token);
 }
 
@@ -179,7 +180,7 @@ std::string ShardedCheckpointStore::save(int64_t step, const NamedTensors& rank_
                                       static_cast<int64_t>(checksum_value >> 32),
                                       static_cast<int64_t>(checksum_value & 0xFFFFFFFFull)},
                                      torch::kInt64);
-  const torch::Tensor everyone = world_->all_gather(mine);
+  const torch::Tensor everyone = world_->all_gather(mine.to(device_)).cpu();
   if (rank0) {
     nlohmann::json files = nlohmann::json::object();
     for (int64_t r = 0; r < everyone.size(0); ++r) {
@@ -227,11 +228,15 @@ std::optional<LoadedCheckpoint> ShardedCheckpointStore::load_latest(const Checkp
   if (world_->rank() == 0) {
     for (const auto& [step, folder] : complete_checkpoints()) steps.push_back(step);
   }
-  torch::Tensor count = torch::tensor({static_cast<int64_t>(steps.size())}, torch::kInt64);
+  torch::Tensor count = torch::tensor({static_cast<int64_t>(steps.size())}, torch::kInt64).to(device_);
   world_->broadcast(count, 0);
   torch::Tensor candidates = torch::zeros({count.item<int64_t>()}, torch::kInt64);
   if (world_->rank() == 0 && !steps.empty()) candidates.copy_(torch::tensor(steps, torch::kInt64));
-  if (candidates.numel() > 0) world_->broadcast(candidates, 0);
+  if (candidates.numel() > 0) {
+    candidates = candidates.to(device_);
+    world_->broadcast(candidates, 0);
+    candidates = candidates.cpu();
+  }
 
   for (int64_t i = 0; i < candidates.numel(); ++i) {
     const int64_t step = candidates[i].item<int64_t>();
@@ -256,7 +261,7 @@ std::optional<LoadedCheckpoint> ShardedCheckpointStore::load_latest(const Checkp
     } catch (const std::exception& e) {
       problem = e.what();
     }
-    torch::Tensor bad = torch::tensor({problem.empty() ? int64_t{0} : int64_t{1}}, torch::kInt64);
+    torch::Tensor bad = torch::tensor({problem.empty() ? int64_t{0} : int64_t{1}}, torch::kInt64).to(device_);
     world_->all_reduce_max(bad);
     if (bad.item<int64_t>() != 0) {
       if (notes) {

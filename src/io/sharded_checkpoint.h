@@ -47,8 +47,10 @@ struct LoadedCheckpoint {
 
 class ShardedCheckpointStore {
  public:
-  // world: every rank of the job (collectives below run over it). keep_last >= 1.
-  ShardedCheckpointStore(std::string dir, int keep_last, CommunicatorPtr world, int tp_rank, int dp_rank);
+  // world: every rank of the job (collectives below run over it, with small tensors on `device`: NCCL carries
+  // device tensors only). keep_last >= 1.
+  ShardedCheckpointStore(std::string dir, int keep_last, CommunicatorPtr world, int tp_rank, int dp_rank,
+                         torch::Device device = torch::kCPU);
 
   // Collective. Writes this rank's tensors and, on rank 0, the manifest with `identity` and `run_state`.
   // Returns the folder of the new checkpoint.
@@ -73,6 +75,7 @@ class ShardedCheckpointStore {
   int keep_last_;
   CommunicatorPtr world_;
   int tp_rank_, dp_rank_;
+  torch::Device device_;
 };
 
 // A fast 64-bit checksum of a file's bytes (detects truncation and corruption, not tampering), as hex.

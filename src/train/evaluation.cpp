@@ -107,12 +107,13 @@ EvaluationResult evaluate(T5ModelImpl& model, const ProcessGrid& grid, ExampleSo
   EvaluationResult result;
   result.num_examples = n;
   if (options.loss) {
-    torch::Tensor sums = torch::tensor({loss_sum, token_count}, torch::kFloat64);
+    torch::Tensor sums = torch::tensor({loss_sum, token_count}, torch::kFloat64).to(device);
     grid.dp->all_reduce_sum(sums);
+    sums = sums.cpu();
     result.metrics["eval_loss"] = sums[0].item<double>() / sums[1].item<double>();
   }
   if (generate) {
-    const torch::Tensor everyone = grid.dp->all_gather(generated);  // (dp, rows_per_replica, width)
+    const torch::Tensor everyone = grid.dp->all_gather(generated.to(device)).cpu();  // (dp, rows_per_replica, width)
     torch::Tensor figures = torch::full({static_cast<int64_t>(generation_metric_names().size())},
                                         std::numeric_limits<double>::quiet_NaN(), torch::kFloat64);
     if (grid.world_rank() == 0) {
@@ -161,7 +162,9 @@ EvaluationResult evaluate(T5ModelImpl& model, const ProcessGrid& grid, ExampleSo
         set("macro_f1", c.macro_f1);
       }
     }
+    figures = figures.to(device);
     grid.world->broadcast(figures, 0);
+    figures = figures.cpu();
     for (size_t i = 0; i < generation_metric_names().size(); ++i) {
       const double value = figures[static_cast<int64_t>(i)].item<double>();
       if (!std::isnan(value)) result.metrics[generation_metric_names()[i]] = value;

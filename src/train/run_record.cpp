@@ -247,8 +247,9 @@ double RunRecord::wall_time_s() const {
 }
 
 std::vector<double> RunRecord::gather(const std::vector<double>& mine) {
-  const torch::Tensor everyone = grid_.world->all_gather(torch::tensor(mine, torch::kFloat64));
-  const torch::Tensor contiguous = everyone.contiguous();
+  // On the job's device: NCCL carries device tensors only.
+  const torch::Tensor everyone = grid_.world->all_gather(torch::tensor(mine, torch::kFloat64).to(in_.device));
+  const torch::Tensor contiguous = everyone.cpu().contiguous();
   return std::vector<double>(contiguous.data_ptr<double>(), contiguous.data_ptr<double>() + contiguous.numel());
 }
 

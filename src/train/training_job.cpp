@@ -24,11 +24,11 @@
 #include "io/hf_checkpoint.h"
 #include "io/sharded_checkpoint.h"
 #include "plan/cost_model.h"
-#include "train/run_record.h"
 #include "train/evaluation.h"
 #include "train/lr_schedule.h"
 #include "train/parallel_trainer.h"
 #include "train/preemption.h"
+#include "train/run_record.h"
 
 namespace t5scale {
 namespace {
@@ -154,8 +154,6 @@ class TrainingJob {
   std::optional<EarlyStopping> early_stopping_;
   Clock::time_point last_checkpoint_ = Clock::now();
   int64_t last_checkpoint_step_ = -1;
-  double last_loss_ = std::numeric_limits<double>::quiet_NaN();
-  double tokens_per_s_window_ = 0.0;
 
   // Records: the checkpoint store on every rank, the run record (HDF5 run file, meters) on every rank, writing on
   // rank 0.
@@ -189,8 +187,10 @@ int TrainingJob::run() {
         config_.checkpoint.every_minutes > 0 && seconds_since(last_checkpoint_) >= config_.checkpoint.every_minutes * 60;
     torch::Tensor flags = torch::tensor({static_cast<int64_t>(preemption_signal() != 0),
                                          static_cast<int64_t>(rank0() && checkpoint_due_by_time)},
-                                        torch::kInt64);
+                                        torch::kInt64)
+                              .to(device_);  // NCCL carries device tensors only
     grid_.world->all_reduce_max(flags);
+    flags = flags.cpu();
     if (flags[0].item<int64_t>() != 0) {
       log(msg("[t5scale] preemption signal: checkpoint at step ", step_, ", then exit ", kRequeueExitCode,
               " for the requeue"));
@@ -383,7 +383,7 @@ void TrainingJob::set_up_records() {
                                          ? config_.checkpoint.dir
                                          : (fs::path(config_.run.output_dir) / (config_.run.name + ".ckpt")).string();
   checkpoints_ = std::make_unique<ShardedCheckpointStore>(checkpoint_dir, static_cast<int>(config_.checkpoint.keep_last),
-                                                          grid_.world, grid_.tp_rank, grid_.dp_rank);
+                                                          grid_.world, grid_.tp_rank, grid_.dp_rank, device_);
 
   RunRecordInputs in;
   in.config = &config_;
@@ -475,7 +475,6 @@ bool TrainingJob::train_step() {
   const double step_time_s = seconds_since(step_start);
   train_time_s_ += step_time_s;
   if (!result.skipped && !std::isfinite(result.loss)) return false;
-  last_loss_ = result.loss;
 
   StepObservation observation;
   observation.step = step_;
