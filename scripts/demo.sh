@@ -12,4 +12,5 @@ BUILD_DIR=${T5SCALE_BUILD_DIR:-$ROOT/build}
 cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DT5SCALE_PYTHON="$VENV/bin/python" >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target t5scale-train
 
-exec "$ROOT/scripts/demo_study.sh" "$BUILD_DIR" "${T5SCALE_DEMO_RESULTS:-$ROOT/results/demo}" "$@"
+cd "$ROOT"  # run files and the report name results/demo relative to the clone
+exec "$ROOT/scripts/demo_study.sh" "$BUILD_DIR" "${T5SCALE_DEMO_RESULTS:-results/demo}" "$@"

@@ -449,7 +449,7 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
   price_line("cost low-prio", config_.cost.low_priority_price_per_node_hour_usd);
   std::snprintf(line, sizeof(line), "memory          %s average allocated, %s peak (rank 0: %s)\n",
                 gib_text(memory_allocated_sum_ / steps).c_str(), gib_text(peak_memory_bytes_).c_str(),
-                in_.device.is_cuda() ? "GPU" : "host RSS");
+                in_.device.is_cuda() ? "GPU" : "host peak resident set");
   card << line;
   std::snprintf(line, sizeof(line), "GPU energy      %s\n",
                 gpu_known ? (std::to_string(gpu_j / 1000.0) + " kJ (" + gpu_meter_->source() + ")").c_str()
