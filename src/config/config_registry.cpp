@@ -1,6 +1,6 @@
 // The key registry of the run config and everything driven by it: YAML loading, --set overrides, to_yaml, the
 // per-key checks and key lookup. The table in registry() is the one place where a key is declared; the order of
-// its entries is the schema's order (INTERFACES.md, "Run config (YAML)"), which to_yaml and the reference follow.
+// its entries is the schema's order (jobs/CONFIG_REFERENCE.md), which to_yaml and the reference follow.
 #include "config/config_registry.h"
 
 #include <yaml-cpp/yaml.h>

@@ -1,4 +1,4 @@
-// The tokenized dataset file (HDF5, schema 1; layout in spec/INTERFACES.md and the README): the writer that
+// The tokenized dataset file (HDF5, schema 1; layout in the README and below): the writer that
 // t5scale-prep appends examples with, and the reader that the trainer opens. Per split, flat int32 token arrays
 // with int64 offsets for sources and targets; every sequence ends with eos. No LibTorch here.
 //

@@ -750,7 +750,7 @@ std::vector<std::string> keys_in_order(const std::string& yaml) {
 }
 
 TEST(RunConfigYaml, EveryKeyInSchemaOrder) {
-  // kFullYaml is written in the schema's order (INTERFACES.md); the registry and to_yaml follow it.
+  // kFullYaml is written in the schema's order (jobs/CONFIG_REFERENCE.md); the registry and to_yaml follow it.
   std::vector<std::string> registry_keys;
   for (const auto& key : config_keys()) registry_keys.push_back(key.key);
   EXPECT_EQ(registry_keys, keys_in_order(kFullYaml));
