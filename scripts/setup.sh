@@ -15,7 +15,7 @@ PY_TAG=$("$PYTHON_BIN" -c 'import sys; print(f"py{sys.version_info[0]}.{sys.vers
 VENV_DIR=${T5SCALE_VENV:-$CACHE_DIR/venv-torch$TORCH_VERSION-tf$TRANSFORMERS_VERSION-$PY_TAG}
 
 APT_PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config git python3-venv
+  build-essential cmake ninja-build ccache pkg-config git python3-venv procps  # procps: pgrep/pkill in tests
   libopenmpi-dev openmpi-bin
   libhdf5-dev hdf5-tools
   libyaml-cpp-dev

@@ -2,6 +2,7 @@
 // per-key checks and key lookup. The table in registry() is the one place where a key is declared; the order of
 // its entries is the schema's order (jobs/CONFIG_REFERENCE.md), which to_yaml and the reference follow.
 #include "config/config_registry.h"
+#include "config/yaml_node.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -355,12 +356,7 @@ Entry enum_key(const std::string& key, F lambda, const std::string& doc) {
         return std::nullopt;
       }
     }
-    std::string nearest;
-    size_t best = 3;  // suggest only close spellings
-    for (const auto& name : names) {
-      const size_t d = edit_distance(lower(text), name);
-      if (d < best) best = d, nearest = name;
-    }
+    const std::string nearest = nearest_word(lower(text), names, 2);  // suggest only close spellings
     return msg("'", text, "' is not one of ", join(names, ", "),
                nearest.empty() ? "" : " (did you mean '" + nearest + "'?)");
   };
@@ -668,15 +664,6 @@ std::string where(const std::string& source, const YAML::Node& node) {
   return msg(source, ":", mark.line + 1, ": ");
 }
 
-std::string node_kind(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Null: return "no value";
-    default: return "a scalar";
-  }
-}
-
 // One key's value from YAML; appends "<source>:<line>: <key>: <reason>" on failure, with the key's line (a
 // missing value has no line of its own).
 void set_from_node(RunConfig& config, const Entry& entry, const YAML::Node& key, const YAML::Node& value,
@@ -690,7 +677,7 @@ void set_from_node(RunConfig& config, const Entry& entry, const YAML::Node& key,
     errors.push_back(msg(where(source, key), entry.info.key, ": expected ",
                          entry.info.type == ConfigValueType::kEnum ? "one of " + entry.info.allowed
                                                                    : "a value of type " + type_name(entry.info.type),
-                         ", got ", node_kind(value)));
+                         ", got ", yaml_node_kind(value)));
     return;
   }
   if (const Reason reason = entry.set(config, text)) {
@@ -743,6 +730,16 @@ std::optional<ConfigKeyInfo> find_config_key(const std::string& key) {
   return e->info;
 }
 
+std::string nearest_word(const std::string& word, const std::vector<std::string>& candidates, size_t max_distance) {
+  std::string best;
+  size_t best_distance = max_distance + 1;
+  for (const auto& candidate : candidates) {
+    const size_t d = edit_distance(word, candidate);
+    if (d < best_distance) best_distance = d, best = candidate;
+  }
+  return best;
+}
+
 std::string suggest_config_key(const std::string& unknown) {
   // A known key in the wrong section ("optimizer.warmup_steps", "max_steps" at the top level) is found by its leaf.
   const std::string leaf = split_key(unknown).second;
@@ -752,13 +749,7 @@ std::string suggest_config_key(const std::string& unknown) {
   std::vector<std::string> candidates;
   for (const Entry& e : registry()) candidates.push_back(e.info.key);
   for (const auto& s : config_sections()) candidates.push_back(s.name);
-  std::string best;
-  size_t best_distance = std::max<size_t>(2, unknown.size() / 4) + 1;  // closer than this, or no suggestion
-  for (const auto& candidate : candidates) {
-    const size_t d = edit_distance(unknown, candidate);
-    if (d < best_distance) best_distance = d, best = candidate;
-  }
-  return best;
+  return nearest_word(unknown, candidates, std::max<size_t>(2, unknown.size() / 4));
 }
 
 std::string config_value_text(const RunConfig& config, const std::string& key) {
@@ -810,13 +801,13 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   if (root.IsNull()) return config;  // an empty file: every default
   if (!root.IsMap()) {
     throw Error(msg(where(source, root), "a run config is a mapping of sections (run:, model:, train:, ...), got ",
-                    node_kind(root)));
+                    yaml_node_kind(root)));
   }
   std::vector<std::string> errors;
   std::set<std::string> seen;
   for (const auto& top : root) {
     if (!top.first.IsScalar()) {
-      errors.push_back(msg(where(source, top.first), "a key must be a plain name, got ", node_kind(top.first)));
+      errors.push_back(msg(where(source, top.first), "a key must be a plain name, got ", yaml_node_kind(top.first)));
       continue;
     }
     const std::string name = top.first.Scalar();
@@ -835,13 +826,13 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
     if (top.second.IsNull()) continue;  // "train:" with no keys
     if (!top.second.IsMap()) {
       errors.push_back(msg(where(source, top.second), name, ": a section holds keys (", name,
-                           ": {key: value, ...}), got ", node_kind(top.second)));
+                           ": {key: value, ...}), got ", yaml_node_kind(top.second)));
       continue;
     }
     for (const auto& item : top.second) {
       if (!item.first.IsScalar()) {
         errors.push_back(
-            msg(where(source, item.first), name, ": a key must be a plain name, got ", node_kind(item.first)));
+            msg(where(source, item.first), name, ": a key must be a plain name, got ", yaml_node_kind(item.first)));
         continue;
       }
       const std::string key = name + "." + item.first.Scalar();

@@ -46,6 +46,8 @@ void set_config_value(RunConfig& config, const std::string& key, const std::stri
 std::string suggest_config_key(const std::string& unknown);
 // Levenshtein distance (insertions, deletions, substitutions).
 size_t edit_distance(const std::string& a, const std::string& b);
+// The first of `candidates` nearest to `word` by edit distance, if within max_distance edits; otherwise "".
+std::string nearest_word(const std::string& word, const std::vector<std::string>& candidates, size_t max_distance);
 
 // The per-key checks of the registry (range, allowed values, non-empty), one error per failing key.
 std::vector<ConfigError> check_key_ranges(const RunConfig& config);

@@ -7,17 +7,11 @@
 
 #include <string>
 
+#include "config/hf_config.h"
 #include "config/model_config.h"
 #include "model/t5_model.h"
 
 namespace t5scale {
-
-// Reads a T5 config.json. The shape fields (vocab_size, d_model, d_kv, d_ff, num_layers, num_heads) are
-// required; the others default as in Hugging Face's T5Config; keys t5scale does not use are ignored.
-ModelConfig read_hf_config(const std::string& config_json_path);
-void write_hf_config(const ModelConfig& config, const std::string& config_json_path);
-// The config.json contents (Hugging Face's T5Config fields) as JSON.
-nlohmann::json hf_config_json(const ModelConfig& config);
 
 // Hugging Face's name for a t5scale parameter ("encoder.blocks.3.ff.wo.weight" ->
 // "encoder.block.3.layer.1.DenseReluDense.wo.weight"). Throws for a name it does not know.

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 
+#include "config/hf_config.h"
 #include "core/check.h"
 #include "data/batch_sampler.h"
 #include "data/tokenized_dataset.h"
@@ -76,42 +77,6 @@ class DatasetCache {
  private:
   std::map<std::string, DatasetFacts> cache_;
 };
-
-// The shape of a Hugging Face T5 config.json (the keys T5Config writes), for planning a run with
-// model.init_from. The trainer reads the same file with io's reader; this one needs no LibTorch.
-ModelConfig read_hf_t5_shape(const std::string& path) {
-  std::ifstream in(path);
-  T5S_CHECK(in.good(), "cannot read ", path);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(msg(path, ": not valid JSON: ", e.what()));
-  }
-  ModelConfig c;
-  c.name = fs::path(path).parent_path().filename().string();
-  auto get = [&](const char* key, int64_t& field) {
-    if (j.contains(key) && j[key].is_number_integer()) field = j[key].get<int64_t>();
-  };
-  get("vocab_size", c.vocab_size);
-  get("d_model", c.d_model);
-  get("d_kv", c.d_kv);
-  get("d_ff", c.d_ff);
-  get("num_layers", c.num_layers);
-  c.num_decoder_layers = c.num_layers;
-  get("num_decoder_layers", c.num_decoder_layers);
-  get("num_heads", c.num_heads);
-  get("relative_attention_num_buckets", c.relative_attention_num_buckets);
-  get("relative_attention_max_distance", c.relative_attention_max_distance);
-  if (j.contains("feed_forward_proj") && j["feed_forward_proj"].is_string()) {
-    const std::string ff = j["feed_forward_proj"].get<std::string>();
-    c.feed_forward = ff.find("gated") != std::string::npos ? FeedForwardKind::kGatedGelu : FeedForwardKind::kRelu;
-  }
-  if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean()) {
-    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
-  }
-  return c;
-}
 
 void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
   const RunConfig& c = p.run.config;
@@ -224,7 +189,7 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
       const fs::path config_json = fs::path(c.model.init_from) / "config.json";
       std::error_code ec;
       if (fs::is_regular_file(config_json, ec)) {
-        model = read_hf_t5_shape(config_json.string());
+        model = read_hf_config(config_json.string());
       } else if (c.model.name != "tiny") {
         model = named_model_config(c.model.name);
         p.notes.push_back(msg("model.init_from '", c.model.init_from, "' has no config.json here: planned with "

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "config/config_registry.h"
+#include "config/yaml_node.h"
 #include "core/check.h"
 #include "core/text_file.h"
 
@@ -53,13 +54,7 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
 
 // The nearest of `candidates` to `word`, or "" when none is within a few edits.
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_distance = std::max<size_t>(3, word.size() / 3) + 1;
-  for (const auto& candidate : candidates) {
-    const size_t d = edit_distance(word, candidate);
-    if (d < best_distance) best_distance = d, best = candidate;
-  }
-  return best;
+  return nearest_word(word, candidates, std::max<size_t>(3, word.size() / 3));
 }
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
@@ -70,15 +65,6 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 int line_of(const YAML::Node& node) {
   const YAML::Mark mark = node.Mark();
   return mark.is_null() ? 0 : mark.line + 1;
-}
-
-std::string node_kind(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Null: return "no value";
-    default: return "a scalar";
-  }
 }
 
 bool parse_int(const std::string& text, int64_t& value) {
@@ -159,12 +145,12 @@ void flatten(const YAML::Node& node, const std::string& prefix, const std::strin
              std::vector<SpecAssignment>& out, Problems& problems, const std::set<std::string>& skip = {}) {
   if (!node.IsMap()) {
     problems.add(node, msg(where, prefix.empty() ? "" : prefix + ": ", "expected a mapping of keys, got ",
-                           node_kind(node)));
+                           yaml_node_kind(node)));
     return;
   }
   for (const auto& item : node) {
     if (!item.first.IsScalar()) {
-      problems.add(item.first, msg(where, "a key must be a plain name, got ", node_kind(item.first)));
+      problems.add(item.first, msg(where, "a key must be a plain name, got ", yaml_node_kind(item.first)));
       continue;
     }
     const std::string name = item.first.Scalar();
@@ -190,7 +176,7 @@ void flatten(const YAML::Node& node, const std::string& prefix, const std::strin
 std::string scalar(const YAML::Node& node, const std::string& key, Problems& problems) {
   if (node.IsNull()) return "";
   if (!node.IsScalar()) {
-    problems.add(node, msg(key, ": expected a value, got ", node_kind(node)));
+    problems.add(node, msg(key, ": expected a value, got ", yaml_node_kind(node)));
     return "";
   }
   return node.Scalar();
@@ -220,7 +206,7 @@ std::vector<std::string> string_list(const YAML::Node& node, const std::string& 
   std::vector<std::string> out;
   if (node.IsNull()) return out;
   if (!node.IsSequence()) {
-    problems.add(node, msg(key, ": expected a list, got ", node_kind(node)));
+    problems.add(node, msg(key, ": expected a list, got ", yaml_node_kind(node)));
     return out;
   }
   for (const auto& item : node) out.push_back(scalar(item, key, problems));
@@ -237,7 +223,7 @@ SlurmSpec parse_slurm(const YAML::Node& node, Problems& problems) {
   SlurmSpec s;
   if (node.IsNull()) return s;
   if (!node.IsMap()) {
-    problems.add(node, msg("slurm: expected a mapping, got ", node_kind(node)));
+    problems.add(node, msg("slurm: expected a mapping, got ", yaml_node_kind(node)));
     return s;
   }
   for (const auto& item : node) {
@@ -270,7 +256,7 @@ SlurmSpec parse_slurm(const YAML::Node& node, Problems& problems) {
       }
     } else if (name == "env") {
       if (!v.IsMap()) {
-        problems.add(v, msg(key, ": expected a mapping NAME: value, got ", node_kind(v)));
+        problems.add(v, msg(key, ": expected a mapping NAME: value, got ", yaml_node_kind(v)));
         continue;
       }
       for (const auto& e : v) {
@@ -296,7 +282,7 @@ StudyAxis parse_axis(const std::string& name, const YAML::Node& values, Problems
   const std::string where = "axes." + name + ": ";
   if (!values.IsSequence() || values.size() == 0) {
     problems.add(values, msg(where, "an axis is a non-empty list of values, got ",
-                             values.IsSequence() ? "an empty list" : node_kind(values)));
+                             values.IsSequence() ? "an empty list" : yaml_node_kind(values)));
     return axis;
   }
   const bool plain = is_launch_key(name) || find_config_key(name).has_value();
@@ -304,7 +290,7 @@ StudyAxis parse_axis(const std::string& name, const YAML::Node& values, Problems
     AxisValue v;
     if (plain) {
       if (!value.IsScalar() && !value.IsNull()) {
-        problems.add(value, msg(where, "the values of a key's axis are plain values, got ", node_kind(value)));
+        problems.add(value, msg(where, "the values of a key's axis are plain values, got ", yaml_node_kind(value)));
         continue;
       }
       SpecAssignment a{name, value.IsNull() ? "" : value.Scalar(), line_of(value)};
@@ -331,7 +317,7 @@ std::vector<StudyAxis> parse_axes(const YAML::Node& node, const std::string& whe
   std::vector<StudyAxis> axes;
   if (node.IsNull()) return axes;
   if (!node.IsMap()) {
-    problems.add(node, msg(where, "expected a mapping of axis: [values], got ", node_kind(node)));
+    problems.add(node, msg(where, "expected a mapping of axis: [values], got ", yaml_node_kind(node)));
     return axes;
   }
   std::set<std::string> seen;
@@ -375,13 +361,13 @@ StudySpec parse_study_spec(const std::string& yaml_text, const std::string& sour
   StudySpec spec;
   spec.source = source;
   if (!root.IsMap()) {
-    problems.add(root, msg("a study spec is a mapping (study:, base:, axes:, slurm:, ...), got ", node_kind(root)));
+    problems.add(root, msg("a study spec is a mapping (study:, base:, axes:, slurm:, ...), got ", yaml_node_kind(root)));
     problems.throw_if_any();
   }
   std::set<std::string> seen;
   for (const auto& item : root) {
     if (!item.first.IsScalar()) {
-      problems.add(item.first, msg("a key must be a plain name, got ", node_kind(item.first)));
+      problems.add(item.first, msg("a key must be a plain name, got ", yaml_node_kind(item.first)));
       continue;
     }
     const std::string key = item.first.Scalar();
@@ -433,7 +419,7 @@ StudySpec parse_study_spec(const std::string& yaml_text, const std::string& sour
         StudyEntry entry;
         entry.line = line_of(run);
         if (!run.IsMap()) {
-          problems.add(run, msg("runs: each run is a mapping {name?, set: {...}, axes?: {...}}, got ", node_kind(run)));
+          problems.add(run, msg("runs: each run is a mapping {name?, set: {...}, axes?: {...}}, got ", yaml_node_kind(run)));
           continue;
         }
         for (const auto& item : run) {
@@ -467,7 +453,7 @@ StudySpec parse_study_spec(const std::string& yaml_text, const std::string& sour
   if (root["cost"] && !root["cost"].IsNull()) {
     const YAML::Node cost = root["cost"];
     if (!cost.IsMap()) {
-      problems.add(cost, msg("cost: expected a mapping, got ", node_kind(cost)));
+      problems.add(cost, msg("cost: expected a mapping, got ", yaml_node_kind(cost)));
     } else {
       for (const auto& item : cost) {
         SpecAssignment a{"cost." + item.first.Scalar(), scalar(item.second, "cost", problems), line_of(item.first)};

@@ -76,6 +76,14 @@ void PowerIntegrator::add_sample(double time_s, double power_w) {
   ++samples_;
 }
 
+namespace {
+// A note is for the log line, not for debugging: the reason, without the check's source location.
+std::string reason_of(const std::exception& e) {
+  const std::string what = e.what();
+  return what.substr(0, what.find(" [check '"));
+}
+}  // namespace
+
 std::unique_ptr<EnergyMeter> make_gpu_energy_meter(const std::string& selection, int device_index,
                                                    std::string* note, double sample_period_s) {
   if (note != nullptr) note->clear();
@@ -86,7 +94,7 @@ std::unique_ptr<EnergyMeter> make_gpu_energy_meter(const std::string& selection,
     return std::make_unique<NvmlEnergyMeter>(NvmlLibrary::load(), device_index, sample_period_s);
   } catch (const Error& e) {
     if (selection == "nvml") throw Error(msg("telemetry.gpu_energy: nvml: ", e.what()));
-    if (note != nullptr) *note = msg("GPU energy not measured: ", e.what());
+    if (note != nullptr) *note = msg("GPU energy not measured: ", reason_of(e));
     return std::make_unique<NoEnergyMeter>();
   }
 }
@@ -101,7 +109,7 @@ std::unique_ptr<EnergyMeter> make_cpu_energy_meter(const std::string& selection,
     return std::make_unique<RaplEnergyMeter>(powercap_root);
   } catch (const Error& e) {
     if (selection == "rapl") throw Error(msg("telemetry.cpu_energy: rapl: ", e.what()));
-    if (note != nullptr) *note = msg("CPU energy not measured: ", e.what());
+    if (note != nullptr) *note = msg("CPU energy not measured: ", reason_of(e));
     return std::make_unique<NoEnergyMeter>();
   }
 }

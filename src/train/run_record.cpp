@@ -151,8 +151,7 @@ RunRecord::RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid)
       // Versions stay empty without NVML; the energy meter has already said why.
     }
   }
-  for (std::string note : {gpu_note, cpu_note}) {
-    note = note.substr(0, note.find(" [check '"));  // the reason, without the check's source location
+  for (const std::string& note : {gpu_note, cpu_note}) {
     if (grid_.world_rank() == 0 && !note.empty()) std::printf("[t5scale] telemetry: %s\n", note.c_str());
   }
 }

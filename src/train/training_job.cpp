@@ -277,7 +277,9 @@ void TrainingJob::set_up_data() {
       dataset_->check_tokenizer(tokenizer_->sha256(), tokenizer_->vocab_size());
     }
     const auto& split = dataset_->split(d.train_split);
-    split.check_token_ids();  // a bad id stops the job here, not hours into training
+    // A bad id stops the job here, not hours into training. One rank reads the split: an error on it ends the
+    // whole job, and the others need not read the same file world-size times over.
+    if (grid_.world_rank() == 0) split.check_token_ids();
     auto split_examples = [&](const std::string& split) {
       return std::make_unique<TruncatedExamples>(std::make_unique<TokenizedSplitExamples>(dataset_, split),
                                                  d.max_source_length, d.max_target_length);

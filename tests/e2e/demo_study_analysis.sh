@@ -19,8 +19,6 @@ assert len(runs) == 5, f"{len(runs)} runs in the table"
 assert set(runs["status"]) == {"completed"}, runs["status"].tolist()
 assert sorted(runs["world_size"]) == [1, 2, 2, 4, 4], runs["world_size"].tolist()
 assert (runs["steps_completed"] == 30).all(), runs["steps_completed"].tolist()
-# Every grid computes the same training: the final losses agree to fp32 reduction-order differences.
-losses = runs["final_loss"] if "final_loss" in runs else None
 scaling = pd.read_csv(work / "report" / "scaling.csv")
 assert set(scaling["world_size"]) == {1, 2, 4}, scaling["world_size"].tolist()
 html = (work / "report" / "report.html").read_text()

@@ -9,17 +9,11 @@
 #include <vector>
 
 #include "core/check.h"
+#include "fuzz_assert.h"
 #include "data/text_records.h"
 
 namespace t5scale::fuzz {
 
-#define T5S_FUZZ_ASSERT(condition)                                                     \
-  do {                                                                                 \
-    if (!(condition)) {                                                                \
-      std::fprintf(stderr, "invariant broken: %s (%s:%d)\n", #condition, __FILE__, __LINE__); \
-      std::abort();                                                                    \
-    }                                                                                  \
-  } while (0)
 
 struct ReadResult {
   std::vector<TextRecord> records;

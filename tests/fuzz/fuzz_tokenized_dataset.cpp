@@ -17,16 +17,8 @@
 
 #include "core/check.h"
 #include "data/tokenized_dataset.h"
+#include "fuzz_assert.h"
 
-#ifndef T5S_FUZZ_ASSERT
-#define T5S_FUZZ_ASSERT(condition)                                                            \
-  do {                                                                                        \
-    if (!(condition)) {                                                                       \
-      std::fprintf(stderr, "invariant broken: %s (%s:%d)\n", #condition, __FILE__, __LINE__); \
-      std::abort();                                                                           \
-    }                                                                                         \
-  } while (0)
-#endif
 
 namespace {
 
