@@ -37,7 +37,8 @@ void ColumnParallelLinearImpl::reset() {
 }
 
 torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& input) {
-  torch::Tensor output = torch::nn::functional::linear(copy_to_tensor_parallel_region(input, *tp), weight);
+  const torch::Tensor region_input = options.copy_input() ? copy_to_tensor_parallel_region(input, *tp) : input;
+  torch::Tensor output = torch::nn::functional::linear(region_input, weight);
   return options.gather_output() ? gather_from_tensor_parallel_region(output, *tp) : output;
 }
 
@@ -47,7 +48,8 @@ std::vector<ParameterLayout> ColumnParallelLinearImpl::parameter_layouts() const
 
 void ColumnParallelLinearImpl::pretty_print(std::ostream& stream) const {
   stream << "t5scale::ColumnParallelLinear(in=" << options.in_features() << ", out=" << options.out_features()
-         << ", tp=" << tp->size() << ", gather_output=" << options.gather_output() << ")";
+         << ", tp=" << tp->size() << ", gather_output=" << options.gather_output()
+         << ", copy_input=" << options.copy_input() << ")";
 }
 
 // ---- RowParallelLinear ----

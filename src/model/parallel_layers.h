@@ -3,6 +3,8 @@
 //
 //   ColumnParallelLinear(ColumnParallelLinearOptions(4096, 10240), tp, options)
 //     Y = X A, A split along its output dimension: weight (out / tp, in); input replicated, output split.
+//     Several layers reading one input (q, k, v; wi_0, wi_1) take it through one copy_to_tensor_parallel_region
+//     made by their caller, with copy_input(false): one backward all-reduce for all of them, not one each.
 //   RowParallelLinear(RowParallelLinearOptions(10240, 4096), tp, options)
 //     Y = X A, A split along its input dimension: weight (out, in / tp); input split, output all-reduced.
 //   VocabParallelEmbedding(VocabParallelEmbeddingOptions(32128, 4096), tp, options)
@@ -26,6 +28,7 @@ struct ColumnParallelLinearOptions {
   TORCH_ARG(int64_t, in_features);
   TORCH_ARG(int64_t, out_features);
   TORCH_ARG(bool, gather_output) = false;  // true: all-gather the output to every rank
+  TORCH_ARG(bool, copy_input) = true;      // false: the caller put the input in the TP region already
   TORCH_ARG(torch::TensorOptions, param_options) = torch::kFloat32;
 };
 

@@ -10,43 +10,54 @@ namespace t5scale {
 namespace {
 constexpr uint64_t kTensorParallelSeedOffset = 2718;  // Megatron's offset, kept for familiarity
 
-at::Generator default_generator(torch::Device device) {
+at::Generator default_generator_of(torch::Device device) {
   return device.is_cpu() ? at::detail::getDefaultCPUGenerator() : at::globalContext().defaultGenerator(device);
 }
+
+torch::Tensor locked_state(at::Generator& generator) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void set_locked_state(at::Generator& generator, const torch::Tensor& state) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
 }  // namespace
+
+at::Generator ParallelRng::default_generator() const { return default_generator_of(device_); }
 
 ParallelRng::ParallelRng(uint64_t seed, int tp_rank, torch::Device device) : device_(device) {
   if (device.is_cpu()) {
     tensor_parallel_ = at::make_generator<at::CPUGeneratorImpl>(seed + kTensorParallelSeedOffset + tp_rank);
   } else {
     // A CUDA generator of our own: a clone of the default one, reseeded.
-    tensor_parallel_ = default_generator(device).clone();
+    tensor_parallel_ = default_generator_of(device).clone();
     tensor_parallel_.set_current_seed(seed + kTensorParallelSeedOffset + tp_rank);
   }
 }
 
 ParallelRng::State ParallelRng::get_state() {
-  at::Generator def = default_generator(device_);
-  State state;
-  {
-    std::lock_guard<std::mutex> lock(def.mutex());
-    state.default_generator = def.get_state();
-  }
-  {
-    std::lock_guard<std::mutex> lock(tensor_parallel_.mutex());
-    state.tensor_parallel = tensor_parallel_.get_state();
-  }
-  return state;
+  at::Generator def = default_generator();
+  return {locked_state(def), locked_state(tensor_parallel_)};
 }
 
 void ParallelRng::set_state(const State& state) {
-  at::Generator def = default_generator(device_);
-  {
-    std::lock_guard<std::mutex> lock(def.mutex());
-    def.set_state(state.default_generator);
-  }
-  std::lock_guard<std::mutex> lock(tensor_parallel_.mutex());
-  tensor_parallel_.set_state(state.tensor_parallel);
+  at::Generator def = default_generator();
+  set_locked_state(def, state.default_generator);
+  set_locked_state(tensor_parallel_, state.tensor_parallel);
+}
+
+TensorParallelStreamAsDefault::TensorParallelStreamAsDefault(ParallelRng& rng) : rng_(rng) {
+  at::Generator def = rng_.default_generator();
+  saved_default_state_ = locked_state(def);
+  set_locked_state(def, locked_state(rng_.tensor_parallel()));
+}
+
+TensorParallelStreamAsDefault::~TensorParallelStreamAsDefault() {
+  at::Generator def = rng_.default_generator();
+  set_locked_state(rng_.tensor_parallel(), locked_state(def));
+  set_locked_state(def, saved_default_state_);
 }
 
 torch::Tensor dropout_with(const torch::Tensor& input, double p, bool training, at::Generator& generator) {

@@ -25,9 +25,27 @@ class ParallelRng {
   State get_state();
   void set_state(const State& state);
 
+  // The device's default generator (the replicated stream).
+  at::Generator default_generator() const;
+
  private:
   torch::Device device_;
   at::Generator tensor_parallel_;
+};
+
+// While alive, the device's default generator draws from the tensor-parallel stream, for kernels that take no
+// generator argument (the dropout inside scaled_dot_product_attention); at the end the TP stream continues where
+// the kernel left it and the default stream is as it was. Megatron's get_cuda_rng_tracker().fork().
+class TensorParallelStreamAsDefault {
+ public:
+  explicit TensorParallelStreamAsDefault(ParallelRng& rng);
+  ~TensorParallelStreamAsDefault();
+  TensorParallelStreamAsDefault(const TensorParallelStreamAsDefault&) = delete;
+  TensorParallelStreamAsDefault& operator=(const TensorParallelStreamAsDefault&) = delete;
+
+ private:
+  ParallelRng& rng_;
+  torch::Tensor saved_default_state_;
 };
 
 // Inverted dropout drawing its mask from `generator` (the TP stream); the identity when not training or p == 0.

@@ -1,8 +1,10 @@
 #include "model/t5_layers.h"
 
 #include <cmath>
+#include <optional>
 
 #include "core/check.h"
+#include "model/tensor_parallel_mappings.h"
 
 namespace t5scale {
 
@@ -89,15 +91,21 @@ std::vector<ParameterLayout> RelativePositionBiasImpl::parameter_layouts() const
 
 // ---- attention ----
 
-T5AttentionImpl::T5AttentionImpl(const ModelConfig& config, CommunicatorPtr tp, std::shared_ptr<ParallelRng> rng_,
+T5AttentionImpl::T5AttentionImpl(const ModelConfig& config, CommunicatorPtr tp_, std::shared_ptr<ParallelRng> rng_,
                                  torch::TensorOptions param_options)
-    : d_kv(config.d_kv), dropout_rate(config.dropout_rate), rng(std::move(rng_)) {
+    : d_kv(config.d_kv),
+      dropout_rate(config.dropout_rate),
+      kernel(default_attention_kernel(param_options.device())),
+      tp(tp_),
+      rng(std::move(rng_)) {
   T5S_CHECK_DIVISIBLE(config.num_heads, tp->size());
   heads_per_rank = config.num_heads / tp->size();
   const int64_t inner = config.inner_dim();
   auto column = [&](const char* name) {
-    return register_module(
-        name, ColumnParallelLinear(ColumnParallelLinearOptions(config.d_model, inner).param_options(param_options), tp));
+    return register_module(name, ColumnParallelLinear(ColumnParallelLinearOptions(config.d_model, inner)
+                                                          .copy_input(false)
+                                                          .param_options(param_options),
+                                                      tp));
   };
   q = column("q");
   k = column("k");
@@ -106,41 +114,61 @@ T5AttentionImpl::T5AttentionImpl(const ModelConfig& config, CommunicatorPtr tp, 
       "o", RowParallelLinear(RowParallelLinearOptions(inner, config.d_model).param_options(param_options), tp));
 }
 
-torch::Tensor T5AttentionImpl::project_query(const torch::Tensor& hidden) {
-  return q(hidden).view({hidden.size(0), hidden.size(1), heads_per_rank, d_kv}).transpose(1, 2);
+torch::Tensor T5AttentionImpl::project_query(const torch::Tensor& region_hidden) {
+  return q(region_hidden).view({region_hidden.size(0), region_hidden.size(1), heads_per_rank, d_kv}).transpose(1, 2);
 }
 
-std::pair<torch::Tensor, torch::Tensor> T5AttentionImpl::project_key_value(const torch::Tensor& input) {
+std::pair<torch::Tensor, torch::Tensor> T5AttentionImpl::project_key_value(const torch::Tensor& region_input) {
   auto heads = [&](const torch::Tensor& x) {
-    return x.view({input.size(0), input.size(1), heads_per_rank, d_kv}).transpose(1, 2);
+    return x.view({region_input.size(0), region_input.size(1), heads_per_rank, d_kv}).transpose(1, 2);
   };
-  return {heads(k(input)), heads(v(input))};
+  return {heads(k(region_input)), heads(v(region_input))};
+}
+
+AttentionKernel default_attention_kernel(torch::Device device) {
+  return device.is_cuda() ? AttentionKernel::kSdpa : AttentionKernel::kExplicit;
 }
 
 torch::Tensor T5AttentionImpl::attend(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
                                       const torch::Tensor& bias) {
-  torch::Tensor scores = torch::matmul(query, key.transpose(3, 2)) + bias;  // (B, Hl, T, S)
-  torch::Tensor weights = torch::softmax(scores.to(torch::kFloat32), -1).to(scores.scalar_type());
-  weights = dropout_with(weights, dropout_rate, is_training(), rng->tensor_parallel());
-  const torch::Tensor context = torch::matmul(weights, value).transpose(1, 2).contiguous();  // (B, T, Hl, D)
+  torch::Tensor heads_context;  // (B, Hl, T, D)
+  if (kernel == AttentionKernel::kSdpa) {
+    const double p = is_training() ? dropout_rate : 0.0;
+    std::optional<TensorParallelStreamAsDefault> tp_stream;
+    if (p > 0.0) tp_stream.emplace(*rng);
+    heads_context = at::scaled_dot_product_attention(query, key, value, bias, p, /*is_causal=*/false, /*scale=*/1.0);
+  } else {
+    const torch::Tensor scores = torch::matmul(query, key.transpose(3, 2)) + bias;  // (B, Hl, T, S)
+    torch::Tensor weights = torch::softmax(scores.to(torch::kFloat32), -1).to(scores.scalar_type());
+    weights = dropout_with(weights, dropout_rate, is_training(), rng->tensor_parallel());
+    heads_context = torch::matmul(weights, value);
+  }
+  const torch::Tensor context = heads_context.transpose(1, 2).contiguous();  // (B, T, Hl, D)
   return o(context.view({context.size(0), context.size(1), heads_per_rank * d_kv}));
 }
 
-torch::Tensor T5AttentionImpl::forward(const torch::Tensor& hidden, const torch::Tensor& key_value_input,
-                                       const torch::Tensor& bias) {
-  auto [key, value] = project_key_value(key_value_input);
-  return attend(project_query(hidden), key, value, bias);
+torch::Tensor T5AttentionImpl::forward(const torch::Tensor& hidden, const torch::Tensor& bias) {
+  const torch::Tensor region_hidden = copy_to_tensor_parallel_region(hidden, *tp);
+  auto [key, value] = project_key_value(region_hidden);
+  return attend(project_query(region_hidden), key, value, bias);
+}
+
+torch::Tensor T5AttentionImpl::forward_cross(const torch::Tensor& hidden, const torch::Tensor& encoder_output,
+                                             const torch::Tensor& bias) {
+  auto [key, value] = project_key_value(encoder_output);
+  return attend(project_query(copy_to_tensor_parallel_region(hidden, *tp)), key, value, bias);
 }
 
 // ---- feed-forward ----
 
-T5FeedForwardImpl::T5FeedForwardImpl(const ModelConfig& config, CommunicatorPtr tp, std::shared_ptr<ParallelRng> rng_,
+T5FeedForwardImpl::T5FeedForwardImpl(const ModelConfig& config, CommunicatorPtr tp_, std::shared_ptr<ParallelRng> rng_,
                                      torch::TensorOptions param_options)
-    : kind(config.feed_forward), dropout_rate(config.dropout_rate), rng(std::move(rng_)) {
+    : kind(config.feed_forward), dropout_rate(config.dropout_rate), tp(tp_), rng(std::move(rng_)) {
   auto column = [&](const char* name) {
-    return register_module(
-        name,
-        ColumnParallelLinear(ColumnParallelLinearOptions(config.d_model, config.d_ff).param_options(param_options), tp));
+    return register_module(name, ColumnParallelLinear(ColumnParallelLinearOptions(config.d_model, config.d_ff)
+                                                          .copy_input(false)
+                                                          .param_options(param_options),
+                                                      tp));
   };
   if (kind == FeedForwardKind::kRelu) {
     wi = column("wi");
@@ -153,11 +181,12 @@ T5FeedForwardImpl::T5FeedForwardImpl(const ModelConfig& config, CommunicatorPtr 
 }
 
 torch::Tensor T5FeedForwardImpl::forward(const torch::Tensor& hidden) {
+  const torch::Tensor region_hidden = copy_to_tensor_parallel_region(hidden, *tp);
   torch::Tensor inner;  // (B, T, d_ff / tp)
   if (kind == FeedForwardKind::kRelu) {
-    inner = torch::relu(wi(hidden));
+    inner = torch::relu(wi(region_hidden));
   } else {
-    inner = torch::gelu(wi_0(hidden), "tanh") * wi_1(hidden);
+    inner = torch::gelu(wi_0(region_hidden), "tanh") * wi_1(region_hidden);
   }
   return wo(dropout_with(inner, dropout_rate, is_training(), rng->tensor_parallel()));
 }
@@ -184,10 +213,10 @@ torch::Tensor T5BlockImpl::forward(const torch::Tensor& hidden, const torch::Ten
                                    const torch::Tensor& encoder_output, const torch::Tensor& cross_bias) {
   const bool training = is_training();
   torch::Tensor normed = self_attn_norm(hidden);
-  torch::Tensor h = clamp_fp16(hidden + torch::dropout(self_attn(normed, normed, self_bias), dropout_rate, training));
+  torch::Tensor h = clamp_fp16(hidden + torch::dropout(self_attn(normed, self_bias), dropout_rate, training));
   if (is_decoder) {
-    h = clamp_fp16(
-        h + torch::dropout(cross_attn(cross_attn_norm(h), encoder_output, cross_bias), dropout_rate, training));
+    h = clamp_fp16(h + torch::dropout(cross_attn->forward_cross(cross_attn_norm(h), encoder_output, cross_bias),
+                                      dropout_rate, training));
   }
   return clamp_fp16(h + torch::dropout(ff(ff_norm(h)), dropout_rate, training));
 }

@@ -104,6 +104,12 @@ void T5ModelImpl::set_activation_checkpointing(int64_t every_k_blocks) {
   decoder->checkpoint_every = every_k_blocks;
 }
 
+void T5ModelImpl::set_attention_kernel(AttentionKernel kernel) {
+  for (const auto& module : modules()) {
+    if (auto* attention = module->as<T5AttentionImpl>()) attention->kernel = kernel;
+  }
+}
+
 torch::Tensor T5ModelImpl::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
   const torch::Tensor embeddings = shared(input_ids);
   return encoder(embeddings, padding_additive_mask(attention_mask, embeddings.scalar_type()));
@@ -120,9 +126,11 @@ torch::Tensor T5ModelImpl::decode(const torch::Tensor& decoder_input_ids, const 
                                   const torch::Tensor& attention_mask) {
   const torch::Tensor embeddings = shared(decoder_input_ids);
   const auto dtype = embeddings.scalar_type();
+  // The encoder output enters the TP region once for all decoder blocks' keys and values: one backward
+  // all-reduce, not one per block.
   const torch::Tensor hidden =
-      decoder(embeddings, causal_additive_mask(decoder_input_ids.size(1), dtype, embeddings.device()), encoder_output,
-              padding_additive_mask(attention_mask, dtype));
+      decoder(embeddings, causal_additive_mask(decoder_input_ids.size(1), dtype, embeddings.device()),
+              copy_to_tensor_parallel_region(encoder_output, *tp_), padding_additive_mask(attention_mask, dtype));
   return lm_logits(hidden);
 }
 

@@ -26,7 +26,8 @@ class T5StackImpl : public torch::nn::Module {
   T5StackImpl(const ModelConfig& config, bool is_decoder, CommunicatorPtr tp, std::shared_ptr<ParallelRng> rng,
               torch::TensorOptions param_options);
   // embeddings (B, T, C); self_mask additive, broadcastable to (B, 1, T, T); for the decoder also the encoder
-  // output (B, S, C) and its additive mask (B, 1, 1, S). Returns the final-normed hidden states (B, T, C).
+  // output (B, S, C), already in the TP region (copy_to_tensor_parallel_region), and its additive mask
+  // (B, 1, 1, S). Returns the final-normed hidden states (B, T, C).
   torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& self_mask,
                         const torch::Tensor& encoder_output = {}, const torch::Tensor& cross_mask = {});
 
@@ -49,6 +50,8 @@ class T5ModelImpl : public torch::nn::Module {
 
   // Activation checkpointing in both stacks: 0 none, 1 every block, k every k-th block.
   void set_activation_checkpointing(int64_t every_k_blocks);
+  // The attention kernel of every attention layer (default: default_attention_kernel of the parameters' device).
+  void set_attention_kernel(AttentionKernel kernel);
 
   torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);  // (B, S, C)
   // This rank's slice of the logits, (B, T, V / tp), for vocabulary ids [vocab_start(), vocab_start() + V / tp).

@@ -13,10 +13,13 @@ namespace {
 void save_group(AutogradContext* ctx, Communicator& tp) { save_object(ctx, "tp", &tp); }
 Communicator& saved_group(AutogradContext* ctx) { return *saved_object<Communicator>(ctx, "tp"); }
 
-torch::Tensor all_reduce_copy(const torch::Tensor& input, Communicator& tp) {
-  torch::Tensor out = input.contiguous().clone();
-  tp.all_reduce_sum(out);
-  return out;
+// Sums over the group in place, as Megatron does: the tensors reduced here (the gradient arriving at the entry of a
+// column-parallel region, the fresh output of a row-parallel product) are read by no one else, so a copy would
+// only cost memory traffic.
+torch::Tensor all_reduce_in_place(torch::Tensor tensor, Communicator& tp) {
+  if (!tensor.is_contiguous()) tensor = tensor.contiguous();
+  tp.all_reduce_sum(tensor);
+  return tensor;
 }
 
 struct CopyToRegion : torch::autograd::Function<CopyToRegion> {
@@ -25,13 +28,15 @@ struct CopyToRegion : torch::autograd::Function<CopyToRegion> {
     return input.view_as(input);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {all_reduce_copy(grads[0], saved_group(ctx)), torch::Tensor()};
+    return {all_reduce_in_place(grads[0], saved_group(ctx)), torch::Tensor()};
   }
 };
 
 struct ReduceFromRegion : torch::autograd::Function<ReduceFromRegion> {
-  static torch::Tensor forward(AutogradContext*, const torch::Tensor& input, Communicator* tp) {
-    return all_reduce_copy(input, *tp);
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input, Communicator* tp) {
+    if (!input.is_contiguous()) return all_reduce_in_place(input.contiguous(), *tp);
+    ctx->mark_dirty({input});
+    return all_reduce_in_place(input, *tp);
   }
   static variable_list backward(AutogradContext*, variable_list grads) { return {grads[0], torch::Tensor()}; }
 };

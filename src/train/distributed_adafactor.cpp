@@ -81,7 +81,7 @@ double DistributedAdafactor::relative_step_size(int64_t step, double learning_ra
   return std::min(min_step, 1.0 / std::sqrt(static_cast<double>(step)));
 }
 
-double DistributedAdafactor::update(double learning_rate, double grad_scale) {
+double DistributedAdafactor::update(double learning_rate) {
   const auto& slots = gradients_.slots();
   const double step_size = relative_step_size(step_count_, learning_rate);
   const double beta2t = 1.0 - std::pow(static_cast<double>(step_count_), options_.decay_rate);
@@ -93,8 +93,7 @@ double DistributedAdafactor::update(double learning_rate, double grad_scale) {
   for (size_t i = 0; i < n; ++i) {
     SlotState& s = slots_[i];
     const ParameterSlot& slot = slots[s.slot];
-    torch::Tensor grad = gradients_.owned_grad(slot.bucket).narrow(0, slot.offset, slot.numel).view(s.master.sizes());
-    grads[i] = grad_scale != 1.0 ? grad * grad_scale : grad;
+    grads[i] = gradients_.owned_grad(slot.bucket).narrow(0, slot.offset, slot.numel).view(s.master.sizes());
     if (options_.scale_parameter) {
       param_sq[i] = s.master.square().sum();
       if (s.split) first_reduction.push_back(&param_sq[i]);

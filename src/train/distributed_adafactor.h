@@ -44,7 +44,7 @@ class DistributedAdafactor final : public DistributedOptimizer {
   double relative_step_size(int64_t step, double learning_rate) const;
 
  protected:
-  double update(double learning_rate, double grad_scale) override;
+  double update(double learning_rate) override;
   OptimizerState own_state() override;
 
  private:

@@ -58,31 +58,24 @@ DistributedAdamW::DistributedAdamW(GradientBuckets& gradients, const ProcessGrid
   }
 }
 
-double DistributedAdamW::update(double learning_rate, double grad_scale) {
+double DistributedAdamW::update(double learning_rate) {
   if (fused_) {
-    update_fused(learning_rate, grad_scale);
+    update_fused(learning_rate);
   } else {
-    update_whole_buckets(learning_rate, grad_scale);
+    update_whole_buckets(learning_rate);
   }
   for (size_t b = 0; b < master_.size(); ++b) write_back(b);
   return learning_rate;
 }
 
-void DistributedAdamW::update_fused(double learning_rate, double grad_scale) {
-  // The kernel could unscale the gradients itself (its grad_scale argument), but it writes the unscaled values
-  // back into them; the main gradients stay as they were reduced, so a scaled copy is passed instead.
-  std::vector<torch::Tensor> grads;
-  for (size_t b = 0; b < master_.size(); ++b) {
-    torch::Tensor grad = gradients_.owned_grad(b);
-    grads.push_back(grad_scale != 1.0 ? grad * grad_scale : grad);
-  }
+void DistributedAdamW::update_fused(double learning_rate) {
   fused_steps_.fill_(static_cast<double>(step_count_));
   std::vector<torch::Tensor> params[2], grad_views[2], exp_avgs[2], exp_avg_sqs[2], steps[2];
   for (size_t i = 0; i < segments_.size(); ++i) {
     const Segment& s = segments_[i];
     const int group = s.decays ? 0 : 1;
     params[group].push_back(master_[s.bucket].narrow(0, s.begin, s.length));
-    grad_views[group].push_back(grads[s.bucket].narrow(0, s.begin, s.length));
+    grad_views[group].push_back(gradients_.owned_grad(s.bucket).narrow(0, s.begin, s.length));
     exp_avgs[group].push_back(exp_avg_[s.bucket].narrow(0, s.begin, s.length));
     exp_avg_sqs[group].push_back(exp_avg_sq_[s.bucket].narrow(0, s.begin, s.length));
     steps[group].push_back(fused_steps_[static_cast<int64_t>(i)]);
@@ -95,13 +88,12 @@ void DistributedAdamW::update_fused(double learning_rate, double grad_scale) {
   }
 }
 
-void DistributedAdamW::update_whole_buckets(double learning_rate, double grad_scale) {
+void DistributedAdamW::update_whole_buckets(double learning_rate) {
   const double bias_correction1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_count_));
   const double bias_correction2 = 1.0 - std::pow(options_.beta2, static_cast<double>(step_count_));
   for (size_t b = 0; b < master_.size(); ++b) {
     torch::Tensor& master = master_[b];
-    torch::Tensor grad = gradients_.owned_grad(b);
-    if (grad_scale != 1.0) grad = grad * grad_scale;
+    const torch::Tensor grad = gradients_.owned_grad(b);
     if (options_.weight_decay != 0.0) {
       // The factor in the master weights' dtype (a where() of two plain numbers would round it to fp32).
       const auto options = master.options();

@@ -34,7 +34,7 @@ class DistributedAdamW final : public DistributedOptimizer {
   bool fused() const { return fused_; }
 
  protected:
-  double update(double learning_rate, double grad_scale) override;
+  double update(double learning_rate) override;
   OptimizerState own_state() override;
 
  private:
@@ -45,8 +45,8 @@ class DistributedAdamW final : public DistributedOptimizer {
     int64_t begin, length;  // within the owned range
     bool decays;
   };
-  void update_fused(double learning_rate, double grad_scale);
-  void update_whole_buckets(double learning_rate, double grad_scale);
+  void update_fused(double learning_rate);
+  void update_whole_buckets(double learning_rate);
 
   AdamWOptions options_;
   bool fused_ = false;

@@ -20,15 +20,25 @@ DistributedOptimizer::DistributedOptimizer(GradientBuckets& gradients, const Pro
     const GradientBucket& bucket = gradients_.buckets()[b];
     // Master weights in the main gradients' dtype: fp32, or fp64 for fp64 models. Padding stays zero.
     torch::Tensor full = torch::zeros_like(bucket.main_grad);
-    torch::Tensor is_split = torch::zeros(full.sizes(), full.options().dtype(torch::kBool));
     for (size_t k : bucket.slots) {
       const ParameterSlot& slot = slots[k];
       full.narrow(0, slot.offset, slot.numel).copy_(slot.param.detach().reshape({-1}));
-      is_split.narrow(0, slot.offset, slot.numel).fill_(slot.layout.is_split());
     }
     const auto [begin, end] = gradients_.owned_range(b);
     master_.push_back(full.narrow(0, begin, end - begin).clone());
-    is_split_.push_back(is_split.narrow(0, begin, end - begin).clone());
+    // The owned range as runs of TP-split or replicated elements (slots sit back to back; neighbours merged).
+    for (size_t k : bucket.slots) {
+      const ParameterSlot& slot = slots[k];
+      const int64_t from = std::max(slot.offset, begin), to = std::min(slot.offset + slot.numel, end);
+      if (from >= to) continue;
+      NormRun run{b, from - begin, to - from, slot.layout.is_split()};
+      if (!norm_runs_.empty() && norm_runs_.back().bucket == b && norm_runs_.back().split == run.split &&
+          norm_runs_.back().begin + norm_runs_.back().length == run.begin) {
+        norm_runs_.back().length += run.length;
+      } else {
+        norm_runs_.push_back(run);
+      }
+    }
   }
 }
 
@@ -36,36 +46,54 @@ StepOutcome DistributedOptimizer::step(double learning_rate, const GradientScali
   T5S_CHECK(scaling.loss_scale > 0.0 && std::isfinite(scaling.loss_scale), "the loss scale must be positive, got ",
             scaling.loss_scale);
   T5S_CHECK(scaling.max_grad_norm >= 0.0, "max_grad_norm must be >= 0 (0: no clipping), got ", scaling.max_grad_norm);
+  torch::NoGradGuard no_grad;
   StepOutcome outcome;
   if (scaling.skip_non_finite && found_non_finite(*world_)) {
     outcome.skipped = true;
+    outcome.grad_norm = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device()));
     return outcome;
   }
-  double grad_scale = 1.0 / scaling.loss_scale;
-  outcome.grad_norm = grad_norm(grad_scale);
+  const double unscale = 1.0 / scaling.loss_scale;
+  outcome.grad_norm = grad_norm(unscale);
+  // Unscaled and clipped in place, as clip_grad_norm_ does (no scaled copy of every gradient), by a factor that
+  // stays on the device: the norm is not read on the host here.
+  torch::Tensor grad_scale = torch::full({}, unscale, outcome.grad_norm.options());
   if (scaling.max_grad_norm > 0.0) {
-    grad_scale *= std::min(1.0, scaling.max_grad_norm / (outcome.grad_norm + 1e-6));
+    grad_scale = grad_scale * (scaling.max_grad_norm / (outcome.grad_norm + 1e-6)).clamp_max(1.0);
   }
-  torch::NoGradGuard no_grad;
+  for (size_t b = 0; b < master_.size(); ++b) {
+    torch::Tensor grad = gradients_.owned_grad(b);
+    grad.mul_(grad_scale.to(grad.scalar_type()));
+  }
   ++step_count_;
-  outcome.learning_rate = update(learning_rate, grad_scale);
+  outcome.learning_rate = update(learning_rate);
   return outcome;
 }
 
-double DistributedOptimizer::grad_norm(double grad_scale) {
+torch::Device DistributedOptimizer::device() const {
+  return master_.empty() ? torch::Device(torch::kCPU) : master_[0].device();
+}
+
+torch::Tensor DistributedOptimizer::grad_norm(double grad_scale) {
   torch::NoGradGuard no_grad;
-  const auto device = master_.empty() ? torch::Device(torch::kCPU) : master_[0].device();
-  torch::Tensor split_sq = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
-  torch::Tensor replicated_sq = torch::zeros_like(split_sq);
-  for (size_t b = 0; b < master_.size(); ++b) {
-    const torch::Tensor squares = gradients_.owned_grad(b).to(torch::kFloat64).square();
-    split_sq += squares.masked_select(is_split_[b]).sum();
-    replicated_sq += squares.masked_select(~is_split_[b]).sum();
+  const auto fp64 = torch::TensorOptions().dtype(torch::kFloat64).device(device());
+  // One norm per run of the owned gradients, read in place (views, no copies): a single multi-tensor kernel on
+  // a GPU. Each run's norm comes in the gradients' dtype (fp32 accumulation is accurate over one run); the
+  // squares are summed in fp64.
+  std::vector<torch::Tensor> runs[2];  // [0] replicated, [1] TP-split
+  for (const NormRun& run : norm_runs_) {
+    runs[run.split].push_back(gradients_.owned_grad(run.bucket).narrow(0, run.begin, run.length));
   }
+  auto sum_of_squares = [&](const std::vector<torch::Tensor>& views) {
+    if (views.empty()) return torch::zeros({1}, fp64);
+    return torch::stack(at::_foreach_norm(views, 2)).to(torch::kFloat64).square().sum().reshape({1});
+  };
+  torch::Tensor split_sq = sum_of_squares(runs[1]);
+  const torch::Tensor replicated_sq = sum_of_squares(runs[0]);
   tp_->all_reduce_sum(split_sq);  // each TP rank holds a different shard of the split parameters
   torch::Tensor total = split_sq + replicated_sq;
   if (gradients_.zero1()) gradients_.dp().all_reduce_sum(total);  // each DP rank holds a different chunk
-  return std::sqrt(total.item<double>()) * std::abs(grad_scale);
+  return total.sqrt().reshape({}) * std::abs(grad_scale);
 }
 
 bool DistributedOptimizer::found_non_finite(Communicator& world) {
@@ -81,7 +109,12 @@ bool DistributedOptimizer::found_non_finite(Communicator& world) {
 
 void DistributedOptimizer::write_back(size_t b) {
   torch::Tensor full = master_[b];
-  if (gradients_.zero1()) full = gradients_.dp().all_gather(master_[b]).reshape({-1});
+  if (gradients_.zero1()) {
+    // Gathered in the parameters' dtype (rounding is per element, so rounding before the gather gives the same
+    // parameters): half the traffic of fp32 masters for bf16 and fp16 models.
+    const auto param_dtype = gradients_.slots()[gradients_.buckets()[b].slots.front()].param.scalar_type();
+    full = gradients_.dp().all_gather(master_[b].to(param_dtype)).reshape({-1});
+  }
   for (size_t k : gradients_.buckets()[b].slots) {
     const ParameterSlot& slot = gradients_.slots()[k];
     slot.param.detach().copy_(full.narrow(0, slot.offset, slot.numel).view(slot.param.sizes()));

@@ -8,7 +8,8 @@
 //      parameters counted once, ZeRO-1 chunks summed over DP;
 //   3. clipping as torch::nn::utils::clip_grad_norm_: the gradient is scaled by max_norm / (norm + 1e-6) where that
 //      is below 1 (folded, with 1 / loss scale, into one gradient scale);
-//   4. the optimizer's update of the master weights with gradient g * scale, then write-back to the parameters.
+//   4. the reduced gradients multiplied by that scale in place (after step() they hold the unscaled, clipped
+//      gradient the update used), the optimizer's update of the master weights, write-back to the parameters.
 #pragma once
 
 #include <torch/torch.h>
@@ -34,7 +35,9 @@ struct GradientScaling {
 
 struct StepOutcome {
   bool skipped = false;        // a non-finite gradient on some rank: nothing was updated
-  double grad_norm = 0.0;      // global norm of the gradient before clipping (0 when skipped)
+  // Global norm of the gradient before clipping (0 when skipped): a 0-d fp64 tensor on the gradients' device,
+  // so that the step needs no host synchronisation for it; read it with the step's other figures.
+  torch::Tensor grad_norm;
   double learning_rate = 0.0;  // the step size used: the given rate, or Adafactor's relative step (before its
                                // per-parameter RMS scale)
 };
@@ -53,12 +56,14 @@ class DistributedOptimizer {
   // One whole step (see the top of the file). The gradients must be reduced (GradientBuckets::finish()).
   StepOutcome step(double learning_rate, const GradientScaling& scaling = {});
 
-  // Global L2 norm of the reduced gradients times grad_scale. The same on every rank.
-  double grad_norm(double grad_scale);
+  // Global L2 norm of the reduced gradients times grad_scale, a 0-d fp64 tensor on their device. The same on
+  // every rank.
+  torch::Tensor grad_norm(double grad_scale);
   // True on every rank when any rank's reduced gradients hold an inf or NaN (fp16 overflow).
   bool found_non_finite(Communicator& world);
 
   int64_t step_count() const { return step_count_; }
+  torch::Device device() const;  // where the master weights and gradients live
   // The fp32 (fp64 for fp64 models) master weights of the range of `bucket` this rank owns.
   torch::Tensor master_weights(size_t bucket) const { return master_[bucket]; }
 
@@ -71,9 +76,9 @@ class DistributedOptimizer {
  protected:
   DistributedOptimizer(GradientBuckets& gradients, const ProcessGrid& grid);
 
-  // The update with gradient g * grad_scale, for step number step_count() (already incremented). Returns the
-  // step size for StepOutcome::learning_rate.
-  virtual double update(double learning_rate, double grad_scale) = 0;
+  // The update with the (unscaled, clipped) owned gradients, for step number step_count() (already incremented).
+  // Returns the step size for StepOutcome::learning_rate.
+  virtual double update(double learning_rate) = 0;
   // The optimizer's own state tensors (without master weights and step), named.
   virtual OptimizerState own_state() = 0;
 
@@ -84,7 +89,14 @@ class DistributedOptimizer {
   CommunicatorPtr tp_;
   CommunicatorPtr world_;
   std::vector<torch::Tensor> master_;    // per bucket, the owned range: (owned elements,), fp32 or fp64
-  std::vector<torch::Tensor> is_split_;  // per bucket, bool, owned range: element of a TP-split parameter
+  // The owned range of each bucket as maximal runs of elements alike in being TP-split or replicated: what the
+  // gradient norm reads.
+  struct NormRun {
+    size_t bucket;
+    int64_t begin, length;  // in the owned range
+    bool split;
+  };
+  std::vector<NormRun> norm_runs_;
   int64_t step_count_ = 0;
 };
 

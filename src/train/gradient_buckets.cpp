@@ -82,7 +82,9 @@ void GradientBuckets::on_gradient(size_t k) {
             "several checkpointed regions cannot be reduced per bucket");
   arrived_[k] = true;
   GradientBucket& bucket = buckets_[slot.bucket];
-  bucket.main_grad.narrow(0, slot.offset, slot.numel).add_(grad.detach().reshape({-1}).to(bucket.main_grad.scalar_type()));
+  // Added in the main gradient's dtype straight from the compute dtype (on a GPU the cast happens inside the add
+  // kernel: no fp32 temporary per gradient).
+  bucket.main_grad.narrow(0, slot.offset, slot.numel).add_(grad.detach().reshape({-1}));
   grad = torch::Tensor();  // released: the fp32 main gradient holds it now
   if (last_micro_batch_ && --bucket.pending == 0) launch(slot.bucket);
 }

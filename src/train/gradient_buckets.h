@@ -47,7 +47,7 @@ class GradientBuckets {
   void finish();                                // launch what is left, wait for every reduction
 
   // The reduced gradient this rank holds for each element it owns: main_grad (all-reduced) without ZeRO,
-  // shard_grad with it.
+  // shard_grad with it. The optimizer's step unscales and clips it in place.
   torch::Tensor owned_grad(size_t bucket) const { return zero1_ ? buckets_[bucket].shard_grad : buckets_[bucket].main_grad; }
   // [begin, end) of the bucket's elements this DP rank owns.
   std::pair<int64_t, int64_t> owned_range(size_t bucket) const;

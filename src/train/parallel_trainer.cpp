@@ -1,12 +1,14 @@
 #include "train/parallel_trainer.h"
 
 #ifdef T5SCALE_WITH_NCCL
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <array>
 #include <chrono>
-
 #include <cmath>
+#include <memory>
 #include <regex>
 
 #include "core/check.h"
@@ -107,24 +109,53 @@ void ParallelTrainer::set_loss_scale_state(double loss_scale, int64_t steps_sinc
 
 namespace {
 
-// Seconds between successive calls; on a GPU it first waits for the compute stream (not the communication
-// stream, whose reductions overlap backward), so that a phase is charged with its own kernels.
+enum Phase { kForward, kBackward, kCommExposed, kOptimizer, kPhaseCount };
+
+// Charges the time since the previous boundary to a phase. On a GPU the boundaries are CUDA events on the compute
+// stream (not the communication stream, whose reductions overlap backward), read after the step's one host
+// synchronisation, so timing adds no synchronisation of its own; elsewhere they are host clock readings.
 class PhaseClock {
  public:
-  explicit PhaseClock(torch::Device device) : device_(device) {}
-  double lap_s() {
+  explicit PhaseClock(torch::Device device) : device_(device) { mark(); }
+
+  void end(Phase phase) {
+    mark();
+    phases_.push_back(phase);
+  }
+
+  // Seconds per phase, summed over micro-batches. On a GPU: after the work up to the last end() has finished.
+  std::array<double, kPhaseCount> seconds() const {
+    std::array<double, kPhaseCount> out{};
+    for (size_t i = 0; i < phases_.size(); ++i) {
 #ifdef T5SCALE_WITH_NCCL
-    if (device_.is_cuda()) c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
+      if (device_.is_cuda()) {
+        out[phases_[i]] += events_[i]->elapsed_time(*events_[i + 1]) / 1000.0;  // ms
+        continue;
+      }
 #endif
-    const auto now = std::chrono::steady_clock::now();
-    const double seconds = std::chrono::duration<double>(now - last_).count();
-    last_ = now;
-    return seconds;
+      out[phases_[i]] += std::chrono::duration<double>(times_[i + 1] - times_[i]).count();
+    }
+    return out;
   }
 
  private:
+  void mark() {
+#ifdef T5SCALE_WITH_NCCL
+    if (device_.is_cuda()) {
+      events_.push_back(std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault));  // with timing
+      events_.back()->record(c10::cuda::getCurrentCUDAStream(device_.index()));
+      return;
+    }
+#endif
+    times_.push_back(std::chrono::steady_clock::now());
+  }
+
   torch::Device device_;
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::vector<Phase> phases_;
+  std::vector<std::chrono::steady_clock::time_point> times_;
+#ifdef T5SCALE_WITH_NCCL
+  std::vector<std::unique_ptr<at::cuda::CUDAEvent>> events_;
+#endif
 };
 
 }  // namespace
@@ -135,11 +166,14 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
   const torch::Device device = model_->shared->weight.device();
   const auto count_options = torch::TensorOptions().dtype(torch::kFloat64).device(device);
 
-  // 1. The global number of target tokens: the denominator of the mean loss on every rank.
+  // 1. The global number of target tokens: the denominator of the mean loss on every rank. It stays on the
+  //    device; the step reads its figures back to the host once, at the end.
   torch::Tensor global_tokens = torch::zeros({1}, count_options);
-  for (const auto& batch : micro_batches) global_tokens += (batch.labels != kIgnoreIndex).sum().to(torch::kFloat64);
+  for (const auto& batch : micro_batches) {
+    global_tokens += (batch.labels != kIgnoreIndex).sum().to(count_options);
+  }
   grid_.dp->all_reduce_sum(global_tokens);
-  const double token_count = std::max(global_tokens.item<double>(), 1.0);
+  const torch::Tensor loss_factor = loss_scale_ / global_tokens.clamp_min(1.0);
 
   StepResult result;
   PhaseClock clock(device);
@@ -153,28 +187,38 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
         model_->forward(batch.input_ids.to(device), batch.attention_mask.to(device),
                         model_->shift_right(batch.labels).to(device));
     const torch::Tensor summed = model_->token_losses(logits, batch.labels.to(device)).sum();
-    result.forward_time_s += clock.lap_s();
-    (summed * (loss_scale_ / token_count)).backward();
+    clock.end(kForward);
+    (summed * loss_factor.to(summed.scalar_type())).backward();
     loss_sum += summed.detach().to(torch::kFloat64);
-    result.backward_time_s += clock.lap_s();
+    clock.end(kBackward);
   }
   // 3. Gradients reduced over DP.
   gradients_->finish();
   grid_.dp->all_reduce_sum(loss_sum);
-  result.comm_exposed_time_s = clock.lap_s();
+  clock.end(kCommExposed);
 
-  result.loss = loss_sum.item<double>() / token_count;
-  result.target_tokens = static_cast<int64_t>(token_count);
-  result.loss_scale = loss_scale_;
   // 4-5. Overflow check (fp16), norm, clipping and the update.
   GradientScaling scaling;
   scaling.loss_scale = loss_scale_;
   scaling.max_grad_norm = options_.max_grad_norm;
   scaling.skip_non_finite = options_.precision == Precision::kFp16;
   const StepOutcome outcome = optimizer_->step(learning_rate, scaling);
-  result.optimizer_time_s = clock.lap_s();
-  result.grad_norm = outcome.grad_norm;
+  clock.end(kOptimizer);
+
+  // The step's one read-back: loss, token count and gradient norm together.
+  const torch::Tensor figures =
+      torch::cat({loss_sum, global_tokens, outcome.grad_norm.reshape({1})}).to(torch::kCPU);
+  const double token_count = std::max(figures[1].item<double>(), 1.0);
+  result.loss = figures[0].item<double>() / token_count;
+  result.target_tokens = static_cast<int64_t>(token_count);
+  result.grad_norm = figures[2].item<double>();
+  result.loss_scale = loss_scale_;
   result.learning_rate = outcome.learning_rate;
+  const auto phase_s = clock.seconds();
+  result.forward_time_s = phase_s[kForward];
+  result.backward_time_s = phase_s[kBackward];
+  result.comm_exposed_time_s = phase_s[kCommExposed];
+  result.optimizer_time_s = phase_s[kOptimizer];
   if (outcome.skipped) {
     loss_scale_ *= 0.5;
     steps_since_overflow_ = 0;

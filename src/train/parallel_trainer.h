@@ -3,11 +3,12 @@
 //   2. for each micro-batch: forward, summed token cross-entropy / global token count (x loss scale in fp16),
 //      backward; gradients gather in fp32 buckets, reduced over DP during the last micro-batch's backward;
 //   3. wait for the reductions; fp16: skip the step everywhere if any rank overflowed, and lower the scale;
-//   4. global gradient norm, clipping folded into the gradient scale;
+//   4. global gradient norm, clipping folded into the gradient scale (on the device);
 //   5. AdamW (ZeRO-1: on this rank's chunk) or Adafactor on the fp32 master weights, written back to the
 //      parameters (3-5: DistributedOptimizer::step).
 // The loss is the mean over every target token of the global batch, so any grid, and any split into
-// micro-batches, computes what one rank computes on the whole batch.
+// micro-batches, computes what one rank computes on the whole batch. The step reads back to the host once, at its
+// end (loss, token count, gradient norm together); fp16 adds the overflow check's read-back.
 #pragma once
 
 #include <memory>
@@ -65,9 +66,10 @@ struct StepResult {
   bool skipped = false;    // fp16 overflow: no update was made
   double loss_scale = 1.0;
   int64_t target_tokens = 0;  // over the global batch
-  // Where the step's time went on this rank. On a GPU the device is synchronised at each boundary, so each
-  // phase holds its own kernels. comm_exposed: waiting for the DP reductions after the last backward, the part
-  // of the communication that backward did not hide.
+  // Where the step's time went on this rank. On a GPU: CUDA events on the compute stream at each boundary, read
+  // after the step's one host synchronisation, so each phase holds the time of its own kernels on the stream.
+  // comm_exposed: waiting for the DP reductions after the last backward, the part of the communication that
+  // backward did not hide.
   double forward_time_s = 0.0, backward_time_s = 0.0, comm_exposed_time_s = 0.0, optimizer_time_s = 0.0;
 };
 

@@ -1,4 +1,7 @@
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "model/t5_layers.h"
 #include "model/t5_model.h"
@@ -147,6 +150,102 @@ TEST(T5Model, SplitsThatDoNotDivideAreRefusedWithBothNumbers) {
   const std::string d_ff_message = testing::error_of(
       [&] { T5Model(config, std::make_shared<ThreeRankGroup>(), torch::TensorOptions().device(torch::kMeta)); });
   EXPECT_NE(d_ff_message.find("d_ff 10240 is not divisible by tp 3"), std::string::npos) << d_ff_message;
+}
+
+
+// The same function through both attention kernels: logits and every parameter's gradient (the relative-position
+// bias reaches its table only through the mask's gradient). fp64 shows the kernels compute the same thing; fp32
+// allows for a different summation order inside the softmax and products (a few ulps over d_kv = 8 and 7 keys).
+TEST(T5Model, AttentionKernelsAgreeOnLogitsAndGradients) {
+  for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    ModelConfig config = small_config(FeedForwardKind::kGatedGelu, false);
+    config.dropout_rate = 0.0;
+    std::map<std::string, torch::Tensor> results[2];
+    const torch::Tensor ids = torch::randint(3, 50, {2, 7});
+    torch::Tensor mask = torch::ones({2, 7}, torch::kLong);
+    mask.index_put_({1, torch::indexing::Slice(5, torch::indexing::None)}, 0);
+    const torch::Tensor labels = torch::randint(3, 50, {2, 5});
+    for (int which = 0; which < 2; ++which) {
+      T5Model model(config, solo(), dtype);
+      model->initialize_weights(4);
+      model->set_attention_kernel(which == 0 ? AttentionKernel::kExplicit : AttentionKernel::kSdpa);
+      model->train();
+      const torch::Tensor logits = model->forward(ids, mask, model->shift_right(labels));
+      model->token_losses(logits, labels).sum().backward();
+      results[which]["logits"] = logits.detach();
+      for (const auto& item : model->named_parameters()) results[which][item.key() + ".grad"] = item.value().grad();
+    }
+    // The explicit path rounds the softmax to fp32 as transformers does (the fp64 parity tests rely on it) while
+    // SDPA keeps fp64 throughout, so in fp64 the two agree to a few fp32 ulps (1.2e-7 each), not to fp64's.
+    const double tolerance = dtype == torch::kFloat64 ? 1e-6 : 1e-5;
+    for (const auto& [name, expected] : results[0]) {
+      EXPECT_TRUE(testing::tensors_close(name, results[1].at(name), expected, tolerance)) << c10::toString(dtype);
+    }
+  }
+}
+
+// SDPA's dropout takes no generator: TensorParallelStreamAsDefault lends it the TP stream and gives the default
+// stream back untouched, so the replicated dropout stays alike on every TP rank.
+TEST(T5Model, DefaultGeneratorDrawsFromTheTensorParallelStreamInsideTheGuard) {
+  ParallelRng rng(11, /*tp_rank=*/1);
+  torch::manual_seed(5);
+  const torch::Tensor default_before = at::detail::getDefaultCPUGenerator().get_state();
+  at::Generator tp_copy = rng.tensor_parallel().clone();
+  const torch::Tensor expected = torch::rand({64}, tp_copy);
+  torch::Tensor drawn;
+  {
+    TensorParallelStreamAsDefault guard(rng);
+    drawn = torch::rand({64});
+  }
+  EXPECT_TRUE(torch::equal(drawn, expected));
+  EXPECT_TRUE(torch::equal(at::detail::getDefaultCPUGenerator().get_state(), default_before));
+  EXPECT_TRUE(torch::equal(rng.tensor_parallel().get_state(), tp_copy.get_state()));  // advanced past the draw
+}
+
+// A two-rank tensor-parallel group seen from rank 0, whose collectives leave data as it is and are counted: the
+// model then runs one rank's share with every collective it would make.
+class CountingGroup final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string name() const override { return "tp"; }
+  void all_reduce_sum(torch::Tensor&) override { ++all_reduce_sums; }
+  void all_reduce_max(torch::Tensor&) override {}
+  torch::Tensor all_gather(const torch::Tensor& t) override { return torch::stack({t, t}); }
+  void broadcast(torch::Tensor&, int) override {}
+  torch::Tensor reduce_scatter_sum(const torch::Tensor& t) override { return t.chunk(2)[0].clone(); }
+  std::unique_ptr<CollectiveWork> all_reduce_sum_async(torch::Tensor&) override {
+    ++all_reduce_sums;
+    return std::make_unique<CompletedWork>();
+  }
+  std::unique_ptr<CollectiveWork> reduce_scatter_sum_async(const torch::Tensor& flat, torch::Tensor& chunk) override {
+    chunk.copy_(flat.chunk(2)[0]);
+    return std::make_unique<CompletedWork>();
+  }
+  int all_reduce_sums = 0;
+};
+
+// Megatron's count: the backward all-reduces the gradient once where a column-parallel region begins, i.e. once per
+// sub-layer (2 per encoder block: attention, feed-forward; 3 per decoder block: self-attention, the query of
+// cross-attention, feed-forward), once for the encoder output that every cross-attention reads, and once for the
+// tied LM head's input. Not once per q, k, v, wi_0 and wi_1.
+TEST(T5Model, BackwardAllReducesOncePerTensorParallelRegion) {
+  for (const bool tied : {true, false}) {
+    ModelConfig config = small_config(tied ? FeedForwardKind::kRelu : FeedForwardKind::kGatedGelu, tied);
+    config.num_heads = 4;  // two heads per rank of the two-rank group
+    auto group = std::make_shared<CountingGroup>();
+    T5Model model(config, group);
+    model->initialize_weights(6);
+    const torch::Tensor ids = torch::randint(3, 50, {2, 6});
+    const torch::Tensor labels = torch::randint(3, 25, {2, 4});  // ids this rank's half of the vocabulary holds
+    const torch::Tensor loss =
+        model->token_losses(model->forward(ids, torch::ones({2, 6}, torch::kLong), model->shift_right(labels)), labels)
+            .sum();
+    group->all_reduce_sums = 0;
+    loss.backward();
+    const int expected = 2 * config.num_layers + 3 * config.num_decoder_layers + /*encoder output*/ 1 + /*LM head*/ 1;
+    EXPECT_EQ(group->all_reduce_sums, expected) << "tied=" << tied;
+  }
 }
 
 }  // namespace
