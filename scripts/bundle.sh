@@ -58,8 +58,9 @@ ompi_path() { "$MPI_BIN/ompi_info" --parsable --path "$1" | sed -n "s/^path:$1:/
 OMPI_PKGLIBDIR=$(ompi_path pkglibdir)
 OMPI_PKGDATADIR=$(ompi_path pkgdatadir)
 OMPI_VERSION=$("$MPI_BIN/ompi_info" --version | head -n 1)
-REVISION=$(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-git -C "$ROOT" diff --quiet HEAD 2>/dev/null || REVISION="$REVISION-dirty"
+SOURCE_DIR=$(cache_value CMAKE_HOME_DIRECTORY)  # the clone the build was made from
+REVISION=$(git -C "$SOURCE_DIR" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+git -C "$SOURCE_DIR" diff --quiet HEAD 2>/dev/null || REVISION="$REVISION-dirty"
 NAME=t5scale-bundle-$REVISION
 STAGE=$OUT_DIR/$NAME.tmp
 rm -rf "$STAGE"
@@ -171,7 +172,7 @@ if [[ -n $PMIX_LIB && -d $(dirname "$PMIX_LIB")/../share/pmix ]]; then
 fi
 cp "$TEMPLATES/openmpi-mca-params.conf" "$STAGE/etc/openmpi-mca-params.conf"
 cp "$TEMPLATES/env.sh" "$STAGE/env.sh"
-cp -r "$ROOT/jobs" "$STAGE/jobs"
+cp -r "$SOURCE_DIR/jobs" "$STAGE/jobs"
 
 if ((WITH_TESTS)); then
   mkdir -p "$STAGE/tests/bin"
@@ -179,7 +180,7 @@ if ((WITH_TESTS)); then
   cp "$TEMPLATES/run-tests.sh" "$STAGE/tests/run-tests.sh"
   (cd "$BUILD_DIR" && ctest --show-only=json-v1) >"$STAGE/tests/ctest.json"
   python3 "$TEMPLATES/test_list.py" "$STAGE/tests/ctest.json" "$STAGE/tests/bin" "$TEMPLATES/relocation-excluded-tests.txt" \
-    >"$STAGE/tests/tests.list"
+    "$STAGE/tests/references" >"$STAGE/tests/tests.list"
   rm "$STAGE/tests/ctest.json"
 fi
 

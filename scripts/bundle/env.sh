@@ -43,13 +43,17 @@ _t5scale_bundle_env() {
     local torch_dir
     torch_dir=$("$python" -c 'import importlib.util as u; s = u.find_spec("torch"); print(s.submodule_search_locations[0] if s else "")') || return 1
     if [[ -z $torch_dir ]]; then
-      echo "$error '$python' has no torch module: install torch $(_t5scale_bundle_want torch_version) for it, or name another Python" \
-           "(--python PY) or LibTorch's lib folder (--torch-lib DIR)" >&2
+      echo "$error '$python' has no torch module: install torch $(_t5scale_bundle_want torch_version) for it, or name" \
+           "another Python (--python PY) or LibTorch's lib folder (--torch-lib DIR)" >&2
       return 1
     fi
     torch_lib=$torch_dir/lib
   fi
-  torch_lib=$(cd "$torch_lib" 2>/dev/null && pwd) || { echo "$error LibTorch folder '$torch_lib' does not exist" >&2; return 1; }
+  if [[ ! -d $torch_lib ]]; then
+    echo "$error LibTorch folder '$torch_lib' does not exist" >&2
+    return 1
+  fi
+  torch_lib=$(cd "$torch_lib" && pwd)
   if [[ ! -e $torch_lib/libtorch.so ]]; then
     echo "$error '$torch_lib' holds no libtorch.so: it is not LibTorch's lib folder" >&2
     return 1
@@ -61,11 +65,14 @@ _t5scale_bundle_env() {
   elif [[ -f $torch_lib/../build-version ]]; then
     torch_version=$(<"$torch_lib/../build-version")
   fi
-  if [[ $torch_version != "$(_t5scale_bundle_want torch_version)" ]]; then
-    echo "$error the bundle was built against torch $(_t5scale_bundle_want torch_version); '$torch_lib' is torch" \
+  local wanted_version install
+  wanted_version=$(_t5scale_bundle_want torch_version)
+  if [[ $torch_version != "$wanted_version" ]]; then
+    install="pip install torch==${wanted_version%%+*}"
+    [[ $wanted_version == *+* ]] && install+=" --index-url https://download.pytorch.org/whl/${wanted_version#*+}"
+    echo "$error the bundle was built against torch $wanted_version; '$torch_lib' is torch" \
          "${torch_version:-of unknown version}. LibTorch's C++ ABI changes between versions: use torch" \
-         "$(_t5scale_bundle_want torch_version) (pip install torch==$(_t5scale_bundle_want torch_version | sed 's/+.*//') with its CUDA index)" \
-         "or make the bundle from a build against this torch" >&2
+         "$wanted_version ($install) or make the bundle from a build against this torch" >&2
     return 1
   fi
 
@@ -82,9 +89,16 @@ _t5scale_bundle_env() {
     [[ -n $found ]] && dirs+=("$found")
   fi
 
-  local path_list
-  path_list=$(IFS=:; echo "${dirs[*]}")
-  export LD_LIBRARY_PATH="$bundle/lib:$path_list${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # Every library the programs need must resolve before the shell is changed.
+  local library_path missing
+  library_path=$(IFS=:; echo "$bundle/lib:${dirs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  missing=$(LD_LIBRARY_PATH=$library_path ldd "$bundle/bin/t5scale-train" | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
+  if [[ -n $missing ]]; then
+    echo "$error t5scale-train would not find: $missing(LibTorch at $torch_lib; NCCL and $cudart are looked" \
+         "for in $site/nvidia/*/lib and \$CUDA_HOME/lib64, or on the system's library path)" >&2
+    return 1
+  fi
+  export LD_LIBRARY_PATH=$library_path
   export PATH="$bundle/bin:$PATH"
   export T5SCALE_BUNDLE=$bundle
   # Open MPI and PMIx find their plugins, help files and parameter files through these (the build's paths are
@@ -99,14 +113,6 @@ _t5scale_bundle_env() {
   # needs is built in, so its plugin folder is the bundle's, which is empty.
   export HWLOC_PLUGINS_PATH=$bundle/lib/hwloc
 
-  # Every library the programs need must now resolve.
-  local missing
-  missing=$(ldd "$bundle/bin/t5scale-train" | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
-  if [[ -n $missing ]]; then
-    echo "$error t5scale-train would not find: $missing(LibTorch at $torch_lib; NCCL and $cudart are looked" \
-         "for in $site/nvidia/*/lib and \$CUDA_HOME/lib64, or on the system's library path)" >&2
-    return 1
-  fi
   echo "[t5scale bundle $(_t5scale_bundle_want revision)] torch $torch_version at $torch_lib; libraries: ${dirs[*]:1}" >&2
 }
 if _t5scale_bundle_env "$@"; then

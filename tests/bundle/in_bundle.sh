@@ -1,15 +1,35 @@
 #!/usr/bin/env bash
 # Runs inside an unpacked bundle with a cleared environment (check_relocated_bundle.sh starts it):
 #   in_bundle.sh BUNDLE PYTHON WORK
-# 1. env.sh with PYTHON's torch; t5scale-train on the demo config, 1 rank and then 2 ranks (tp 2) under the
+# 1. env.sh refuses a Python without torch and a torch of another version; then, with PYTHON's torch, t5scale-train on the demo config, 1 rank and then 2 ranks (tp 2) under the
 #    bundle's mpirun; both run files read with h5py: completed, the grid asked for, the same final loss.
 # 2. Every object the dynamic loader mapped in those runs (LD_DEBUG=scopes, every process: mpirun, ranks, plugins)
 #    lies in the bundle, in PYTHON's site-packages (LibTorch, NCCL, the CUDA runtime) or is glibc's; the bundle's
 #    Open MPI, its plugins, PMIx, HDF5, yaml-cpp and SentencePiece and the wheel's CUDA runtime are among them.
-# 3. The bundle's unit tests (tests/run-tests.sh -L unit).
+# 3. The bundle's unit and parity tests (tests/run-tests.sh -L "unit|parity"), on the references it carries.
 set -euo pipefail
 BUNDLE=$1 PYTHON=$2 WORK=$3
 cd "$WORK"
+
+# env.sh refuses a Python without torch and a LibTorch of another version, saying why.
+refused() {  # expected-message env.sh-arguments...
+  local expected=$1
+  shift
+  # shellcheck source=/dev/null
+  if (source "$BUNDLE/env.sh" "$@") 2>"$WORK/refusal"; then
+    echo "[bundle test] env.sh $* was accepted" >&2
+    exit 1
+  fi
+  grep -qF "$expected" "$WORK/refusal" || { echo "[bundle test] env.sh $*: expected '$expected', got:" >&2; cat "$WORK/refusal" >&2; exit 1; }
+}
+printf '#!/bin/sh\nexec python3 -S "$@"\n' >"$WORK/python_without_site_packages"
+chmod +x "$WORK/python_without_site_packages"
+refused "has no torch module" --python "$WORK/python_without_site_packages"
+mkdir -p "$WORK/other_torch/torch/lib"
+touch "$WORK/other_torch/torch/lib/libtorch.so"
+echo "__version__ = '2.10.0+cu128'" >"$WORK/other_torch/torch/version.py"
+refused "is torch 2.10.0+cu128" --torch-lib "$WORK/other_torch/torch/lib"
+
 # shellcheck source=/dev/null
 source "$BUNDLE/env.sh" --python "$PYTHON"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -67,4 +87,4 @@ grep -q "^$site/nvidia/.*/libcudart\.so\.[0-9]*$" <<<"$loaded" ||
 echo "[bundle test] $(wc -l <<<"$loaded") files loaded by $(ls "$WORK/loader" | wc -l) processes, all from the" \
      "bundle, the torch wheel or glibc"
 
-"$BUNDLE/tests/run-tests.sh" --python "$PYTHON" -L unit
+"$BUNDLE/tests/run-tests.sh" --python "$PYTHON" -L "unit|parity"
