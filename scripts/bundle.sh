@@ -10,7 +10,8 @@
 #   jobs/         the run configs and study specs of the clone (jobs/demo/run.yaml)
 #   env.sh        `source env.sh [--python PY | --torch-lib DIR]`: LibTorch, NCCL and the CUDA runtime of that torch
 #   BUNDLE_INFO   revision, torch and CUDA versions, compiler, glibc needed, libraries bundled and left out
-#   tests/        with --with-tests: the gtest programs and run-tests.sh
+#   tests/        with --with-tests: the gtest programs, run-tests.sh, the list of ctest entries it runs and the
+#                 reference files the build tree's Python fixtures made (see scripts/bundle/test_list.py)
 # Binaries and libraries carry the RUNPATH $ORIGIN/../lib, so the bundle's libraries are found wherever it is
 # unpacked; LibTorch, NCCL and the CUDA runtime come from the target's torch through env.sh. Copies lose their
 # debug sections (the build's files are untouched). Fails if the tarball exceeds 60 MiB.
