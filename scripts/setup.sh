@@ -24,6 +24,7 @@ APT_PACKAGES=(
   nlohmann-json3-dev
   slurm-wlm munge          # the local one-node cluster of the slurm tests
   clang libclang-rt-14-dev # libFuzzer for scripts/fuzz.sh
+  patchelf                 # scripts/bundle.sh sets the bundle's RUNPATH
 )
 
 log() { echo "[setup] $*"; }
@@ -65,4 +66,29 @@ if [[ ! -f $extras_stamp ]]; then
 fi
 mkdir -p "$CACHE_DIR"
 echo "$VENV_DIR" > "$CACHE_DIR/venv-path"
+
+# A CUDA torch wheel's CMake package (Caffe2Config) needs the CUDA toolkit of the wheel's CUDA version at configure
+# time, although nothing of it is linked (LibTorch, NCCL and the CUDA runtime come from the wheel): without nvcc,
+# configuring stops with "uses CUDA but I cannot find the CUDA libraries". There is no CPU fallback for such a
+# wheel. The toolkit is looked for where CMake looks: $CUDA_HOME, nvcc on PATH, /usr/local/cuda.
+TORCH_CUDA=$("$VENV_DIR/bin/python" -c 'import torch; print(torch.version.cuda or "")')
+if [[ -n $TORCH_CUDA ]]; then
+  nvcc=""
+  for candidate in ${CUDA_HOME:+"$CUDA_HOME/bin/nvcc"} "$(command -v nvcc || true)" /usr/local/cuda/bin/nvcc; do
+    if [[ -n $candidate && -x $candidate ]]; then nvcc=$candidate; break; fi
+  done
+  nvcc_version=""
+  [[ -n $nvcc ]] && nvcc_version=$("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+  if [[ ${nvcc_version%%.*} != "${TORCH_CUDA%%.*}" ]]; then
+    found="no nvcc (looked in \$CUDA_HOME/bin, PATH and /usr/local/cuda/bin)"
+    [[ -n $nvcc ]] && found="nvcc ${nvcc_version:-of unknown version} at $nvcc"
+    echo "[setup] error: torch $TORCH_VERSION is built for CUDA $TORCH_CUDA, and configuring t5scale against it" \
+         "needs the CUDA $TORCH_CUDA toolkit (nvcc); found $found." >&2
+    echo "[setup] Install the CUDA $TORCH_CUDA toolkit (NVIDIA's apt repository for Debian 12, package" \
+         "cuda-toolkit-${TORCH_CUDA/./-}, or the runfile from developer.nvidia.com), then put its bin/ on PATH or" \
+         "set CUDA_HOME (for example export CUDA_HOME=/usr/local/cuda-$TORCH_CUDA)." >&2
+    exit 1
+  fi
+  log "CUDA toolkit: nvcc $nvcc_version ($nvcc) for torch's CUDA $TORCH_CUDA"
+fi
 log "ready: venv $VENV_DIR"

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs the bundle's tests without ctest and without the build tree:
+#   tests/run-tests.sh [--python PY | --torch-lib DIR] [-L LABEL_REGEX] [-R NAME_REGEX]
+# Each line of tests.list (made by scripts/bundle.sh from the build's ctest entries) runs a gtest program of
+# tests/bin with its filter and environment, under the bundle's mpirun where the entry has ranks. The torch option
+# goes to ../env.sh. -L and -R select entries by label and name as ctest does. Entries that compare with reference
+# files made by Python (transformers, rouge-score, ...) use the copies the bundle took from the build tree
+# (references/). Entries the bundle cannot run (their references were not made before bundling, or they read the
+# clone) are listed with the reason. Exits non-zero if any entry fails; an entry whose filter selects no test
+# fails, and one that exits with its SKIP_RETURN_CODE is skipped, as under ctest.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+env_args=()
+label_regex=""
+name_regex=""
+while (($#)); do
+  case $1 in
+    --python | --torch-lib) env_args+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
+    -L) label_regex=${2:?-L needs a regex}; shift 2 ;;
+    -R) name_regex=${2:?-R needs a regex}; shift 2 ;;
+    *) echo "run-tests.sh: unknown argument '$1'" >&2; sed -n '3p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+  esac
+done
+# shellcheck source=/dev/null
+source "$HERE/../env.sh" "${env_args[@]}"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+# The reference files the build machine's Python made, where the entries' environments point (@WORK@).
+[[ -d $HERE/references ]] && cp -r "$HERE/references/." "$WORK/"
+
+passed=0
+failed=()
+not_run=0
+skipped=0
+while IFS=$'\t' read -r name labels ranks skip_code program arguments environment; do
+  left_out=0
+  if [[ $name == "# "* ]]; then  # a left-out entry: name, labels, reason
+    left_out=1
+    name=${name#\# }
+  fi
+  [[ -n $label_regex && ! $labels =~ $label_regex ]] && continue
+  [[ -n $name_regex && ! $name =~ $name_regex ]] && continue
+  if ((left_out)); then
+    echo "not run: $name ($ranks)"
+    not_run=$((not_run + 1))
+    continue
+  fi
+  environment=${environment//@BUNDLE@/$T5SCALE_BUNDLE}
+  environment=${environment//@WORK@/$WORK}
+  read -ra assignments <<<"$environment"
+  read -ra args <<<"$arguments"
+  command=("$HERE/bin/$program" "${args[@]}")
+  ((ranks > 0)) && command=(mpirun -np "$ranks" "${command[@]}")
+  log=$WORK/$name.log
+  start=$(date +%s)
+  status=0
+  (cd "$WORK" && env "${assignments[@]}" timeout 600 "${command[@]}") >"$log" 2>&1 || status=$?
+  if [[ $skip_code != - && $status == "$skip_code" ]]; then
+    echo "SKIP $name: $(tail -n 1 "$log")"
+    skipped=$((skipped + 1))
+  elif ((status == 0)) && ! grep -q "0 tests from 0 test suites ran" "$log"; then
+    echo "PASS $name ($(($(date +%s) - start)) s)"
+    passed=$((passed + 1))
+  else
+    echo "FAIL $name ($(($(date +%s) - start)) s): ${command[*]}"
+    tail -n 40 "$log" | sed 's/^/    /'
+    failed+=("$name")
+  fi
+done <"$HERE/tests.list"
+
+echo "[run-tests] $passed passed, ${#failed[@]} failed, $skipped skipped, $not_run not run in the bundle"
+if ((${#failed[@]})); then
+  echo "[run-tests] failed: ${failed[*]}"
+  exit 1
+fi
+((passed > 0)) || { echo "[run-tests] no entry selected" >&2; exit 1; }

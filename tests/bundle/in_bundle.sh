@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Runs inside an unpacked bundle with a cleared environment (check_relocated_bundle.sh starts it):
+#   in_bundle.sh BUNDLE PYTHON WORK
+# 1. env.sh refuses a Python without torch and a torch of another version; then, with PYTHON's torch, t5scale-train on the demo config, 1 rank and then 2 ranks (tp 2) under the
+#    bundle's mpirun; both run files read with h5py: completed, the grid asked for, the same final loss.
+# 2. Every object the dynamic loader mapped in those runs (LD_DEBUG=scopes, every process: mpirun, ranks, plugins)
+#    lies in the bundle, in PYTHON's site-packages (LibTorch, NCCL, the CUDA runtime) or is glibc's; the bundle's
+#    Open MPI, its plugins, PMIx, HDF5, yaml-cpp and SentencePiece and the wheel's CUDA runtime are among them.
+# 3. The bundle's unit and parity tests (tests/run-tests.sh -L "unit|parity"), on the references it carries.
+set -euo pipefail
+BUNDLE=$1 PYTHON=$2 WORK=$3
+cd "$WORK"
+
+# env.sh refuses a Python without torch and a LibTorch of another version, saying why.
+refused() {  # expected-message env.sh-arguments...
+  local expected=$1
+  shift
+  # shellcheck source=/dev/null
+  if (source "$BUNDLE/env.sh" "$@") 2>"$WORK/refusal"; then
+    echo "[bundle test] env.sh $* was accepted" >&2
+    exit 1
+  fi
+  grep -qF "$expected" "$WORK/refusal" || { echo "[bundle test] env.sh $*: expected '$expected', got:" >&2; cat "$WORK/refusal" >&2; exit 1; }
+}
+printf '#!/bin/sh\nexec python3 -S "$@"\n' >"$WORK/python_without_site_packages"
+chmod +x "$WORK/python_without_site_packages"
+refused "has no torch module" --python "$WORK/python_without_site_packages"
+mkdir -p "$WORK/other_torch/torch/lib"
+touch "$WORK/other_torch/torch/lib/libtorch.so"
+echo "__version__ = '2.10.0+cu128'" >"$WORK/other_torch/torch/version.py"
+refused "is torch 2.10.0+cu128" --torch-lib "$WORK/other_torch/torch/lib"
+
+# shellcheck source=/dev/null
+source "$BUNDLE/env.sh" --python "$PYTHON"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
+
+short=(--config "$BUNDLE/jobs/demo/run.yaml" --set train.max_steps=20 --set train.log_every=10
+  --set eval.every_steps=20 --set eval.max_examples=16 --set checkpoint.every_steps=0
+  --set run.output_dir="$WORK/runs")
+mkdir -p "$WORK/loader"
+LD_DEBUG=scopes LD_DEBUG_OUTPUT="$WORK/loader/one" t5scale-train "${short[@]}" --set run.name=one
+LD_DEBUG=scopes LD_DEBUG_OUTPUT="$WORK/loader/two" mpirun -np 2 t5scale-train "${short[@]}" --set run.name=two \
+  --set parallel.tp=2
+
+"$PYTHON" - "$WORK/runs" <<'PY'
+import sys
+import h5py
+
+runs = sys.argv[1]
+final = {}
+for name, world, tp in (("one", 1, 1), ("two", 2, 2)):
+    with h5py.File(f"{runs}/{name}.h5", "r") as f:
+        status = f.attrs["status"].decode()
+        assert status == "completed", f"{name}.h5: status {status}"
+        assert (f.attrs["world_size"], f.attrs["tp"]) == (world, tp), \
+            f"{name}.h5: world_size {f.attrs['world_size']}, tp {f.attrs['tp']}; expected {world}, {tp}"
+        assert f["summary"].attrs["steps_completed"] == 20, f"{name}.h5: {f['summary'].attrs['steps_completed']} steps"
+        final[name] = float(f["summary"].attrs["final_loss"])
+# tp 2 computes the same function as one rank; fp32 sums in another order move the loss by ~1e-7 relative in 20
+# steps (the demo's 400-step runs agree to 1e-4).
+assert abs(final["two"] - final["one"]) <= 1e-5 * abs(final["one"]), f"final losses differ: {final}"
+print(f"[bundle test] run files completed; final loss 1 rank {final['one']:.6f}, tp 2 {final['two']:.6f}")
+PY
+
+# Each object the loader maps appears in its trace as "object=PATH [namespace]"; the programs themselves by the name
+# they were started with (found on PATH, so in the bundle's bin/).
+for program in mpirun t5scale-train; do
+  [[ $(command -v "$program") == "$BUNDLE/bin/$program" ]] || { echo "[bundle test] $program is not the bundle's" >&2; exit 1; }
+done
+site=$("$PYTHON" -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("torch").submodule_search_locations[0]))')
+glibc='^/(usr/)?lib(64|/x86_64-linux-gnu)/(ld-linux-x86-64\.so\.2|lib(c|m|mvec|dl|pthread|rt|resolv|util|anl|nss_[a-z]+)\.so\.[0-9.]+)$'
+loaded=$(cat "$WORK"/loader/* | sed -n 's/^ *[0-9]*:[[:space:]]*object=\(\/.*\) \[[0-9]*\]$/\1/p' | sort -u)
+foreign=$(grep -v -e "^$BUNDLE/" -e "^$site/" <<<"$loaded" | grep -Ev "$glibc" || true)
+if [[ -n $foreign ]]; then
+  echo "[bundle test] files loaded from outside the bundle, the torch wheel and glibc:" >&2
+  echo "$foreign" >&2
+  exit 1
+fi
+for expected in "$BUNDLE/lib/libmpi.so.40" "$BUNDLE/lib/libopen-pal.so.40" "$BUNDLE/lib/libpmix.so.2" \
+  "$BUNDLE/lib/openmpi3/mca_btl_vader.so" "$BUNDLE/lib/openmpi3/mca_pmix_ext3x.so" "$BUNDLE/lib/libhdf5_serial.so.103" \
+  "$BUNDLE/lib/libyaml-cpp.so.0.7" "$BUNDLE/lib/libsentencepiece.so.0" "$BUNDLE/lib/libstdc++.so.6"; do
+  grep -qx "$expected" <<<"$loaded" || { echo "[bundle test] $expected was not loaded" >&2; exit 1; }
+done
+grep -q "^$site/nvidia/.*/libcudart\.so\.[0-9]*$" <<<"$loaded" ||
+  { echo "[bundle test] the CUDA runtime was not loaded from the wheel under $site" >&2; exit 1; }
+echo "[bundle test] $(wc -l <<<"$loaded") files loaded by $(ls "$WORK/loader" | wc -l) processes, all from the" \
+     "bundle, the torch wheel or glibc"
+
+"$BUNDLE/tests/run-tests.sh" --python "$PYTHON" -L "unit|parity"
