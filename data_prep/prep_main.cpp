@@ -42,7 +42,7 @@ options:
   --split-seed S                   seed of the hash split (default: the recipe's split_seed)
   --on-malformed fail|skip         malformed records, missing fields, empty targets, bad UTF-8, unknown labels:
                                    stop with an error or skip and count (default: the recipe's on_malformed)
-  --threads T                      tokenizer threads (default 1); the output is the same for any T
+  --threads T                      tokenization threads (default 1); the output is the same for any T
   --log-every-s S                  a progress line every S seconds when stderr is not a terminal (default 10)
   --progress auto|bar|lines|none   (default auto: a bar on a terminal)
   --report-json F                  also write the final report as JSON

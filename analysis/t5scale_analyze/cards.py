@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from .runfile import metric_label
+from .runfile import cpu_only, metric_label
 
 GIB = 1024.0 ** 3
 
@@ -78,13 +78,26 @@ def _metric_line(row: pd.Series, metric: str) -> str:
     return f"{_number(final):.4g} / {_number(best):.4g} (best at step {int(_number(step))})"
 
 
+def _memory_rows(row: pd.Series) -> list:
+    host = ("Host Memory (Peak)", f"{_gib(row.get('peak_host_memory_bytes'))} (GiB; peak resident set, max over ranks)")
+    if cpu_only(row.get("device_names", "")):
+        return [("Device Memory", "none (CPU ranks)"), host]
+    return [("GPU Memory Usage (Avg/Peak)", f"{_gib(row.get('mean_memory_allocated_bytes'))}/"
+                                            f"{_gib(row.get('peak_memory_bytes'))} (GiB; peak = max over ranks; "
+                                            f"predicted {_gib(row.get('predicted_memory_bytes_per_device'))})"), host]
+
+
 def card_rows(row: pd.Series, metric: str | None) -> list:
     """(key, value) pairs of a run's resource card."""
     devices = sorted({d.strip() for d in str(row.get("device_names", "")).split(",") if d.strip()})
+    per_node = "CPU rank(s)" if cpu_only(row.get("device_names", "")) else "GPU(s)"
+    status = f"{row.get('status')}" + (f" (attempt {row.get('attempt')})" if _number(row.get("attempt")) > 0 else "")
+    if row.get("status") == "failed" and row.get("error"):
+        status += f": {row.get('error')} (after step {row.get('error_step')})"
     rows = [
         ("Run", f"{row.get('run_id')} (study {row.get('study') or '-'})"),
-        ("Status", f"{row.get('status')}" + (f" (attempt {row.get('attempt')})" if _number(row.get("attempt")) > 0 else "")),
-        ("Hardware", f"{row.get('nodes')} node(s) x {row.get('gpus_per_node')} GPU(s) = {row.get('world_size')} "
+        ("Status", status),
+        ("Hardware", f"{row.get('nodes')} node(s) x {row.get('gpus_per_node')} {per_node} = {row.get('world_size')} "
                      f"ranks (tp {row.get('tp')} x dp {row.get('dp')}); {', '.join(devices) or 'device unknown'}"),
         ("Model", f"{row.get('model_name')} ({_number(row.get('parameter_count')) / 1e6:.1f}M parameters), "
                   f"{row.get('precision')}, {row.get('optimizer')}"),
@@ -96,10 +109,7 @@ def card_rows(row: pd.Series, metric: str | None) -> list:
         ("Run Duration", f"{format_duration(row.get('wall_time_s'))} (training {format_duration(row.get('train_time_s'))}, "
                          f"evaluation {format_duration(row.get('eval_time_s'))})"),
         ("Compute Cost (LowPriority/Dedicated)", _cost_line(row)),
-        ("GPU Memory Usage (Avg/Peak)", f"{_gib(row.get('mean_memory_allocated_bytes'))}/"
-                                        f"{_gib(row.get('peak_memory_bytes'))} (GiB; peak = max over ranks; "
-                                        f"predicted {_gib(row.get('predicted_memory_bytes_per_device'))})"),
-        ("Host Memory (Peak)", f"{_gib(row.get('peak_host_memory_bytes'))} (GiB)"),
+        *_memory_rows(row),
         ("Mean GPU Power", f"{_number(row.get('mean_gpu_power_w')):.1f} (W per GPU)" if _known(row.get("mean_gpu_power_w"))
                            else "not measured"),
         ("Total GPU Energy Usage", _energy_line(row)),

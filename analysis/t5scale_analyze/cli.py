@@ -48,8 +48,8 @@ def main(argv=None) -> int:
                                           else ""), file=sys.stderr)
         return EXIT_NO_RUNS
     for run in analysis.runs:
-        if run.status == "incomplete":
-            print(f"t5scale-analyze: note: {run.run_id} ({run.path}) is incomplete: {'; '.join(run.notes)}",
+        if run.status in ("incomplete", "stale", "failed"):
+            print(f"t5scale-analyze: note: {run.run_id} ({run.path}) is {run.status}: {'; '.join(run.notes)}",
                   file=sys.stderr)
 
     print(cards_markdown(analysis.table, analysis.metric))

@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
 
-from .runfile import LOWER_IS_BETTER, metric_label  # noqa: E402
+from .runfile import LOWER_IS_BETTER, cpu_only, metric_label  # noqa: E402
 
 plt.rcParams.update({"svg.hashsalt": "t5scale", "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
 
@@ -72,9 +72,12 @@ def scaling_figure(table: pd.DataFrame, x: str, title: str):
     fig, axes = plt.subplots(2, 4, figsize=(15, 6.5))
     axes = axes.ravel()
     group_keys = ["series"] if x == "world_size" else ["series", "gpus_per_node"]
+    # CPU runs (every device "cpu") have ranks, not GPUs.
+    on_cpu = len(table) > 0 and "device_names" in table and all(cpu_only(names) for names in table["device_names"])
+    rank_word = "CPU rank(s)" if on_cpu else "GPU(s)"
     for keys, group in table.groupby(group_keys, sort=True):
         keys = keys if isinstance(keys, tuple) else (keys,)
-        label = keys[0] if x == "world_size" else f"{keys[0]}, {keys[1]} GPU(s)/node"
+        label = keys[0] if x == "world_size" else f"{keys[0]}, {keys[1]} {rank_word}/node"
         for ax, (column, ylabel) in zip(axes, SCALING_PANELS):
             if column not in group:
                 continue
@@ -92,7 +95,7 @@ def scaling_figure(table: pd.DataFrame, x: str, title: str):
         if column not in table or not np.isfinite(table[column].astype(float)).any():
             ax.text(0.5, 0.5, "not measured", transform=ax.transAxes, ha="center", va="center", color="grey")
         _log2_axis(ax, table[x].astype(float))
-        ax.set_xlabel("GPUs (world size)" if x == "world_size" else "nodes")
+        ax.set_xlabel(("CPU ranks" if on_cpu else "GPUs") + " (world size)" if x == "world_size" else "nodes")
         ax.set_ylabel(ylabel)
     fig.suptitle(title)
     fig.tight_layout()

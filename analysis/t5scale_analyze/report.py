@@ -100,7 +100,9 @@ low-priority cost uses cost.low_priority_price_per_node_hour_usd.</li>
 <li><b>energy_kwh</b> = (GPU J + CPU J) / 3.6e6 x PUE, the counters summed over ranks (a source that measured
 nothing counts as 0); <b>co2_kg</b> = energy_kwh x carbon_intensity_g_per_kwh / 1000.</li>
 <li>Runs without a /summary (still being written, or killed) are <b>incomplete</b>: their figures come from the
-flushed steps and their totals are not final. Pareto fronts use completed runs only.</li>
+flushed steps and their totals are not final. Such a run is <b>stale</b> when nothing has written its file for two
+hours (its job was most likely killed), and <b>failed</b> when a rank left a failure note beside it (the error is
+in the notes). Pareto fronts use completed runs only.</li>
 </ul>
 """
 
@@ -157,7 +159,7 @@ def _runs_section(analysis: Analysis) -> str:
                 "lr_scaling_rule", "effective_lr", "steps_completed", "wall_time_s", "samples_per_s", "cost_usd",
                 "energy_kwh", "co2_kg"] + metric_columns(analysis.metric)[1:2] + ["summary_source"]
     parts.append(html_table(table, overview))
-    for _, row in table[table["status"] == "incomplete"].iterrows() if len(table) else []:
+    for _, row in table[table["status"].isin(["incomplete", "stale", "failed"])].iterrows() if len(table) else []:
         parts.append(f'<p class="note">{html.escape(str(row["run_id"]))}: {html.escape(str(row["notes"]))}</p>')
     return "\n".join(parts)
 

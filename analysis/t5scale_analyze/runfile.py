@@ -7,6 +7,7 @@ from the flushed steps with the same formulas the trainer uses at the end of a r
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -23,6 +24,16 @@ SCHEMA_VERSION = 1
 # The metrics of /eval, in the order a report prefers them when no --metric is given.
 EVAL_METRICS = ("rougeL", "rougeLsum", "rouge1", "rouge2", "f1", "exact_match", "accuracy", "macro_f1", "loss")
 LOWER_IS_BETTER = {"loss"}
+
+# A rank other than 0 that fails writes "<run>.failed.json" beside the run file: rank 0, which writes the file, may
+# be waiting in a collective that never completes and be killed before it can record anything.
+FAILURE_NOTE_SUFFIX = ".failed.json"
+
+# A live job flushes its run file every telemetry.flush_every_steps steps and at each evaluation; a file saying
+# "running" that nothing has written for this long belongs, almost surely, to a job that was killed (SIGKILL, a
+# node lost) without a word: it is reported as "stale" rather than "incomplete". Long evaluations of big models
+# stay well under it.
+STALE_AFTER_S = 2 * 3600.0
 
 # A file opened by a writer without SWMR (the trainer writing its /summary) is locked for a moment: try again.
 OPEN_ATTEMPTS = 3
@@ -42,7 +53,8 @@ class Run:
     rank_steps: dict  # the 2-D datasets of /steps: name -> array (rows, world_size)
     evals: pd.DataFrame  # the datasets of /eval, one row per evaluation
     summary: dict  # the file's /summary attributes over the figures computed from the steps
-    status: str  # the summary's status; "incomplete" for a file without a summary still saying "running"
+    status: str  # the summary's status; for a file without a summary still saying "running": "failed" when a
+    #              rank left a failure note, "stale" when nothing wrote it for STALE_AFTER_S, else "incomplete"
     summary_source: str  # "file" (/summary present) or "steps" (computed from the flushed rows)
     notes: list = field(default_factory=list)  # what the reader had to assume or repair, in words
 
@@ -109,7 +121,18 @@ def _open(path: Path) -> h5py.File:
     raise NotARunFile(f"cannot be opened as HDF5: {last_error}")
 
 
-def read_run(path) -> Run:
+def read_failure_note(path: Path) -> dict | None:
+    """The failure note "<run>.failed.json" beside run file `path` ({"rank", "error", "step", ...}), or None."""
+    note_path = path.with_suffix(FAILURE_NOTE_SUFFIX)
+    try:
+        note = json.loads(note_path.read_text())
+    except (OSError, ValueError):
+        return None
+    return note if isinstance(note, dict) else None
+
+
+def read_run(path, now: float | None = None) -> Run:
+    """Reads one run file; `now` (seconds since the epoch; default the clock) decides whether it is stale."""
     path = Path(path)
     with _open(path) as f:
         attrs = {name: decode(f.attrs[name]) for name in f.attrs}
@@ -145,13 +168,31 @@ def read_run(path) -> Run:
         source = "file"
     else:
         source = "steps"
-        if file_status == "running" or not file_status:
+        note = read_failure_note(path) if file_status == "running" or not file_status else None
+        idle_s = (time.time() if now is None else now) - path.stat().st_mtime
+        if note is not None:
+            status = "failed"
+            summary["error"] = str(note.get("error", ""))
+            summary["error_step"] = note.get("step", -1)
+            notes.append(f"rank {note.get('rank', '?')} failed after step {note.get('step', '?')}: "
+                         f"{note.get('error', '')} ({path.with_suffix(FAILURE_NOTE_SUFFIX).name}); figures are "
+                         f"computed from the {len(steps)} flushed steps")
+        elif (file_status == "running" or not file_status) and idle_s > STALE_AFTER_S:
+            status = "stale"
+            notes.append(f"no /summary, status {file_status!r}, and nothing written for {idle_s / 3600:.1f} h: the "
+                         f"job was most likely killed (SIGKILL, a lost node); figures are computed from the "
+                         f"{len(steps)} flushed steps")
+        elif file_status == "running" or not file_status:
             status = "incomplete"
             notes.append(f"no /summary and status {file_status!r}: the job is still writing this file or was "
                          f"killed before its end (the file cannot tell which); figures are computed from the "
                          f"{len(steps)} flushed steps")
         else:
             status = file_status
+            if file_status == "failed":
+                summary["error"] = str(attrs.get("error", ""))
+                summary["error_step"] = attrs.get("error_step", -1)
+                notes.append(f"failed after step {attrs.get('error_step', '?')}: {attrs.get('error', '')}")
             notes.append(f"no /summary; figures are computed from the {len(steps)} steps")
     summary["status"] = status
     return Run(path=path, attrs=attrs, config=config, steps=steps, rank_steps=rank_steps, evals=evals,
@@ -309,6 +350,7 @@ def summary_from_steps(attrs: dict, steps: pd.DataFrame, rank_steps: dict, evals
         "mean_mfu": _nan_if_empty(np.mean, _column(steps, "mfu")),
         "peak_memory_bytes": _per_rank_stat(rank_steps, "memory_peak_bytes", np.max),
         "mean_memory_allocated_bytes": _per_rank_stat(rank_steps, "memory_allocated_bytes", np.mean),
+        "peak_host_memory_bytes": _per_rank_stat(rank_steps, "host_memory_bytes", np.max),
         "total_flops": float(np.sum(_column(steps, "model_flops"))),
     }
     summary.update(metric_figures(evals))
@@ -321,15 +363,19 @@ def _per_rank_stat(rank_steps: dict, name: str, fn) -> float:
 
 
 def extra_figures(run: Run) -> dict:
-    """Figures the card shows that /summary does not hold: mean GPU power, peak host memory, last train loss."""
+    """Figures the card shows that /summary does not hold: mean GPU power, last train loss, last epoch."""
     loss = _column(run.steps, "loss")
     finite_loss = loss[np.isfinite(loss)]
     return {
         "mean_gpu_power_w": _per_rank_stat(run.rank_steps, "gpu_power_w", np.mean),
-        "peak_host_memory_bytes": _per_rank_stat(run.rank_steps, "host_memory_bytes", np.max),
         "last_train_loss": float(finite_loss[-1]) if finite_loss.size else math.nan,
         "last_epoch": float(run.steps["epoch"].iloc[-1]) if len(run.steps) and "epoch" in run.steps else math.nan,
     }
+
+
+def cpu_only(device_names) -> bool:
+    """Whether a run's device_names attribute ("cpu,cpu,...") names CPU ranks only: the run had no GPU."""
+    return {d.strip() for d in str(device_names).split(",") if d.strip()} == {"cpu"}
 
 
 def metric_label(metric: str) -> str:

@@ -23,7 +23,7 @@ SERIES_KEYS = ("model_name", "tp", "precision", "optimizer", "lr_scaling_rule",
 COLUMNS = ("study", "series", "run_id", "status", "nodes", "gpus_per_node", "world_size", "tp", "dp",
            "global_batch", "micro_batch", "steps_completed", "mean_step_time_s", "samples_per_s", "tokens_per_s",
            "speedup", "parallel_efficiency", "base_world_size", "train_time_s", "wall_time_s", "mean_mfu",
-           "cost_usd", "energy_kwh", "co2_kg")
+           "cost_usd", "energy_kwh", "co2_kg", "device_names")
 
 
 def fixed_batch(table: pd.DataFrame) -> pd.Series:

@@ -154,6 +154,17 @@ def test_resource_card_as_in_the_seed(analysis):
     assert "| rougeL (final/best) | 0.4 / 0.4 (best at step 80) |" in card
 
 
+def test_resource_card_of_a_cpu_run_counts_ranks_and_host_memory():
+    row = pd.Series({"run_id": "cpu", "status": "completed", "nodes": 1, "gpus_per_node": 4, "world_size": 4,
+                     "tp": 2, "dp": 2, "device_names": "cpu,cpu,cpu,cpu", "peak_host_memory_bytes": 0.75 * 2**30,
+                     "mean_memory_allocated_bytes": math.nan, "peak_memory_bytes": math.nan})
+    card = card_markdown(row, None)
+    assert "| Hardware | 1 node(s) x 4 CPU rank(s) = 4 ranks (tp 2 x dp 2); cpu |" in card
+    assert "| Device Memory | none (CPU ranks) |" in card
+    assert "| Host Memory (Peak) | 0.75 (GiB; peak resident set, max over ranks) |" in card
+    assert "GPU Memory" not in card and "GPU(s)" not in card
+
+
 def test_format_duration():
     assert format_duration(2631.05) == "43m 51.05s"
     assert format_duration(3723.0) == "1h 02m 03.00s"

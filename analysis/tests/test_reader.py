@@ -1,5 +1,6 @@
 """The run-file reader on finished files, odd files and damaged tables."""
 
+import json
 import math
 
 import h5py
@@ -83,6 +84,45 @@ def test_no_summary_but_a_final_status_keeps_that_status(tmp_path):
     run = read_run(tmp_path / "r.h5")
     assert run.status == "failed" and run.summary_source == "steps"
     assert run.summary["steps_completed"] == 4 and run.summary["wall_time_s"] == pytest.approx(4.0)
+
+
+def _running_file(path, n_steps=4):
+    """A file whose writer went away without finishing it: it still says "running"."""
+    writer = w.synthetic_run(path, n_steps=n_steps, step_time_s=1.0, status=None, run_id="r")
+    writer.file.close()
+
+
+def test_a_running_file_with_a_failure_note_is_failed_with_its_error(tmp_path):
+    _running_file(tmp_path / "r.h5")
+    run = read_run(tmp_path / "r.h5")
+    assert run.status == "incomplete"
+    (tmp_path / "r.failed.json").write_text(json.dumps(
+        {"rank": 3, "error": "token id 53 is outside the vocabulary [0, 48)", "step": 4, "host": "node0",
+         "time_utc": "2025-01-01T00:01:00Z"}))
+    run = read_run(tmp_path / "r.h5")
+    assert run.status == "failed" and run.summary_source == "steps"
+    assert run.summary["error"] == "token id 53 is outside the vocabulary [0, 48)" and run.summary["error_step"] == 4
+    assert any(note.startswith("rank 3 failed after step 4: token id 53") for note in run.notes)
+    assert run.summary["steps_completed"] == 4
+
+
+def test_a_failure_recorded_by_rank_0_is_read_from_the_file(tmp_path):
+    _running_file(tmp_path / "r.h5")
+    with h5py.File(tmp_path / "r.h5", "r+") as f:
+        w.set_attr(f, "status", "failed")
+        w.set_attr(f, "error", "all_reduce(sum) on the world group (rank 0 of 2) timed out after 5 s")
+        w.set_attr(f, "error_step", 3)
+    run = read_run(tmp_path / "r.h5")
+    assert run.status == "failed" and run.summary["error_step"] == 3
+    assert run.summary["error"].startswith("all_reduce(sum)")
+
+
+def test_a_running_file_that_nothing_wrote_for_two_hours_is_stale(tmp_path):
+    _running_file(tmp_path / "r.h5")
+    written = (tmp_path / "r.h5").stat().st_mtime
+    assert read_run(tmp_path / "r.h5", now=written + 60).status == "incomplete"
+    run = read_run(tmp_path / "r.h5", now=written + 3 * 3600)
+    assert run.status == "stale" and any("nothing written for 3.0 h" in note for note in run.notes)
 
 
 def _write_raw(path, columns: dict, rank_columns: dict, **attributes):

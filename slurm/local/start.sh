@@ -6,8 +6,9 @@
 # from slurm.conf.in into STATE_DIR; state, spool, pid and log files all live under STATE_DIR. Needs root and
 # Debian's slurm-wlm and munge packages (scripts/setup.sh installs them). Start the daemons only after Open MPI
 # (and with it libpmix2) is installed: a slurmd started before cannot load PMIx, and `srun --mpi=pmix` fails.
-# Environment: T5SCALE_SLURM_PORT (slurmctld's port, default 6817; slurmd uses the next one),
-# T5SCALE_SLURM_TIMEOUT_S (how long to wait for the node to be idle, default 60).
+# Environment: T5SCALE_SLURM_PORT (slurmctld's port; slurmd uses the next one; default: the first free pair from
+# 6817 on, so that a cluster left running, or another one started beside it, is never the one answering),
+# T5SCALE_SLURM_TIMEOUT_S (how long to wait for the node to be idle, default 120).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,8 +17,7 @@ if [ $# -ne 1 ]; then
   exit 1
 fi
 state=$(realpath -m "$1")
-port=${T5SCALE_SLURM_PORT:-6817}
-timeout_s=${T5SCALE_SLURM_TIMEOUT_S:-60}
+timeout_s=${T5SCALE_SLURM_TIMEOUT_S:-120}
 
 fail() {
   echo "slurm/local/start.sh: $*" >&2
@@ -33,6 +33,23 @@ if [ -e "$state/slurmctld.pid" ] && kill -0 "$(cat "$state/slurmctld.pid")" 2>/d
   fail "a cluster is already running from $state (slurm/local/stop.sh $state first)"
 fi
 mkdir -p "$state/state" "$state/spool" "$state/log"
+
+# Whether a process listens on TCP port $1 of this host.
+port_in_use() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+if [ -n "${T5SCALE_SLURM_PORT:-}" ]; then
+  port=$T5SCALE_SLURM_PORT
+else
+  port=6817
+  while port_in_use "$port" || port_in_use $((port + 1)); do
+    port=$((port + 2))
+    [ "$port" -lt 6917 ] || fail "no free pair of ports in 6817-6916 for slurmctld and slurmd"
+  done
+fi
+for p in "$port" $((port + 1)); do
+  port_in_use "$p" && fail "port $p is in use (a Slurm daemon left running? see ss -ltnp); set T5SCALE_SLURM_PORT"
+done
 
 # munge: the authentication of every Slurm message. Reuse a running munged, else start one as user munge.
 if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then

@@ -45,5 +45,10 @@ if [ -f "$SLURM_CONF" ] && [ -s "$state/slurmctld.pid" ] && kill -0 "$(cat "$sta
 fi
 stop_by_pid_file "$state/slurmd.pid" slurmd
 stop_by_pid_file "$state/slurmctld.pid" slurmctld
+# munged serves every cluster of this machine: another one started beside this (which reused it) still needs it.
+if pgrep -x slurmctld >/dev/null 2>&1; then
+  [ -s "$state/munged.pid" ] && echo "munged: left running for the other Slurm cluster of this machine"
+  rm -f "$state/munged.pid"
+fi
 stop_by_pid_file "$state/munged.pid" munged
 exit 0

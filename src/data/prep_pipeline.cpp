@@ -235,8 +235,7 @@ void train_tokenizer_for(const Context& context, const PrepOptions& options) {
             all_splits ? "inputs hold" : "train split holds", " no usable record");
   TokenizerTrainOptions training = options.tokenizer_training;
   training.user_symbols = context.recipe.special_tokens;
-  training.num_threads = std::max(1, options.threads);
-  // SentencePiece writes <prefix>.model and <prefix>.vocab: both under a temporary prefix, renamed when done.
+  // train_tokenizer writes <prefix>.model and <prefix>.vocab: both under a temporary prefix, renamed when done.
   const std::string final_prefix = options.tokenizer_out.substr(0, options.tokenizer_out.size() - suffix.size());
   const std::string temporary_prefix = msg(final_prefix, ".tmp.", getpid());
   TemporaryFile temporary_model{temporary_prefix + ".model"}, temporary_vocab{temporary_prefix + ".vocab"};

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <unordered_map>
 
 #include "core/check.h"
@@ -352,15 +353,16 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
     if (!stripped.empty()) parts.emplace_back(stripped);
   };
   for (const int32_t id : ids) {
-    T5S_CHECK(id >= 0 && id < vocab_size(), "tokenizer '", model_path_, "': cannot decode id ", id,
-              ", the vocabulary has ", vocab_size(), " ids");
+    T5S_CHECK(id >= 0, "tokenizer '", model_path_, "': cannot decode id ", id, ", ids are not negative");
     if (id == kPadId || id == kEosId) continue;
     if (id < piece_count_) {
       run.push_back(id);
       continue;
     }
     flush();
-    if (id < piece_count_ + kNumSentinels) {
+    if (id >= vocab_size()) {
+      parts.push_back(beyond_vocabulary_placeholder(id));
+    } else if (id < piece_count_ + kNumSentinels) {
       parts.push_back("<extra_id_" + std::to_string(piece_count_ + kNumSentinels - 1 - id) + ">");
     } else {
       parts.push_back(added_[static_cast<size_t>(id - piece_count_ - kNumSentinels)]);
@@ -375,7 +377,43 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   return out;
 }
 
+std::string Tokenizer::beyond_vocabulary_placeholder(int32_t id) { return "<id_" + std::to_string(id) + ">"; }
+
 // ---- Training ----
+
+namespace {
+
+// The training text, one sentence a line, handed to SentencePiece: trained from an iterator, the model records
+// no input file name (a temporary one would make every trained model's bytes differ).
+class TextFileSentences final : public sentencepiece::SentenceIterator {
+ public:
+  explicit TextFileSentences(const std::string& path) : path_(path), in_(path, std::ios::binary) {
+    T5S_CHECK(in_.good(), "cannot open the tokenizer's training text '", path, "'");
+    Next();
+  }
+  bool done() const override { return done_; }
+  void Next() override { done_ = !std::getline(in_, line_); }
+  const std::string& value() const override { return line_; }
+  sentencepiece::util::Status status() const override {
+    if (in_.bad()) return sentencepiece::util::Status(sentencepiece::util::StatusCode::kDataLoss, "cannot read " + path_);
+    return sentencepiece::util::Status();
+  }
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  std::string line_;
+  bool done_ = false;
+};
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  T5S_CHECK(out.good(), "cannot write '", path, "'");
+}
+
+}  // namespace
 
 void train_tokenizer(const std::string& text_path, const std::string& model_path,
                      const TokenizerTrainOptions& options) {
@@ -394,9 +432,8 @@ void train_tokenizer(const std::string& text_path, const std::string& model_path
     if (!symbols.empty()) symbols += ',';
     symbols += symbol;
   }
+  // Every setting here is recorded in the model: none may depend on the machine, the process or the paths.
   const std::unordered_map<std::string, std::string> arguments = {
-      {"input", text_path},
-      {"model_prefix", model_path.substr(0, model_path.size() - suffix.size())},
       {"model_type", "unigram"},
       {"vocab_size", std::to_string(options.vocab_size)},
       {"character_coverage", msg(options.character_coverage)},
@@ -408,12 +445,23 @@ void train_tokenizer(const std::string& text_path, const std::string& model_path
       {"input_sentence_size", std::to_string(options.input_sentence_size)},
       {"shuffle_input_sentence", "true"},
       {"max_sentence_length", std::to_string(options.max_sentence_length_bytes)},
-      {"num_threads", std::to_string(std::max(1, options.num_threads))},
+      {"num_threads", std::to_string(kTokenizerTrainingThreads)},
       {"minloglevel", "2"},
   };
   sentencepiece::SetRandomGeneratorSeed(options.seed);
-  const auto status = sentencepiece::SentencePieceTrainer::Train(arguments);
+  TextFileSentences sentences(text_path);
+  std::string model;
+  const auto status = sentencepiece::SentencePieceTrainer::Train(arguments, &sentences, &model);
   T5S_CHECK(status.ok(), "training the tokenizer on '", text_path, "' failed: ", status.ToString());
+  write_file(model_path, model);
+  // <prefix>.vocab, as SentencePiece writes it beside a model: a piece and its score a line, for people to read.
+  sentencepiece::SentencePieceProcessor processor;
+  check_status(processor.LoadFromSerializedProto(model), "the trained tokenizer");
+  std::ostringstream vocab;
+  for (int id = 0; id < processor.GetPieceSize(); ++id) {
+    vocab << processor.IdToPiece(id) << "\t" << processor.GetScore(id) << "\n";
+  }
+  write_file(model_path.substr(0, model_path.size() - suffix.size()) + ".vocab", vocab.str());
 }
 
 }  // namespace t5scale

@@ -62,8 +62,12 @@ class Tokenizer {
 
   // Text of ids, skipping pad and eos: runs of pieces decoded by SentencePiece, sentinels and added tokens as
   // their strings, the parts joined by one space (T5Tokenizer.decode with skip_special_tokens=False, less the
-  // pad and eos strings). Throws on an id outside the vocabulary.
+  // pad and eos strings). An id at or above vocab_size() becomes beyond_vocabulary_placeholder(id): a model's
+  // embedding often has more rows than the tokenizer has ids (T5: 32,128 rows, 32,100 ids), and a weak model
+  // generates them. Throws on a negative id.
   std::string decode(const std::vector<int32_t>& ids) const;
+  // "<id_613>": the text of an id the tokenizer does not have.
+  static std::string beyond_vocabulary_placeholder(int32_t id);
 
  private:
   Tokenizer();
@@ -83,12 +87,17 @@ struct TokenizerTrainOptions {
   std::vector<std::string> user_symbols;     // always one piece each (user_defined_symbols)
   int64_t input_sentence_size = 5000000;     // lines SentencePiece samples from a larger input (bounds its memory)
   int64_t max_sentence_length_bytes = 8192;  // longer lines are skipped by SentencePiece: split them first
-  int num_threads = 1;
   uint32_t seed = 1234;  // SentencePiece's sampling and shuffling
 };
 
+// SentencePiece sums each EM step's expectations per thread: another thread count gives other scores in the
+// last bits. Training always uses this many threads, on any machine, so that a tokenizer is reproducible.
+inline constexpr int kTokenizerTrainingThreads = 4;
+
 // Trains a unigram model with T5's special ids (pad 0, eos 1, unk 2, no bos) on a text file (one sentence a line)
-// and writes it to `model_path` (which must end in ".model"). SentencePiece's log is kept quiet.
+// and writes it to `model_path` (which must end in ".model") and the pieces with their scores to the ".vocab"
+// beside it. The same text and options give the same bytes: the model records no file name, process or thread
+// setting of the machine. SentencePiece's log is kept quiet.
 void train_tokenizer(const std::string& text_path, const std::string& model_path, const TokenizerTrainOptions& options);
 
 }  // namespace t5scale

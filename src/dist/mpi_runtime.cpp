@@ -1,10 +1,92 @@
 #include "dist/mpi_runtime.h"
 
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <thread>
+#include <vector>
 
 namespace t5scale {
+namespace {
+
+// A duplicate of MPI_COMM_WORLD for the failure messages of abort_job, so they never match a job's own messages.
+MPI_Comm failure_comm = MPI_COMM_NULL;
+std::function<void(const std::string&)> failure_recorder;
+
+constexpr int kFailureTag = 7;  // rank 0's message to the others
+constexpr int kAnswerTag = 8;   // a rank's answer: it has printed its own message, or has none to print
+// How long another rank waits for rank 0's message: ranks meet a start-up error within seconds of each other.
+constexpr double kWaitForRankZeroS = 5.0;
+// How long rank 0 waits for the answers before the abort (a rank that is not failing never answers): long enough
+// for a rank whose own error differs to print it before the abort kills it.
+constexpr double kWaitForAnswersS = 2.0;
+// How long a rank that leaves the report to rank 0 waits for rank 0's abort to end it.
+constexpr double kAbortGraceS = 10.0;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+bool mpi_usable() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+// Polls the requests until all are done or `limit_s` has passed (a stalled rank never completes its part).
+void wait_at_most(std::vector<MPI_Request>& requests, double limit_s) {
+  const auto start = std::chrono::steady_clock::now();
+  int done = 0;
+  while (!requests.empty() && seconds_since(start) < limit_s) {
+    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// Rank 0: sends `message` to every other rank and waits a little for their answers.
+void tell_other_ranks(const std::string& message, int world_size) {
+  std::vector<MPI_Request> requests;
+  std::vector<char> answers(static_cast<size_t>(world_size));
+  for (int r = 1; r < world_size; ++r) {
+    requests.emplace_back();
+    MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_CHAR, r, kFailureTag, failure_comm,
+              &requests.back());
+    requests.emplace_back();
+    MPI_Irecv(&answers[static_cast<size_t>(r)], 1, MPI_CHAR, r, kAnswerTag, failure_comm, &requests.back());
+  }
+  wait_at_most(requests, kWaitForAnswersS);
+}
+
+// Another rank: whether rank 0's message came within kWaitForRankZeroS, and its text.
+bool message_of_rank_zero(std::string* text) {
+  const auto start = std::chrono::steady_clock::now();
+  while (seconds_since(start) < kWaitForRankZeroS) {
+    int arrived = 0;
+    MPI_Status status;
+    MPI_Iprobe(0, kFailureTag, failure_comm, &arrived, &status);
+    if (arrived) {
+      int length = 0;
+      MPI_Get_count(&status, MPI_CHAR, &length);
+      text->assign(static_cast<size_t>(length), '\0');
+      MPI_Recv(text->data(), length, MPI_CHAR, 0, kFailureTag, failure_comm, MPI_STATUS_IGNORE);
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+void answer_rank_zero() {
+  const char done = 1;
+  std::vector<MPI_Request> request(1);
+  MPI_Isend(&done, 1, MPI_CHAR, 0, kAnswerTag, failure_comm, &request[0]);
+  wait_at_most(request, kWaitForAnswersS);
+}
+
+}  // namespace
 
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int provided = MPI_THREAD_SINGLE;
@@ -15,12 +97,16 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
+  MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &failure_comm));
+  MPI_Comm_set_errhandler(failure_comm, MPI_ERRORS_RETURN);
 }
 
 MpiRuntime::~MpiRuntime() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  if (failure_comm != MPI_COMM_NULL) MPI_Comm_free(&failure_comm);
+  MPI_Finalize();
 }
 
 int world_rank() {
@@ -33,13 +119,39 @@ int world_rank() {
   return rank;
 }
 
+void set_failure_recorder(std::function<void(const std::string& message)> recorder) {
+  failure_recorder = std::move(recorder);
+}
+
 void abort_job(const std::string& program, const std::string& message, int exit_code) {
-  std::fprintf(stderr, "[rank %d] %s: error: %s\n", world_rank(), program.c_str(), message.c_str());
-  std::fflush(stderr);
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  // Taken out first: a failure inside the recorder comes back here and must not record again.
+  if (auto recorder = std::move(failure_recorder)) {
+    failure_recorder = nullptr;
+    try {
+      recorder(message);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[rank %d] %s: could not record the failure: %s\n", world_rank(), program.c_str(), e.what());
+    }
+  }
+  const int rank = world_rank();
+  int world_size = 1;
+  const bool usable = mpi_usable() && failure_comm != MPI_COMM_NULL;
+  if (usable) MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  std::string rank_zero_message;
+  const bool rank_zero_spoke = usable && rank != 0 && message_of_rank_zero(&rank_zero_message);
+  const bool print = !rank_zero_spoke || rank_zero_message != message;
+  if (print) {
+    std::fprintf(stderr, "[rank %d] %s: error: %s\n", rank, program.c_str(), message.c_str());
+    std::fflush(stderr);
+  }
+  if (rank_zero_spoke) answer_rank_zero();
+  if (usable && rank == 0 && world_size > 1) tell_other_ranks(message, world_size);
+  if (!print) {
+    // Rank 0 reports this error and is aborting the job: one abort, one message from the launcher. Should its
+    // abort not come, this rank's does.
+    std::this_thread::sleep_for(std::chrono::duration<double>(kAbortGraceS));
+  }
+  if (mpi_usable()) MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);
 }
 

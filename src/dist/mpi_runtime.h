@@ -26,12 +26,20 @@ class MpiRuntime {
 
 int world_rank();  // MPI_COMM_WORLD rank, or 0 before MPI is initialised
 
-// Prints "[rank R] program: error: message" to stderr and ends the whole job (MPI_Abort on MPI_COMM_WORLD).
+// Ends the whole job (MPI_Abort on MPI_COMM_WORLD) after running the failure recorder (if one is set) and
+// printing "[rank R] program: error: message" to stderr once: rank 0 prints and tells the other ranks its
+// message; another rank waits a few seconds for rank 0's and prints its own only when rank 0's differs or does
+// not come, so that an error every rank meets (a bad config) is printed once, not once per rank.
 [[noreturn]] void abort_job(const std::string& program, const std::string& message, int exit_code = 2);
 
-// Runs `body` under MPI; any exception on any rank prints its message with the rank and aborts the job, so a
-// failure on one rank never leaves the others waiting in a collective. Returns body's exit code, which every rank
-// must agree on (the training job's preempted and diverged codes are decided collectively).
+// What this rank does with the message before abort_job takes the job down (the training job records the
+// failure in its run file). It must not run a collective: the other ranks may be anywhere. One per process
+// (MPI is); an empty function removes it.
+void set_failure_recorder(std::function<void(const std::string& message)> recorder);
+
+// Runs `body` under MPI; any exception on any rank goes to abort_job with its message, so a failure on one rank
+// never leaves the others waiting in a collective. Returns body's exit code, which every rank must agree on (the
+// training job's preempted and diverged codes are decided collectively).
 int run_mpi_program(int argc, char** argv, const std::string& program, const std::function<int(int, char**)>& body);
 
 }  // namespace t5scale

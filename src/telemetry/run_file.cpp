@@ -92,6 +92,7 @@ const std::vector<Column<EvalRecord>>& eval_columns() {
       {"macro_f1", "fraction", &R::macro_f1},
       {"num_examples", "examples", &R::num_examples},
       {"eval_time_s", "s", &R::eval_time_s},
+      {"generated_ids_beyond_vocab", "tokens", &R::generated_ids_beyond_vocab},
   };
   return columns;
 }
@@ -262,6 +263,29 @@ void write_attribute(hid_t location, const std::string& name, const AttributeVal
   }
 }
 
+// Writes a new value into an attribute that exists, keeping its type: what SWMR allows. A string longer than the
+// attribute's fixed length is cut at a UTF-8 character boundary.
+void overwrite_attribute(hid_t location, const std::string& name, const AttributeValue& value,
+                         const std::string& path) {
+  H5Handle attribute(H5_CHECK(H5Aopen(location, name.c_str(), H5P_DEFAULT), path));
+  if (const auto* integer = std::get_if<int64_t>(&value)) {
+    H5_CHECK(H5Awrite(attribute.get(), H5T_NATIVE_INT64, integer), path);
+    return;
+  }
+  H5Handle type(H5_CHECK(H5Aget_type(attribute.get()), path));
+  T5S_CHECK(H5Tget_class(type.get()) == H5T_STRING && std::holds_alternative<std::string>(value), "run file '", path,
+            "': attribute '", name, "' is not a text attribute");
+  const size_t size = H5Tget_size(type.get());
+  std::string text = std::get<std::string>(value);
+  if (text.size() > size) {
+    size_t cut = size;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;
+    text.resize(cut);
+  }
+  text.resize(size, '\0');
+  H5_CHECK(H5Awrite(attribute.get(), type.get(), text.data()), path);
+}
+
 // The attribute's value, std::nullopt when it does not exist.
 std::optional<AttributeValue> read_attribute(hid_t location, const std::string& name, const std::string& path) {
   if (H5_CHECK(H5Aexists(location, name.c_str()), path) <= 0) return std::nullopt;
@@ -307,8 +331,8 @@ AttributeKind kind_of(const AttributeValue& value) {
 
 // The root attributes that the run file sets itself.
 const std::vector<std::string>& own_attribute_names() {
-  static const std::vector<std::string> names = {"format", "schema_version", "start_time_utc",
-                                                 "status", "attempt",        "resumed_from_step"};
+  static const std::vector<std::string> names = {"format",  "schema_version",    "start_time_utc", "status",
+                                                 "attempt", "resumed_from_step", "error",          "error_step"};
   return names;
 }
 
@@ -656,6 +680,10 @@ struct RunFile::Impl {
         root.emplace_back("status", std::string("running"));
         root.emplace_back("attempt", attempt);
         root.emplace_back("resumed_from_step", resumed_from_step);
+        // Written by record_failure() while SWMR is on, when only existing attributes can change: so they
+        // exist from the start, the text with room for the message.
+        root.emplace_back("error", std::string(kErrorCapacityBytes, '\0'));
+        root.emplace_back("error_step", int64_t{-1});
       }
     }
     return root;
@@ -774,6 +802,12 @@ RunAttributes RunFile::Impl::summary(const TableRows& step_rows, const TableRows
   out.emplace_back("mean_mfu", mean_of(step_rows, steps, "mfu"));
   out.emplace_back("peak_memory_bytes", max_of(step_rows, steps, "memory_peak_bytes"));
   out.emplace_back("mean_memory_allocated_bytes", mean_of(step_rows, steps, "memory_allocated_bytes"));
+  // The resident set only grows: the end's value is the peak, and the rows cover the attempts before this one.
+  double host_peak = step_rows.rows > 0 ? max_of(step_rows, steps, "host_memory_bytes") : kNaN;
+  for (const double bytes : inputs.host_memory_bytes) {
+    if (!std::isnan(bytes)) host_peak = std::isnan(host_peak) ? bytes : std::max(host_peak, bytes);
+  }
+  out.emplace_back("peak_host_memory_bytes", host_peak);
   out.emplace_back("total_flops", sum_of(step_rows, steps, "model_flops"));
 
   // Eval metrics: final = the newest evaluation that computed it, best = min (loss) or max (the rest), at the
@@ -936,9 +970,13 @@ void RunFile::finish(const RunSummaryInputs& inputs, const std::string& status) 
   const auto& statuses = valid_statuses();
   T5S_CHECK(std::find(statuses.begin(), statuses.end(), status) != statuses.end(), "run file '", impl.path,
             "': status '", status, "' is not one of completed, preempted, diverged, failed");
-  for (const auto* given : {&inputs.gpu_energy_j, &inputs.cpu_energy_j}) {
-    T5S_CHECK(given->empty() || given->size() == impl.world, "run file '", impl.path, "': summary inputs have ",
-              given->size(), " energies; one per rank (world_size ", impl.world, ") or none is expected");
+  const std::pair<const char*, const std::vector<double>*> per_rank_inputs[] = {
+      {"gpu_energy_j", &inputs.gpu_energy_j},
+      {"cpu_energy_j", &inputs.cpu_energy_j},
+      {"host_memory_bytes", &inputs.host_memory_bytes}};
+  for (const auto& [name, given] : per_rank_inputs) {
+    T5S_CHECK(given->empty() || given->size() == impl.world, "run file '", impl.path, "': summary input ", name,
+              " has ", given->size(), " values; one per rank (world_size ", impl.world, ") or none is expected");
   }
   flush();
   Hdf5Quiet quiet;
@@ -957,6 +995,18 @@ void RunFile::finish(const RunSummaryInputs& inputs, const std::string& status) 
   H5_CHECK(H5Adelete(file.get(), "status"), impl.path);
   write_attribute(file.get(), "status", status, impl.path);
   H5_CHECK(file.reset(), impl.path);
+}
+
+void RunFile::record_failure(const std::string& error, int64_t step) {
+  Impl& impl = *impl_;
+  impl.check_open("record_failure");
+  flush();
+  Hdf5Quiet quiet;
+  overwrite_attribute(impl.file.get(), "error", error, impl.path);
+  overwrite_attribute(impl.file.get(), "error_step", step, impl.path);
+  overwrite_attribute(impl.file.get(), "status", std::string("failed"), impl.path);  // fits "running"'s length
+  H5_CHECK(H5Fflush(impl.file.get(), H5F_SCOPE_LOCAL), impl.path);
+  impl.close();
 }
 
 const std::string& RunFile::path() const { return impl_->path; }

@@ -15,7 +15,7 @@
 //
 // Layout (every dataset has a `unit` attribute; chunks of 256 rows; floats unknown at write time are NaN):
 //   /            root attributes: the caller's (see run_file_caller_attributes()) plus format, schema_version,
-//                start_time_utc, status, attempt, resumed_from_step, which this class owns
+//                start_time_utc, status, attempt, resumed_from_step, error, error_step, which this class owns
 //   /steps/<c>   one row per optimizer step; scalars (rows,), per-rank columns (rows, world_size)
 //   /eval/<c>    one row per evaluation
 //   /summary     attributes, written by finish()
@@ -33,7 +33,8 @@
 //   node, world_size / nodes each), energy_kwh = (gpu + cpu) / 3.6e6 * pue over the sources that were measured
 //   (a source "none" adds nothing; both "none": NaN), cost_usd, co2_kg (cost.h), mean_step_time_s,
 //   mean_tokens_per_s, mean_mfu (over rows), peak_memory_bytes (max of memory_peak_bytes over rows and ranks),
-//   mean_memory_allocated_bytes (over rows and ranks), total_flops (sum of model_flops); an unknown (NaN) input
+//   mean_memory_allocated_bytes (over rows and ranks), peak_host_memory_bytes (max of host_memory_bytes over rows
+//   and ranks and of the inputs' values at the end: known also for a run without steps), total_flops (sum of model_flops); an unknown (NaN) input
 //   makes the figure NaN. For each eval metric computed at least once: final_<m>, best_<m>, best_<m>_step.
 //
 // Not thread-safe (serial HDF5 builds are not): one thread of rank 0 writes.
@@ -47,6 +48,7 @@
 // built on them) include them. Time and energy after the old file's last flush are not known and not counted.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -56,6 +58,9 @@
 #include <vector>
 
 namespace t5scale {
+
+// The room for the text of root attribute `error` (longer messages are cut).
+inline constexpr size_t kErrorCapacityBytes = 1024;
 
 // The value of an unknown float in the run file.
 inline constexpr double kUnknownValue = std::numeric_limits<double>::quiet_NaN();
@@ -120,6 +125,9 @@ struct EvalRecord {
   double macro_f1 = kUnknownValue;
   int64_t num_examples = 0;
   double eval_time_s = kUnknownValue;
+  // Generated ids that the data's vocabulary (the tokenizer) does not hold: the model's embedding has more rows.
+  // They are decoded as placeholders ("<id_613>") in the generations.
+  int64_t generated_ids_beyond_vocab = 0;
 };
 
 // The eval metrics of /summary's final_<m>, best_<m>, best_<m>_step (lower is better for loss only).
@@ -135,6 +143,7 @@ struct RunSummaryInputs {
   double wall_time_s = kUnknownValue;  // since the first start, at the end
   std::vector<double> gpu_energy_j;    // (world_size,) cumulative at the end, or empty
   std::vector<double> cpu_energy_j;    // (world_size,) or empty
+  std::vector<double> host_memory_bytes;  // (world_size,) each rank's peak resident set at the end, or empty
 };
 
 class RunFile {
@@ -169,6 +178,11 @@ class RunFile {
   // Flushes, ends SWMR, writes /summary (computed from every row in the file, this attempt's and the kept
   // ones) and sets the root status: one of completed, preempted, diverged, failed. The object is then closed.
   void finish(const RunSummaryInputs& inputs, const std::string& status);
+  // The job is going down with an error: flushes the rows, sets status "failed", `error` (the message, cut to
+  // kErrorCapacityBytes) and `error_step` (optimizer steps completed), all while SWMR is still on, so that a
+  // kill at any moment leaves a file that opens; then closes it. No /summary is written (a reader computes the
+  // figures from the rows, as for a killed run).
+  void record_failure(const std::string& error, int64_t step);
 
   const std::string& path() const;
   int64_t world_size() const;

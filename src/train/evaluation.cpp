@@ -1,5 +1,6 @@
 #include "train/evaluation.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -131,7 +132,12 @@ EvaluationResult evaluate(T5ModelImpl& model, const ProcessGrid& grid, ExampleSo
       for (size_t i = 0; i < rows.size(); ++i) {
         Generation g;
         g.index = rows[i].first;
-        g.prediction = decode(generated_ids(rows[i].second.slice(0, 1), eos_id, pad_id));
+        const std::vector<int32_t> ids = generated_ids(rows[i].second.slice(0, 1), eos_id, pad_id);
+        if (options.data_vocab_size > 0) {
+          result.generated_ids_beyond_vocab +=
+              std::count_if(ids.begin(), ids.end(), [&](int32_t id) { return id >= options.data_vocab_size; });
+        }
+        g.prediction = decode(ids);
         g.reference = decode(without_eos(references[i].target, eos_id));
         g.source = decode(without_eos(references[i].source, eos_id));
         predictions.push_back(g.prediction);

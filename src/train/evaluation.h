@@ -24,6 +24,9 @@ struct EvaluationOptions {
   int64_t max_new_tokens = 64;
   bool rouge = false, squad = false, classification = false;
   int64_t pad_to_multiple_of = 0;
+  // Ids at or above this (the data's vocabulary: the tokenizer's ids) are generated ids no text holds, counted in
+  // the result; the model's embedding may have more rows. 0: none is counted.
+  int64_t data_vocab_size = 0;
 };
 
 struct Generation {
@@ -36,6 +39,7 @@ struct EvaluationResult {
   int64_t num_examples = 0;
   double eval_time_s = 0.0;
   std::vector<Generation> generations;  // rank 0 only, in example order
+  int64_t generated_ids_beyond_vocab = 0;  // rank 0 only: generated ids >= data_vocab_size, over all generations
 };
 
 // Text of token ids (pad and eos skipped): the tokenizer's decode, or the ids themselves for the synthetic task.

@@ -3,13 +3,20 @@
 #include <mpi.h>
 #include <torch/version.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "core/check.h"
 #include "telemetry/cost.h"
@@ -239,6 +246,46 @@ void RunRecord::start(int64_t resumed_from_step) {
   last_gpu_energy_j_ = gpu_energy_offset_j_;
   last_cpu_energy_j_ = cpu_energy_offset_j_;
   attempt_start_ = std::chrono::steady_clock::now();
+  if (grid_.world_rank() == 0) {
+    std::error_code ignored;
+    fs::remove(failure_note_path(), ignored);  // an earlier attempt's: this one starts clean
+  }
+  recording_ = true;
+}
+
+std::string RunRecord::failure_note_path() const {
+  return (fs::path(path_).replace_extension(".failed.json")).string();
+}
+
+void RunRecord::record_failure(const std::string& error, int64_t step) {
+  if (!recording_) return;
+  recording_ = false;
+  if (grid_.world_rank() == 0) {
+    file_->record_failure(error, step);
+    return;
+  }
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(host, &length);
+  const nlohmann::json note = {{"rank", grid_.world_rank()}, {"error", error},           {"step", step},
+                               {"host", std::string(host)},  {"time_utc", utc_iso_time()}};
+  // Written whole under a temporary name, then linked to the final name: link() fails when a note is there
+  // already, so the first failing rank's stays and a reader never sees half a note.
+  const std::string final_path = failure_note_path();
+  const std::string temporary = msg(final_path, ".tmp.", getpid());
+  {
+    std::ofstream out(temporary);
+    out << note.dump(2) << "\n";
+    T5S_CHECK(out.good(), "cannot write '", temporary, "'");
+  }
+  if (::link(temporary.c_str(), final_path.c_str()) != 0 && errno != EEXIST) {
+    const int error_number = errno;
+    std::error_code ignored;
+    fs::remove(temporary, ignored);
+    throw Error(msg("cannot write '", final_path, "': ", std::strerror(error_number)));
+  }
+  std::error_code ignored;
+  fs::remove(temporary, ignored);
 }
 
 double RunRecord::wall_time_s() const {
@@ -343,9 +390,7 @@ StepSummary RunRecord::gather_buffered_steps() {
       row.cpu_energy_j[i] += cpu_energy_offset_j_[i];
       if (std::isfinite(row.gpu_energy_j[i])) last_gpu_energy_j_[i] = row.gpu_energy_j[i];
       if (std::isfinite(row.cpu_energy_j[i])) last_cpu_energy_j_[i] = row.cpu_energy_j[i];
-      const double peak =
-          std::isfinite(row.memory_peak_bytes[i]) ? row.memory_peak_bytes[i] : row.host_memory_bytes[i];
-      peak_memory_bytes_ = std::max(peak_memory_bytes_, peak);
+      if (std::isfinite(row.memory_peak_bytes[i])) peak_memory_bytes_ = std::max(peak_memory_bytes_, row.memory_peak_bytes[i]);
     }
     file_->append_step(row);
 
@@ -355,8 +400,7 @@ StepSummary RunRecord::gather_buffered_steps() {
     samples_sum_ += row.samples;
     tokens_sum_ += row.source_tokens + row.target_tokens;
     if (std::isfinite(row.mfu)) mfu_sum_ += row.mfu;
-    memory_allocated_sum_ += std::isfinite(row.memory_allocated_bytes[0]) ? row.memory_allocated_bytes[0]
-                                                                          : row.host_memory_bytes[0];
+    if (std::isfinite(row.memory_allocated_bytes[0])) memory_allocated_sum_ += row.memory_allocated_bytes[0];
     summary.tokens_per_s = row.tokens_per_s;
     summary.samples_per_s = row.samples_per_s;
     summary.mfu_text = "n/a";
@@ -393,6 +437,7 @@ void RunRecord::observe_evaluation(int64_t step, double epoch, const EvaluationR
   row.macro_f1 = metric("macro_f1");
   row.num_examples = result.num_examples;
   row.eval_time_s = result.eval_time_s;
+  row.generated_ids_beyond_vocab = result.generated_ids_beyond_vocab;
   file_->append_eval(row);
 }
 
@@ -403,9 +448,12 @@ void RunRecord::flush() {
 
 std::string RunRecord::finish(const RunOutcome& outcome) {
   gather_buffered_steps();
-  // Energy at the end, read once more on every rank (a step's reading may be up to a flush old).
-  std::vector<double> mine = {value_or_unknown(gpu_meter_->read_j()), value_or_unknown(cpu_meter_->read_j())};
+  // Energy at the end, read once more on every rank (a step's reading may be up to a flush old), and the peak
+  // resident set (a run without steps, evaluation alone, has no row that holds it).
+  std::vector<double> mine = {value_or_unknown(gpu_meter_->read_j()), value_or_unknown(cpu_meter_->read_j()),
+                              static_cast<double>(peak_resident_set_bytes())};
   const std::vector<double> all = gather(mine);
+  recording_ = false;  // the collectives are done: a failure from here on is this rank's alone
   if (grid_.world_rank() != 0) return "";
   const int world = in_.world_size;
   RunSummaryInputs inputs;
@@ -413,7 +461,8 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
   double gpu_j = 0.0, cpu_j = 0.0;
   for (int r = 0; r < world; ++r) {
     const auto i = static_cast<size_t>(r);
-    const double gpu = all[i * 2], cpu = all[i * 2 + 1];
+    const double gpu = all[i * 3], cpu = all[i * 3 + 1];
+    inputs.host_memory_bytes.push_back(all[i * 3 + 2]);
     inputs.gpu_energy_j.push_back(std::isfinite(gpu) ? gpu + gpu_energy_offset_j_[i] : last_gpu_energy_j_[i]);
     inputs.cpu_energy_j.push_back(std::isfinite(cpu) ? cpu + cpu_energy_offset_j_[i] : last_cpu_energy_j_[i]);
     if (std::isfinite(gpu)) gpu_j += inputs.gpu_energy_j.back();
@@ -428,8 +477,9 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
   std::ostringstream card;
   char line[256];
   card << "---- resource card: " << config_.run.name << " (" << outcome.status << ") ----\n";
-  std::snprintf(line, sizeof(line), "grid            %d ranks = tp %d x dp %d on %lld node(s); %s\n", world,
-                grid_.tp_size, grid_.dp_size, static_cast<long long>(nodes_), device_names_.substr(0, 60).c_str());
+  std::snprintf(line, sizeof(line), "grid            %d %s = tp %d x dp %d on %lld node(s); %s\n", world,
+                in_.device.is_cuda() ? "GPU ranks" : "CPU ranks", grid_.tp_size, grid_.dp_size,
+                static_cast<long long>(nodes_), device_names_.substr(0, 60).c_str());
   card << line;
   std::snprintf(line, sizeof(line), "duration        %.1f s wall (%.1f s training, %.1f s evaluation)\n",
                 inputs.wall_time_s, outcome.train_time_s, outcome.eval_time_s);
@@ -446,13 +496,23 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
   };
   price_line("cost", config_.cost.price_per_node_hour_usd);
   price_line("cost low-prio", config_.cost.low_priority_price_per_node_hour_usd);
-  std::snprintf(line, sizeof(line), "memory          %s average allocated, %s peak (rank 0: %s)\n",
-                gib_text(memory_allocated_sum_ / steps).c_str(), gib_text(peak_memory_bytes_).c_str(),
-                in_.device.is_cuda() ? "GPU" : "host peak resident set");
+  const double host_peak_bytes = *std::max_element(inputs.host_memory_bytes.begin(), inputs.host_memory_bytes.end());
+  if (in_.device.is_cuda()) {
+    std::snprintf(line, sizeof(line),
+                  "memory          %s average allocated (rank 0), %s peak allocated (max over GPUs); host peak "
+                  "resident set %s (max over ranks)\n",
+                  steps_observed_ > 0 ? gib_text(memory_allocated_sum_ / steps).c_str() : "n/a (no steps)",
+                  steps_observed_ > 0 ? gib_text(peak_memory_bytes_).c_str() : "n/a",
+                  gib_text(host_peak_bytes).c_str());
+  } else {
+    std::snprintf(line, sizeof(line), "memory          host peak resident set %s (max over %d CPU ranks; no device memory)\n",
+                  gib_text(host_peak_bytes).c_str(), world);
+  }
   card << line;
   std::snprintf(line, sizeof(line), "GPU energy      %s\n",
                 gpu_known ? (std::to_string(gpu_j / 1000.0) + " kJ (" + gpu_meter_->source() + ")").c_str()
-                          : "not measured (no NVML)");
+                : in_.device.is_cuda() ? "not measured (no NVML)"
+                                       : "none (CPU ranks)");
   card << line;
   std::snprintf(line, sizeof(line), "CPU energy      %s\n",
                 cpu_known ? (std::to_string(cpu_j / 1000.0) + " kJ (RAPL)").c_str() : "not measured (RAPL not readable)");

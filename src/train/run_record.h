@@ -79,6 +79,15 @@ class RunRecord {
   void flush();
   // Collective. Writes the summary and the final status; returns the resource card (rank 0; "" elsewhere).
   std::string finish(const RunOutcome& outcome);
+  // Not collective: this rank is going down with `error` after `step` optimizer steps (between start() and
+  // finish(); elsewhere nothing is recorded). Rank 0 records it in the run file (status failed, error,
+  // error_step: RunFile::record_failure). Another rank cannot reach the file, and rank 0 may be waiting in a
+  // collective that will never complete: it writes failure_note_path() beside the run file, unless another rank
+  // wrote one first. Rows gathered but not yet flushed are written; rows not yet gathered are lost.
+  void record_failure(const std::string& error, int64_t step);
+  // "<run>.failed.json": {"rank", "error", "step", "host", "time_utc"} of the first rank other than 0 that failed
+  // in this attempt (start() removes an older one). The analysis reads it for a run file still saying "running".
+  std::string failure_note_path() const;
 
  private:
   std::vector<double> gather(const std::vector<double>& mine);  // (world x n) row-major on every rank
@@ -100,6 +109,7 @@ class RunRecord {
   int64_t nodes_ = 1;
   double peak_flops_per_device_ = 0.0;
   std::optional<RunFile> file_;  // rank 0
+  bool recording_ = false;       // between start() and finish() or record_failure()
 
   // Rank 0's running figures (for the log, the card and the summary).
   double wall_offset_s_ = 0.0;
@@ -107,7 +117,7 @@ class RunRecord {
   std::vector<double> last_gpu_energy_j_, last_cpu_energy_j_;
   double step_time_sum_s_ = 0.0, flops_sum_ = 0.0, mfu_sum_ = 0.0;
   int64_t steps_observed_ = 0, samples_sum_ = 0, tokens_sum_ = 0;
-  double peak_memory_bytes_ = 0.0, memory_allocated_sum_ = 0.0;
+  double peak_memory_bytes_ = 0.0, memory_allocated_sum_ = 0.0;  // device memory (GPU ranks)
 };
 
 }  // namespace t5scale

@@ -20,6 +20,7 @@
 #include "data/synthetic_examples.h"
 #include "data/tokenized_dataset.h"
 #include "data/tokenizer.h"
+#include "dist/mpi_runtime.h"
 #include "dist/process_grid.h"
 #include "io/hf_checkpoint.h"
 #include "io/sharded_checkpoint.h"
@@ -100,7 +101,12 @@ struct EarlyStopping {
 class TrainingJob {
  public:
   TrainingJob(const RunConfig& config, std::string source) : config_(config), source_(std::move(source)) {}
+  ~TrainingJob() { set_failure_recorder(nullptr); }
   int run();
+  // This rank is going down with `error`: the run record keeps what it can (RunRecord::record_failure).
+  void record_failure(const std::string& error) {
+    if (record_) record_->record_failure(error, step_);
+  }
 
  private:
   void refuse_what_cannot_work(int world_size);
@@ -173,6 +179,8 @@ int TrainingJob::run() {
   set_up_records();
   install_preemption_handlers();
   resume_or_start();
+  // A collective that times out ends the job from inside the communicator (abort_job), without unwinding.
+  set_failure_recorder([this](const std::string& error) { record_failure(error); });
 
   if (config_.eval.only) {
     evaluate_now(/*final_evaluation=*/true);
@@ -530,6 +538,7 @@ void TrainingJob::evaluate_now(bool final_evaluation) {
   options.generate = config_.eval.generate;
   options.max_new_tokens = config_.eval.max_new_tokens;
   options.pad_to_multiple_of = config_.data.pad_to_multiple_of;
+  options.data_vocab_size = vocab_size_;
   auto& model = *trainer_->model();
   const EvaluationResult result =
       evaluate(model, grid_, *eval_examples_, options, [this](const std::vector<int32_t>& ids) { return decode(ids); },
@@ -543,6 +552,10 @@ void TrainingJob::evaluate_now(bool final_evaluation) {
     char text[64];
     std::snprintf(text, sizeof(text), " | %s %.4f", name.c_str(), value);
     line += text;
+  }
+  if (result.generated_ids_beyond_vocab > 0) {
+    line += msg(" | ", result.generated_ids_beyond_vocab, " generated ids beyond the data's ", vocab_size_,
+                " (shown as <id_N>)");
   }
   log(line + msg(" | ", format_duration(result.eval_time_s)));
 
@@ -618,7 +631,12 @@ std::string TrainingJob::decode(const std::vector<int32_t>& ids) const {
 
 int run_training_job(const RunConfig& config, const std::string& config_source) {
   TrainingJob job(config, config_source);
-  return job.run();
+  try {
+    return job.run();
+  } catch (const std::exception& e) {
+    job.record_failure(e.what());  // before the job, and the run file with it, is destroyed
+    throw;
+  }
 }
 
 }  // namespace t5scale

@@ -178,6 +178,29 @@ TEST(PrepProgram, ExitCodesAndMessages) {
   EXPECT_EQ(prep("--help").status, 0);
 }
 
+// The same input and options give the same tokenizer and dataset, byte for byte, whatever the process and the
+// thread count: a dataset prepared again stays usable with the tokenizer of the first run.
+TEST(PrepProgram, TrainedTokenizerIsReproducible) {
+  TempDir dir;
+  std::ofstream(dir / "train.jsonl") << samsum_jsonl(300, 5);
+  const std::string command = "--recipe " + recipe("samsum") + " --input-split train=" + (dir / "train.jsonl") +
+                              " --out " + (dir / "a.h5") + " --train-tokenizer --tokenizer-out " + (dir / "m.model") +
+                              " --vocab-size 90 --progress none";
+  std::vector<std::vector<std::string>> outputs;
+  for (const std::string threads : {"1", "3"}) {
+    const Outcome o = prep(command + " --threads " + threads);
+    ASSERT_EQ(o.status, 0) << o.err;
+    outputs.push_back({read_bytes(dir / "m.model"), read_bytes(dir / "m.vocab"), read_bytes(dir / "a.h5")});
+  }
+  EXPECT_FALSE(outputs[0][0].empty());
+  EXPECT_TRUE(outputs[0][0] == outputs[1][0]) << "the tokenizer's bytes differ";
+  EXPECT_TRUE(outputs[0][1] == outputs[1][1]) << "the .vocab files differ";
+  EXPECT_TRUE(outputs[0][2] == outputs[1][2]) << "the datasets differ";
+  // Nothing of the run's temporary files is recorded in the model.
+  EXPECT_EQ(outputs[0][0].find(".tmp."), std::string::npos);
+  EXPECT_EQ(outputs[0][0].find((dir / "").c_str()), std::string::npos);
+}
+
 // The run that test_prep_h5py_check.py reads: SAMSum-shaped train and validation files, a tokenizer trained by
 // the program, 2 threads, lengths that cut some examples.
 TEST(PrepProgram, WritesTheRunForThePythonCheck) {

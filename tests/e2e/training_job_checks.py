@@ -10,6 +10,11 @@
   prep_to_train a dialogue/summary JSONL through t5scale-prep (recipe, trained tokenizer) into training with ROUGE
   diverge       a loss that overflows stops the job (status diverged, exit 3) with its last good checkpoint
   eval_only     evaluation alone of an exported Hugging Face folder gives the trained run's validation loss
+  vocab_beyond  a model whose embedding has more rows than the tokenizer has ids (as T5's): generated ids beyond the
+                tokenizer are decoded as <id_N> and counted in the eval row; the CPU run's card reports host memory
+  failures      the job goes down through each failure path (an exception on rank 1, bad data met mid-run on rank
+                0, a stalled rank): the run file says failed with the error and the step where rank 0 could
+                write it, and rank 1's failure note says it where rank 0 could not; the analysis reads both
 
 usage: training_job_checks.py SCENARIO --bin BUILD/bin --mpirun MPIEXEC --work DIR
 """
@@ -218,12 +223,16 @@ def scenario_refuse(job):
         (["train.max_steps=5", "parallel.tp=4"], "parallel.tp: world size 2 is not divisible by tp 4"),
         (["train.max_steps=5", "data.dataset=/nonexistent/data.h5"], "data.dataset"),
         (["train.max_steps=5", "optimizer.name=adafactor", "parallel.zero1=true"], "optimizer.name"),
+        (["train.max_steps=5", "lr_schedule.warmup_steps=10"], "lr_schedule.warmup_steps: 10 is longer than the run"),
     ]
     for sets, expected in cases:
         result = subprocess.run(job.command(2, "refused", *sets), capture_output=True, text=True)
         output = result.stdout + result.stderr
         check(result.returncode != 0, f"{sets} was accepted")
         check(expected in output, f"{sets}: the message does not name {expected!r}:\n{output[-2000:]}")
+        # Every rank meets the error; the job prints it once.
+        printed = output.count("t5scale-train: error:")
+        check(printed == 1, f"{sets}: the error is printed {printed} times:\n{output[-2000:]}")
         check(not os.path.exists(job.run_file("refused")), f"{sets}: a run file was written before refusing")
     print(f"refuse: {len(cases)} bad configs refused before any compute")
 
@@ -234,8 +243,9 @@ SENTENCES = ["the meeting moved to friday at noon", "anna will bring the slides 
              "sara asked whether the budget was approved", "the printer on the third floor is broken"]
 
 
-def scenario_prep_to_train(job):
-    """A dialogue/summary JSONL through t5scale-prep (recipe, trained tokenizer) into the trainer, with ROUGE."""
+def prep_dialogues(job, pieces):
+    """A dialogue/summary JSONL through t5scale-prep (SAMSum recipe, a tokenizer of `pieces` pieces trained on it)
+    into job.dataset; returns the tokenizer's path."""
     import json
     import random
     rng = random.Random(3)
@@ -248,9 +258,16 @@ def scenario_prep_to_train(job):
                           "samsum.yaml")
     tokenizer = os.path.join(job.work, "spiece.model")
     subprocess.run([os.path.join(job.bin, "t5scale-prep"), "--recipe", recipe, "--input", data, "--out",
-                    job.dataset, "--train-tokenizer", "--tokenizer-out", tokenizer, "--vocab-size", "60",
+                    job.dataset, "--train-tokenizer", "--tokenizer-out", tokenizer, "--vocab-size", str(pieces),
                     "--split-ratio", "train=0.8", "--split-ratio", "validation=0.2", "--progress", "none"],
                    check=True)
+    return tokenizer
+
+
+def scenario_prep_to_train(job):
+    """A dialogue/summary JSONL through t5scale-prep (recipe, trained tokenizer) into the trainer, with ROUGE."""
+    import json
+    tokenizer = prep_dialogues(job, pieces=60)
     job.run(2, "prepped", "train.max_steps=30", "parallel.tp=2", f"data.tokenizer={tokenizer}",
             "optimizer.lr=3e-3", "eval.every_steps=15", "eval.max_examples=24", "eval.metrics=loss,rouge",
             "eval.max_new_tokens=16", "model.dropout_rate=0.0")
@@ -288,9 +305,164 @@ def scenario_eval_only(job):
     print(f"eval only: the exported model's eval loss {evaluated_loss:.6f} equals the trained run's")
 
 
+def scenario_vocab_beyond(job):
+    """T5's arrangement: a 32,128-row embedding with a 32,100-id tokenizer. Here a Hugging Face model of 256 rows
+    (made by transformers) evaluates data of a tokenizer with fewer ids; its embedding rows beyond the tokenizer are
+    scaled up so that greedy generation picks them, as a weak early model may."""
+    import json
+    import re
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+    tokenizer = prep_dialogues(job, pieces=60)
+    with h5py.File(job.dataset, "r") as f:
+        data_vocab = int(f.attrs["vocab_size"])
+    model_vocab = 256
+    check(data_vocab < model_vocab, f"the data's vocabulary {data_vocab} is not below the model's {model_vocab}")
+    torch.manual_seed(0)
+    model = T5ForConditionalGeneration(T5Config(vocab_size=model_vocab, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                                                num_heads=4, decoder_start_token_id=0, pad_token_id=0,
+                                                eos_token_id=1))
+    with torch.no_grad():
+        model.shared.weight[data_vocab:] *= 20.0
+    hf = os.path.join(job.work, "hf")
+    model.save_pretrained(hf, safe_serialization=True)
+    log = job.run(2, "beyond", "eval.only=true", f"model.init_from={hf}", f"data.tokenizer={tokenizer}",
+                  "eval.max_examples=16", "eval.metrics=loss,rouge", "eval.max_new_tokens=8")
+    with h5py.File(job.run_file("beyond"), "r") as f:
+        check(text(f.attrs["status"]) == "completed", f"status {text(f.attrs['status'])}")
+        check(len(f["eval/step"]) == 1, "no eval row")
+        counted = int(f["eval/generated_ids_beyond_vocab"][0])
+        check(np.isfinite(f["eval/rouge1"][0]), "no rouge1 in the eval row")
+        host_peak = float(f["summary"].attrs["peak_host_memory_bytes"])
+    with open(os.path.join(job.work, "beyond.eval.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    check(len(rows) == 16, f"{len(rows)} generations written")
+    shown = [int(m) for r in rows for m in re.findall(r"<id_(\d+)>", r["prediction"])]
+    check(counted > 0 and counted == len(shown), f"{counted} ids counted, {len(shown)} placeholders in the generations")
+    check(all(data_vocab <= i < model_vocab for i in shown), f"placeholder ids {sorted(set(shown))}")
+    # The resource card of a CPU run without steps: the host's peak, not "0.00 GiB", and no GPU.
+    with open(log) as f:
+        card = f.read()
+    memory = re.search(r"memory +host peak resident set ([0-9.]+) GiB \(max over 2 CPU ranks", card)
+    check(memory and float(memory.group(1)) > 0.01, "the card's memory line:\n" + card[-1500:])
+    check("2 CPU ranks = tp 1 x dp 2" in card, "the card's grid line does not say CPU ranks")
+    check(abs(host_peak / 2**30 - float(memory.group(1))) < 0.01, f"summary peak_host_memory_bytes {host_peak}")
+    print(f"vocab beyond: {counted} generated ids in [{data_vocab}, {model_vocab}) shown as <id_N> and counted; "
+          f"host peak {memory.group(1)} GiB")
+
+
+def rank_pids(mpirun_pid):
+    """{world rank: pid} of the ranks mpirun started (its children, by OMPI_COMM_WORLD_RANK)."""
+    pids = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            if parent != mpirun_pid:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+        except (OSError, IndexError, ValueError):
+            continue
+        if b"OMPI_COMM_WORLD_RANK" in env:
+            pids[int(env[b"OMPI_COMM_WORLD_RANK"])] = int(pid)
+    return pids
+
+
+def corrupt_validation_example(job, example):
+    """Puts an id outside the vocabulary into the source of one validation example (prep checks only the train
+    split at start-up: this one is met at the first evaluation, by the rank that evaluates that example)."""
+    with h5py.File(job.dataset, "r+") as f:
+        start = int(f["validation/source_offsets"][example])
+        f["validation/source_tokens"][start] = int(f.attrs["vocab_size"]) + 5
+
+
+def read_failure(job, name):
+    """(root attributes, the failure note or None, the analysis' Run) of a failed run."""
+    import json
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "analysis"))
+    from t5scale_analyze.runfile import read_run
+    with h5py.File(job.run_file(name), "r", swmr=True) as f:
+        attrs = {k: (text(v) if isinstance(v, (bytes, np.bytes_, str)) else v) for k, v in f.attrs.items()}
+        check("summary" not in f, "a failed run got a /summary")
+    note_path = os.path.join(job.work, f"{name}.failed.json")
+    note = json.load(open(note_path)) if os.path.exists(note_path) else None
+    return attrs, note, read_run(job.run_file(name))
+
+
+def scenario_failures(job):
+    evaluate = ["eval.every_steps=3", "eval.max_examples=8", "eval.metrics=loss", "train.max_steps=6",
+                "telemetry.flush_every_steps=1"]
+
+    # An exception on rank 1 alone (its evaluation example holds a bad id): rank 0 waits in a collective and is
+    # killed by the abort, so rank 1 leaves the note and the file stays "running".
+    job.prep()
+    corrupt_validation_example(job, 1)
+    job.run(2, "rank1_throws", *evaluate, expect=2)
+    attrs, note, run = read_failure(job, "rank1_throws")
+    check(attrs["status"] == "running", f"status {attrs['status']}: rank 0 wrote a status it could not know")
+    check(note is not None and note["rank"] == 1 and note["step"] == 3 and "outside the vocabulary" in note["error"],
+          f"failure note {note}")
+    check(run.status == "failed" and "outside the vocabulary" in run.summary["error"], f"analysis: {run.status}")
+    check(len(run.steps) == 3, f"{len(run.steps)} steps readable, 3 were flushed")
+    with open(os.path.join(job.work, "rank1_throws.log")) as f:
+        log = f.read()
+    check(log.count("t5scale-train: error:") == 1, "the error is not printed exactly once:\n" + log[-3000:])
+
+    # Bad data met mid-run by rank 0: it records the failure in the run file itself.
+    job.prep()
+    corrupt_validation_example(job, 0)
+    job.run(2, "rank0_bad_data", *evaluate, expect=2)
+    attrs, note, run = read_failure(job, "rank0_bad_data")
+    check(attrs["status"] == "failed" and attrs["error_step"] == 3 and "outside the vocabulary" in attrs["error"],
+          f"status {attrs['status']}, error_step {attrs['error_step']}, error {attrs['error']!r}")
+    check(note is None, "rank 0 recorded the failure in the file: no note expected")
+    check(run.status == "failed" and run.summary["error_step"] == 3, f"analysis: {run.status}")
+
+    # A stalled rank (stopped by a signal): rank 0's collective times out, and it records that.
+    job.prep()
+    log_path = os.path.join(job.work, "stalled.log")
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(job.command(2, "stalled", "train.max_steps=100000",
+                                               "parallel.collective_timeout_s=5"),
+                                   stdout=log, stderr=subprocess.STDOUT)
+    stopped = None
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and process.poll() is None:
+            with open(log_path) as f:
+                if "step 3/" in f.read():
+                    stopped = rank_pids(process.pid).get(1)
+                    break
+            time.sleep(0.5)
+        check(stopped is not None, "the job did not reach step 3, or rank 1 was not found")
+        os.kill(stopped, signal.SIGSTOP)
+        code = process.wait(timeout=120)
+    finally:
+        if stopped is not None:
+            try:
+                os.kill(stopped, signal.SIGCONT)
+                os.kill(stopped, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    check(code != 0, "the stalled job exited 0")
+    attrs, note, run = read_failure(job, "stalled")
+    check(attrs["status"] == "failed" and "timed out after 5 s" in attrs["error"] and attrs["error_step"] >= 3,
+          f"status {attrs['status']}, error {attrs['error']!r}, error_step {attrs['error_step']}")
+    check(run.status == "failed", f"analysis: {run.status}")
+    print(f"failures: rank 1's exception noted beside the file, rank 0's bad data and a stall recorded in it "
+          f"(stalled after step {attrs['error_step']})")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse", "prep_to_train", "eval_only", "diverge"])
+    parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse", "prep_to_train", "eval_only",
+                                             "diverge", "vocab_beyond", "failures"])
     parser.add_argument("--bin", required=True)
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--work", required=True)

@@ -22,8 +22,10 @@ python=$3
 timeout_s=${T5SCALE_SLURM_TEST_TIMEOUT_S:-600}
 test_start=$SECONDS
 
+# The step the test is at, named in a failure: which wait ran out, and where.
+step="checking the prerequisites"
 fail() {
-  echo "FAIL: $*" >&2
+  echo "FAIL ($step): $*" >&2
   exit 1
 }
 
@@ -48,6 +50,7 @@ status=1
 cleanup() {
   "$src/slurm/local/stop.sh" "$state" || true
   if [ "$status" -ne 0 ]; then
+    echo "--- failed at: $step" >&2
     echo "--- job logs" >&2
     for log in "$work"/results/*.log; do
       [ -e "$log" ] && { echo "== $log" >&2; tail -n 40 "$log" >&2; }
@@ -66,23 +69,30 @@ cleanup() {
 }
 trap cleanup EXIT
 
+step="starting the cluster"
 "$src/slurm/local/start.sh" "$state" || fail "the local Slurm cluster did not start (the reason is above)"
 export SLURM_CONF="$state/slurm.conf"
 cd "$work" || fail "cannot enter $work"
 study() { "$bin/t5scale-study" "$@"; }
 
-# Waits until none of the job ids given is pending or running (squeue), or fails after timeout_s.
+# Waits until none of the job ids given is pending or running (squeue), or fails after timeout_s. A squeue that
+# fails (a busy slurmctld answers late on a loaded machine) says nothing about the jobs: it is asked again.
 wait_for_jobs() {
-  local deadline=$((SECONDS + timeout_s)) active
+  local deadline=$((SECONDS + timeout_s)) active queue
   while :; do
-    active=$(squeue -h -r -o %i | grep -xF -f <(printf '%s\n' "$@") | tr '\n' ' ')
-    [ -z "$active" ] && return 0
-    [ $SECONDS -ge $deadline ] && fail "jobs still queued or running after ${timeout_s} s: $active ($(squeue))"
+    if queue=$(squeue -h -r -o %i 2>"$work/squeue.err"); then
+      active=$(grep -xF -f <(printf '%s\n' "$@") <<<"$queue" | tr '\n' ' ')
+      [ -z "$active" ] && return 0
+    else
+      active="unknown (squeue failed: $(cat "$work/squeue.err"))"
+    fi
+    [ $SECONDS -ge $deadline ] && fail "jobs still queued or running after ${timeout_s} s: $active ($(squeue 2>&1))"
     sleep 2
   done
 }
 
 # ---- The demo study ----
+step="the demo study's 4 jobs"
 submit_start=$SECONDS
 study submit "$src/jobs/cpu-demo.yaml" --out "$work/jobs" --results-dir "$work/results" --bin "$bin" ||
   fail "t5scale-study submit failed"
@@ -158,6 +168,7 @@ study submit "$src/jobs/cpu-demo.yaml" --out "$work/jobs" --results-dir "$work/r
 [ "$(grep -c "^skipped .*: completed" "$work/resubmit.txt")" -eq 4 ] || fail "resubmit: $(cat "$work/resubmit.txt")"
 
 # ---- The same study as job arrays (one per launch shape) ----
+step="the demo study as job arrays"
 study submit "$src/jobs/cpu-demo.yaml" --array --out "$work/array-jobs" --results-dir "$work/array-results" \
   --bin "$bin" || fail "t5scale-study submit --array failed"
 mapfile -t array_jobs < <(tail -n +2 "$work/array-jobs/jobs.csv" | cut -d, -f2)
@@ -169,6 +180,7 @@ grep -q "^summary: 4 completed$" "$work/array-status.txt" ||
   fail "the job arrays did not complete the 4 runs: $(cat "$work/array-status.txt")"
 
 # ---- Preemption: SIGUSR1, checkpoint, exit 75, requeue, resume ----
+step="the preemption run reaching step 20"
 cat >"$work/preempt.yaml" <<EOF
 study: preempt
 base_config: $work/jobs/w1-tp1.yaml
@@ -180,10 +192,10 @@ study submit "$work/preempt.yaml" --out "$work/preempt-jobs" --results-dir "$wor
 job=$(tail -n 1 "$work/preempt-jobs/jobs.csv" | cut -d, -f2)
 run_file="$work/results/preempt.h5"
 # Wait until the run has flushed 20 steps, then signal its tasks as --signal would.
-"$python" - "$run_file" <<'EOF' || fail "the preemption run did not reach step 20"
+"$python" - "$run_file" "$timeout_s" <<'EOF' || fail "the preemption run did not reach step 20 in ${timeout_s} s"
 import os, sys, time
 import h5py
-path, deadline = sys.argv[1], time.time() + 300
+path, deadline = sys.argv[1], time.time() + float(sys.argv[2])
 while time.time() < deadline:
     try:
         with h5py.File(path, "r", swmr=True) as f:
@@ -200,10 +212,13 @@ preempt_status() {
 preempt_status >"$work/status-running.txt" || fail "t5scale-study status failed"
 grep -Eq "^preempt +$job +RUNNING +.* running +0 +[0-9]+/400 +running$" "$work/status-running.txt" ||
   fail "status does not show the preemption run running: $(cat "$work/status-running.txt")"
+step="the preemption run's checkpoint and requeue"
 scancel --signal=USR1 "$job" || fail "scancel --signal=USR1 $job failed"
-# The requeued job waits about 20 s before it starts again: status shows it as preempted and requeued.
+# The requeued job waits about 20 s before it starts again: status shows it as preempted and requeued. On a
+# loaded machine the checkpoint and the exit take a while: the deadline is the test's, not a count of polls.
 seen_requeued=0
-for _ in $(seq 120); do
+requeue_deadline=$((SECONDS + timeout_s))
+while [ $SECONDS -lt $requeue_deadline ]; do
   preempt_status >"$work/status-requeued.txt" || fail "t5scale-study status failed"
   if grep -Eq "^preempt +$job +PENDING +.* preempted +0 +[0-9]+/400 +preempted \(requeued\)$" \
      "$work/status-requeued.txt"; then
@@ -212,8 +227,10 @@ for _ in $(seq 120); do
   fi
   sleep 0.5
 done
-[ "$seen_requeued" -eq 1 ] || fail "status never showed the run preempted (requeued): $(cat "$work/status-requeued.txt")"
+[ "$seen_requeued" -eq 1 ] ||
+  fail "status never showed the run preempted (requeued) in ${timeout_s} s: $(cat "$work/status-requeued.txt")"
 cat "$work/status-requeued.txt"
+step="the requeued preemption run"
 wait_for_jobs "$job"
 "$python" - "$run_file" <<'EOF' || fail "the preempted run did not resume and complete"
 import sys

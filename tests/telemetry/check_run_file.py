@@ -56,6 +56,7 @@ def expected_summary(steps, evals, wall_time_s):
         "mean_mfu": sum(r["mfu"] for r in steps) / n,
         "peak_memory_bytes": max(max(r["memory_peak_bytes"]) for r in steps),
         "mean_memory_allocated_bytes": sum(sum(r["memory_allocated_bytes"]) for r in steps) / (n * WORLD),
+        "peak_host_memory_bytes": max(max(r["host_memory_bytes"]) for r in steps),
         "total_flops": sum(r["model_flops"] for r in steps),
     }
     for m in EVAL_METRICS:
@@ -91,7 +92,7 @@ def main():
         check_rows(f, "eval", EVAL_COLUMNS, evals)
 
         expected = probe_attributes(STEPS)
-        expected.update({"status": "completed", "attempt": 0, "resumed_from_step": -1})
+        expected.update({"status": "completed", "attempt": 0, "resumed_from_step": -1, "error": "", "error_step": -1})
         check_root_attributes(f, expected)
         start = text(f.attrs["start_time_utc"])
         if len(start) != 20 or start[10] != "T" or not start.endswith("Z"):

@@ -51,7 +51,7 @@ def check_flushed(path, steps_reported, evals_reported):
                 if not (same(got, want[name]) or same(got, np.full_like(np.asarray(got, dtype=float), fill))):
                     fail(f"/steps/{name}[{i}] = {got}: neither the value written nor the fill value")
         attrs = probe_attributes(MAX_STEPS)
-        attrs.update({"status": "running", "attempt": 0, "resumed_from_step": -1})
+        attrs.update({"status": "running", "attempt": 0, "resumed_from_step": -1, "error": "", "error_step": -1})
         check_root_attributes(f, attrs)
         return n_steps, text(f.attrs["start_time_utc"])
 
@@ -133,7 +133,8 @@ def main():
         check_rows(f, "steps", STEP_COLUMNS, [step_row(s) for s in range(1, total + 1)])
         check_rows(f, "eval", EVAL_COLUMNS, [eval_row(e, False) for e in eval_steps])
         attrs = probe_attributes(total)
-        attrs.update({"status": "completed", "attempt": 1, "resumed_from_step": keep, "start_time_utc": start_time})
+        attrs.update({"status": "completed", "attempt": 1, "resumed_from_step": keep, "start_time_utc": start_time,
+                      "error": "", "error_step": -1})
         check_root_attributes(f, attrs)
         if int(f["summary"].attrs["steps_completed"]) != total:
             fail(f"summary steps_completed {f['summary'].attrs['steps_completed']}, expected {total}")

@@ -55,6 +55,7 @@ EVAL_COLUMNS = [
     ("macro_f1", np.float64, "fraction", False),
     ("num_examples", np.int64, "examples", False),
     ("eval_time_s", np.float64, "s", False),
+    ("generated_ids_beyond_vocab", np.int64, "tokens", False),
 ]
 
 EVAL_METRICS = ["loss", "rouge1", "rouge2", "rougeL", "rougeLsum", "exact_match", "f1", "accuracy", "macro_f1"]
@@ -108,14 +109,14 @@ def probe_attributes(max_steps):
 
 
 # The spec's root attributes that are numbers; every other one is a string.
-INT_ATTRIBUTES = {"schema_version", "attempt", "resumed_from_step", "nodes", "gpus_per_node", "world_size", "tp",
+INT_ATTRIBUTES = {"schema_version", "attempt", "resumed_from_step", "error_step", "nodes", "gpus_per_node", "world_size", "tp",
                   "dp", "parameter_count", "global_batch", "micro_batch", "grad_accumulation",
                   "reference_global_batch", "warmup_steps", "max_steps", "steps_per_epoch",
                   "predicted_memory_bytes_per_device"}
 FLOAT_ATTRIBUTES = {"epochs", "base_lr", "effective_lr", "peak_flops_per_device", "price_per_node_hour_usd",
                     "carbon_intensity_g_per_kwh", "pue", "predicted_flops_per_step"}
 ROOT_ATTRIBUTES = ["format", "schema_version", "run_id", "study", "start_time_utc", "status", "attempt",
-                   "resumed_from_step", "git_revision", "slurm_job_id", "slurm_array_task_id", "hosts", "nodes",
+                   "resumed_from_step", "error", "error_step", "git_revision", "slurm_job_id", "slurm_array_task_id", "hosts", "nodes",
                    "gpus_per_node", "world_size", "tp", "dp", "model_name", "parameter_count", "global_batch",
                    "micro_batch", "grad_accumulation", "base_lr", "effective_lr", "lr_scaling_rule",
                    "reference_global_batch", "warmup_steps", "max_steps", "steps_per_epoch", "epochs", "precision",
@@ -154,7 +155,7 @@ def eval_row(e, last):
         "step": e, "epoch": x / 8.0, "wall_time_s": 0.5 * x + 0.25, "loss": 3.0 - x / 64.0,
         "rouge1": 0.5 - abs(x - 10.0) / 256.0, "rouge2": 0.125 + x / 512.0, "rougeL": 0.1875 + x / 256.0,
         "rougeLsum": 0.1875 + x / 128.0, "exact_match": nan, "f1": 0.75 if last else nan, "accuracy": nan,
-        "macro_f1": nan, "num_examples": 100, "eval_time_s": 2.5,
+        "macro_f1": nan, "num_examples": 100, "eval_time_s": 2.5, "generated_ids_beyond_vocab": e % 3,
     }
 
 

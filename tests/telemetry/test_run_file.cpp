@@ -191,6 +191,38 @@ TEST(RunFile, FinishWritesTheSummaryAndTheStatus) {
   EXPECT_NE(error_of([&] { file.finish({}, "completed"); }).find("after the file was finished"), std::string::npos);
 }
 
+// A job going down: the status, the error and the step are written while SWMR is on (no /summary), the rows
+// appended so far are flushed, and the file is closed; an error longer than the room for it is cut between
+// characters.
+TEST(RunFile, RecordFailureSetsStatusErrorAndStepWithoutASummary) {
+  TempDir dir;
+  const std::string path = dir / "run.h5";
+  RunFile file = RunFile::create(path, attributes(), {100});
+  for (int s = 1; s <= 3; ++s) file.append_step(step(s));
+  std::string error = "rank 1 stopped:";  // 15 bytes: the 1,024-byte cut would fall inside an "é"
+  while (error.size() < kErrorCapacityBytes + 10) error += "\xc3\xa9";  // "é", two bytes
+  file.record_failure(error, 3);
+  {
+    Reader reader(path);
+    EXPECT_EQ(reader.string_attribute("/", "status"), "failed");
+    EXPECT_EQ(reader.number_attribute("/", "error_step"), 3);
+    const std::string recorded = reader.string_attribute("/", "error");
+    EXPECT_EQ(recorded, error.substr(0, kErrorCapacityBytes - 1));
+    EXPECT_EQ(reader.doubles("/steps/step"), range_of(1, 3));
+    EXPECT_FALSE(reader.has("/summary"));
+  }
+  // Closed: a plain (not SWMR) open works, as for a finished file; the object refuses to write more.
+  const hid_t plain = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_GE(plain, 0);
+  if (plain >= 0) H5Fclose(plain);
+  EXPECT_NE(error_of([&] { file.append_step(step(4)); }).find("after the file was finished"), std::string::npos);
+  // A fresh file says "" and -1.
+  { RunFile other = RunFile::create(dir / "other.h5", attributes(), {100}); }
+  Reader fresh(dir / "other.h5");
+  EXPECT_EQ(fresh.string_attribute("/", "error"), "");
+  EXPECT_EQ(fresh.number_attribute("/", "error_step"), -1);
+}
+
 TEST(RunFile, EnergyOfASourceThatIsNoneIsNotCounted) {
   TempDir dir;
   const std::string path = dir / "run.h5";
@@ -369,7 +401,8 @@ TEST(RunFile, OtherBadInput) {
   EXPECT_NE(error_of([&] { file.finish({}, "done"); }).find("status 'done' is not one of"), std::string::npos);
   RunSummaryInputs short_inputs;
   short_inputs.gpu_energy_j = {1.0};
-  EXPECT_NE(error_of([&] { file.finish(short_inputs, "completed"); }).find("1 energies"), std::string::npos);
+  EXPECT_NE(error_of([&] { file.finish(short_inputs, "completed"); }).find("gpu_energy_j has 1 values"),
+            std::string::npos);
   file.finish({}, "completed");  // still possible after the refusals
 }
 
