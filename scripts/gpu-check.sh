@@ -127,7 +127,7 @@ run_stage() {
   local took=$(($(date +%s) - began))
   case $code in
     0) SUMMARY+=("$name: ok (${took} s)") ;;
-    77) SUMMARY+=("$name: skipped by the check itself (${took} s): see $(basename "$logfile")") ;;
+    77) SUMMARY+=("$name: SKIPPED by the check itself (${took} s): see $(basename "$logfile")") ;;
     124 | 137) SUMMARY+=("$name: TIMED OUT after ${limit} s") ;;
     *) SUMMARY+=("$name: FAILED (exit $code, ${took} s): see $(basename "$logfile")") ;;
   esac
@@ -188,6 +188,12 @@ fi
 if [[ -n $CTEST_DIR ]]; then
   run_stage gpu-tests 480 "$OUT_DIR/gpu-tests.log" ctest --test-dir "$CTEST_DIR" -L gpu --output-on-failure \
     --output-junit "$OUT_DIR/gpu-tests.junit.xml"
+  # ctest passes a run whose tests all skipped; on this machine a skip means LibTorch found no usable GPU.
+  skipped=$( ((DRY_RUN)) || grep -c '\*\*\*Skipped' "$OUT_DIR/gpu-tests.log")
+  if [[ -n $skipped && $skipped != 0 ]]; then
+    SUMMARY+=("gpu-tests: FAILED: $skipped gpu tests were skipped, i.e. LibTorch saw no usable CUDA device (gpu-tests.log)")
+    progress "${SUMMARY[-1]}"
+  fi
 elif [[ -n $GPU_TESTS ]]; then
   run_stage gpu-tests 480 "$OUT_DIR/gpu-tests.log" "$GPU_TESTS" --gtest_color=no \
     --gtest_output="json:$OUT_DIR/gpu-tests.json"
