@@ -1,16 +1,21 @@
 #include "dist/nccl_communicator.h"
 
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
 
-#include <chrono>
-#include <thread>
+#include <cstdio>
 
 #include "dist/mpi_runtime.h"
 
 namespace t5scale {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 ncclDataType_t nccl_type(torch::ScalarType dtype) {
   switch (dtype) {
@@ -26,52 +31,35 @@ ncclDataType_t nccl_type(torch::ScalarType dtype) {
   }
 }
 
+// A launched collective: wait() orders the stream current at that moment after it, without blocking the host.
 class NcclWork final : public CollectiveWork {
  public:
-  NcclWork(NcclCommunicator& comm, const char* operation, c10::cuda::CUDAStream comm_stream)
-      : comm_(comm), operation_(operation) {
-    done_.record(comm_stream);
-  }
-  ~NcclWork() override {
-    if (!waited_) wait();
-  }
+  NcclWork(std::shared_ptr<at::cuda::CUDAEvent> done, int device) : done_(std::move(done)), device_(device) {}
+  ~NcclWork() override { wait(); }  // a dropped work object still keeps the result from being read too early
   void wait() override {
     if (waited_) return;
-    comm_.poll(done_, operation_);
-    done_.block(c10::cuda::getCurrentCUDAStream());  // the compute stream continues after the collective
+    done_->block(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)));
     waited_ = true;
   }
 
  private:
-  NcclCommunicator& comm_;
-  const char* operation_;
-  at::cuda::CUDAEvent done_;
+  std::shared_ptr<at::cuda::CUDAEvent> done_;
+  int device_;
   bool waited_ = false;
 };
 
 }  // namespace
 
-int local_cuda_device() {
-  MPI_Comm node;
-  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int local_rank = 0;
-  MPI_CHECK(MPI_Comm_rank(node, &local_rank));
-  MPI_Comm_free(&node);
-  int devices = 0;
-  T5S_CHECK(cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0, "[rank ", world_rank(),
-            "] the NCCL backend needs a CUDA device, none is visible");
-  return local_rank % devices;
-}
-
 NcclCommunicator::NcclCommunicator(MPI_Comm group, std::string name, int device, double timeout_s)
     : group_(group),
       name_(std::move(name)),
-      device_(device < 0 ? local_cuda_device() : device),
+      device_(device),
       timeout_s_(timeout_s),
-      stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device_))) {
+      stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device))) {
+  T5S_CHECK(device_ >= 0, "the ", name_, " group's NCCL communicator needs a CUDA device index, got ", device_);
   MPI_CHECK(MPI_Comm_rank(group_, &rank_));
   MPI_CHECK(MPI_Comm_size(group_, &size_));
-  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
   ncclUniqueId id;
   if (rank_ == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, group_));
@@ -79,9 +67,18 @@ NcclCommunicator::NcclCommunicator(MPI_Comm group, std::string name, int device,
   config.blocking = 0;  // initialisation returns at once and is polled, so a missing peer cannot hang the job
   check(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config), "ncclCommInitRankConfig");
   wait_while_in_progress("ncclCommInitRankConfig");
+  watchdog_ = std::thread([this] { watch(); });
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  // The collectives in flight finish under the watchdog's eye; then it stops, and the communicator goes.
+  if (comm_ != nullptr) cudaStreamSynchronize(stream_.stream());
+  {
+    const std::lock_guard<std::mutex> lock(in_flight_mutex_);
+    stopping_ = true;
+  }
+  in_flight_changed_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
   if (comm_ != nullptr) ncclCommDestroy(comm_);
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -89,9 +86,16 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 void NcclCommunicator::fail(const std::string& what) {
-  if (comm_ != nullptr) ncclCommAbort(comm_);  // unblocks kernels waiting on peers
-  comm_ = nullptr;
-  abort_job("t5scale", msg(what, " [", name_, " group, rank ", rank_, " of ", size_, ", CUDA device ", device_, "]"));
+  // The first failure, on any thread, reports and ends the job; a second one waits here for the end.
+  static std::mutex failing;
+  failing.lock();
+  const std::string message =
+      msg(what, " [", name_, " group, rank ", rank_, " of ", size_, ", CUDA device ", device_, "]");
+  // Said before the abort, which can itself hang when the network is stuck.
+  std::fprintf(stderr, "[rank %d] t5scale: %s: aborting the NCCL communicator\n", world_rank(), message.c_str());
+  std::fflush(stderr);
+  if (comm_ != nullptr) ncclCommAbort(comm_);  // frees kernels waiting on peers
+  abort_job("t5scale", message);
 }
 
 void NcclCommunicator::check(ncclResult_t result, const char* operation) {
@@ -100,12 +104,12 @@ void NcclCommunicator::check(ncclResult_t result, const char* operation) {
 }
 
 void NcclCommunicator::wait_while_in_progress(const char* operation) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   ncclResult_t state = ncclInProgress;
   while (true) {
     if (comm_ != nullptr) check(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
     if (state != ncclInProgress) break;
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_s_) {
+    if (seconds_since(start) > timeout_s_) {
       fail(msg(operation, " timed out after ", timeout_s_, " s: a peer rank has stalled or died"));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -113,85 +117,128 @@ void NcclCommunicator::wait_while_in_progress(const char* operation) {
   if (state != ncclSuccess) fail(msg(operation, " failed: ", ncclGetErrorString(state)));
 }
 
-void NcclCommunicator::poll(const at::cuda::CUDAEvent& done, const char* operation) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int polls = 0; !done.query(); ++polls) {
+void NcclCommunicator::watch() {
+  // Event queries from this thread must go to this rank's GPU: a thread's current device starts as 0, and the
+  // runtime would open a context on GPU 0 for it.
+  try {
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_));
+  } catch (const std::exception& e) {
+    fail(msg("the watchdog of the ", name_, " group cannot use CUDA device ", device_, ": ", e.what()));
+  }
+  std::unique_lock<std::mutex> lock(in_flight_mutex_);
+  while (true) {
+    in_flight_changed_.wait(lock, [this] { return stopping_ || !in_flight_.empty(); });
+    if (in_flight_.empty()) return;  // stopping, nothing left
+    const InFlight oldest = in_flight_.front();
+    lock.unlock();
+    bool done = false;
     ncclResult_t state = ncclSuccess;
-    check(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
-    if (state != ncclSuccess && state != ncclInProgress) fail(msg(operation, " failed: ", ncclGetErrorString(state)));
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_s_) {
-      fail(msg(operation, " timed out after ", timeout_s_, " s: a peer rank has stalled or died"));
+    ncclResult_t polled = ncclSuccess;
+    try {
+      done = oldest.done->query();
+      polled = ncclCommGetAsyncError(comm_, &state);
+    } catch (const std::exception& e) {  // a CUDA error (sticky, e.g. an illegal address) while following it
+      fail(msg(oldest.operation, " failed: ", e.what()));
     }
-    if (polls > 64) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (polled != ncclSuccess) fail(msg("ncclCommGetAsyncError failed: ", ncclGetErrorString(polled)));
+    if (state != ncclSuccess && state != ncclInProgress) {
+      fail(msg(oldest.operation, " failed: ", ncclGetErrorString(state), " (", ncclGetLastError(comm_), ")"));
+    }
+    if (!done && seconds_since(oldest.launched) > timeout_s_) {
+      fail(msg(oldest.operation, " timed out after ", timeout_s_, " s: a peer rank has stalled or died"));
+    }
+    lock.lock();
+    if (done) {
+      in_flight_.pop_front();  // the next one may be done as well: look at once
+    } else {
+      // Completion is only bookkeeping here (nobody waits on this thread): a millisecond between looks is plenty.
+      in_flight_changed_.wait_for(lock, std::chrono::milliseconds(1));
+    }
   }
 }
 
-std::unique_ptr<CollectiveWork> NcclCommunicator::enqueue(const char* operation,
-                                                          const std::vector<torch::Tensor>& tensors,
-                                                          const Launch& launch) {
+std::shared_ptr<at::cuda::CUDAEvent> NcclCommunicator::launch(const char* operation,
+                                                              const std::vector<torch::Tensor>& tensors,
+                                                              const Launch& call) {
   for (const auto& t : tensors) {
     T5S_CHECK(t.is_cuda() && t.get_device() == device_, operation, " on the ", name_, " group: the NCCL backend "
               "takes tensors on CUDA device ", device_, ", got ", t.device());
     T5S_CHECK(t.is_contiguous(), operation, " on the ", name_, " group: the tensor must be contiguous");
   }
-  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-  // The communication stream starts once the compute stream has produced the inputs.
-  at::cuda::CUDAEvent inputs_ready;
-  inputs_ready.record(c10::cuda::getCurrentCUDAStream());
-  inputs_ready.block(stream_);
-  // The caching allocator must not hand these buffers out again before the collective has finished with them.
-  for (const auto& t : tensors) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
-  check(launch(stream_.stream()), operation);
-  wait_while_in_progress(operation);
-  return std::make_unique<NcclWork>(*this, operation, stream_);
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+  const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_));
+  auto done = std::make_shared<at::cuda::CUDAEvent>();
+  {
+    const std::lock_guard<std::mutex> lock(launch_mutex_);
+    // The collective starts once the compute stream has produced its inputs, with no host wait.
+    at::cuda::CUDAEvent inputs_ready;
+    inputs_ready.record(compute);
+    inputs_ready.block(stream_);
+    // The caching allocator must not hand these buffers out again before the collective has finished with them,
+    // even when the caller drops its tensors right after the call.
+    for (const auto& t : tensors) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
+    const ncclResult_t result = call(stream_.stream());
+    check(result, operation);
+    // A non-blocking communicator may still be enqueueing: the completion event must come after the kernel.
+    if (result == ncclInProgress) wait_while_in_progress(operation);
+    done->record(stream_);
+  }
+  {
+    const std::lock_guard<std::mutex> lock(in_flight_mutex_);
+    in_flight_.push_back({done, operation, Clock::now()});
+  }
+  in_flight_changed_.notify_one();
+  return done;
 }
 
 std::unique_ptr<CollectiveWork> NcclCommunicator::all_reduce_sum_async(torch::Tensor& tensor) {
-  return enqueue("ncclAllReduce(sum)", {tensor}, [&](cudaStream_t s) {
+  return std::make_unique<NcclWork>(launch("ncclAllReduce(sum)", {tensor}, [&](cudaStream_t s) {
     return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.scalar_type()),
                          ncclSum, comm_, s);
-  });
+  }), device_);
 }
 
 void NcclCommunicator::all_reduce_sum(torch::Tensor& tensor) { all_reduce_sum_async(tensor)->wait(); }
 
 void NcclCommunicator::all_reduce_max(torch::Tensor& tensor) {
-  enqueue("ncclAllReduce(max)", {tensor}, [&](cudaStream_t s) {
+  NcclWork(launch("ncclAllReduce(max)", {tensor}, [&](cudaStream_t s) {
     return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.scalar_type()),
                          ncclMax, comm_, s);
-  })->wait();
+  }), device_).wait();
 }
 
 torch::Tensor NcclCommunicator::all_gather(const torch::Tensor& tensor) {
   const torch::Tensor input = tensor.contiguous();
   std::vector<int64_t> shape = {size_};
   for (auto d : input.sizes()) shape.push_back(d);
-  torch::Tensor output = torch::empty(shape, input.options());
-  enqueue("ncclAllGather", {input, output}, [&](cudaStream_t s) {
+  torch::Tensor output = torch::empty(shape, input.options());  // (size, *tensor.shape)
+  NcclWork(launch("ncclAllGather", {input, output}, [&](cudaStream_t s) {
     return ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), nccl_type(input.scalar_type()), comm_, s);
-  })->wait();
+  }), device_).wait();
   return output;
 }
 
 void NcclCommunicator::broadcast(torch::Tensor& tensor, int root) {
-  enqueue("ncclBroadcast", {tensor}, [&](cudaStream_t s) {
+  NcclWork(launch("ncclBroadcast", {tensor}, [&](cudaStream_t s) {
     return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.scalar_type()), root,
                          comm_, s);
-  })->wait();
+  }), device_).wait();
 }
 
 std::unique_ptr<CollectiveWork> NcclCommunicator::reduce_scatter_sum_async(const torch::Tensor& flat,
                                                                            torch::Tensor& chunk) {
   T5S_CHECK(flat.numel() == chunk.numel() * size_, "reduce_scatter on the ", name_, " group: ", flat.numel(),
             " elements do not split into ", size_, " chunks of ", chunk.numel());
-  return enqueue("ncclReduceScatter(sum)", {flat, chunk}, [&](cudaStream_t s) {
+  T5S_CHECK(flat.scalar_type() == chunk.scalar_type(), "reduce_scatter on the ", name_, " group: dtypes differ (",
+            flat.scalar_type(), " and ", chunk.scalar_type(), ")");
+  return std::make_unique<NcclWork>(launch("ncclReduceScatter(sum)", {flat, chunk}, [&](cudaStream_t s) {
     return ncclReduceScatter(flat.data_ptr(), chunk.data_ptr(), chunk.numel(), nccl_type(flat.scalar_type()), ncclSum,
                              comm_, s);
-  });
+  }), device_);
 }
 
 torch::Tensor NcclCommunicator::reduce_scatter_sum(const torch::Tensor& flat) {
-  torch::Tensor chunk = torch::empty({flat.numel() / size_}, flat.options());
+  torch::Tensor chunk = torch::empty({flat.numel() / size_}, flat.options());  // (numel / size,)
   reduce_scatter_sum_async(flat.contiguous(), chunk)->wait();
   return chunk;
 }

@@ -1,12 +1,37 @@
 #include "dist/process_grid.h"
 
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+
 #include "dist/mpi_communicator.h"
 #include "dist/mpi_runtime.h"
 #ifdef T5SCALE_WITH_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
+
 #include "dist/nccl_communicator.h"
 #endif
 
 namespace t5scale {
+
+namespace {
+
+std::string join(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? separator : "") + parts[i];
+  return out;
+}
+
+// CUDA_VISIBLE_DEVICES as set, or "(unset)", for messages.
+std::string visible_devices_setting() {
+  const char* value = std::getenv("CUDA_VISIBLE_DEVICES");
+  return value == nullptr ? "(unset)" : value;
+}
+
+}  // namespace
 
 std::vector<std::string> ProcessGrid::validate(int world_size, int tp, const ModelConfig& model) {
   std::vector<std::string> errors;
@@ -33,6 +58,11 @@ ProcessGrid ProcessGrid::solo() {
   return grid;
 }
 
+torch::Device ProcessGrid::device() const {
+  return cuda_device >= 0 ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(cuda_device))
+                          : torch::Device(torch::kCPU);
+}
+
 ProcessGrid ProcessGrid::create(const GridOptions& options) {
   int world_rank = 0, world_size = 1;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
@@ -56,7 +86,13 @@ ProcessGrid ProcessGrid::create(const GridOptions& options) {
     grid.world = std::make_shared<MpiCommunicator>(world_comm, "world", options.collective_timeout_s);
   } else {
 #ifdef T5SCALE_WITH_NCCL
-    const int device = options.cuda_device;
+    if (options.cuda_device >= 0) {
+      c10::cuda::set_device(static_cast<c10::DeviceIndex>(options.cuda_device));
+      grid.cuda_device = options.cuda_device;
+    } else {
+      grid.cuda_device = select_node_local_cuda_device();
+    }
+    const int device = grid.cuda_device;
     grid.tp = std::make_shared<NcclCommunicator>(tp_comm, "tp", device, options.collective_timeout_s);
     grid.dp = std::make_shared<NcclCommunicator>(dp_comm, "dp", device, options.collective_timeout_s);
     grid.world = std::make_shared<NcclCommunicator>(world_comm, "world", device, options.collective_timeout_s);
@@ -66,6 +102,124 @@ ProcessGrid ProcessGrid::create(const GridOptions& options) {
   }
   T5S_CHECK(grid.world_rank() == world_rank, "rank layout mismatch: ", grid.world_rank(), " vs ", world_rank);
   return grid;
+}
+
+NodeGroup::NodeGroup() {
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &comm_));
+  MPI_CHECK(MPI_Comm_rank(comm_, &local_rank_));
+  MPI_CHECK(MPI_Comm_size(comm_, &local_size_));
+}
+
+NodeGroup::~NodeGroup() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::vector<std::string> NodeGroup::all_gather(const std::string& mine) const {
+  int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(local_size_);
+  MPI_CHECK(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm_));
+  std::vector<int> offsets(local_size_, 0);
+  for (int r = 1; r < local_size_; ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
+  std::string all(static_cast<size_t>(offsets.back() + lengths.back()), '\0');
+  MPI_CHECK(MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm_));
+  std::vector<std::string> out;
+  for (int r = 0; r < local_size_; ++r) out.push_back(all.substr(offsets[r], lengths[r]));
+  return out;
+}
+
+int cuda_device_index(int local_rank, int local_size, int device_count) {
+  T5S_CHECK(device_count > 0, "the NCCL backend needs a CUDA device, and none is visible to this rank "
+            "(CUDA_VISIBLE_DEVICES=", visible_devices_setting(), ")");
+  T5S_CHECK(local_rank >= 0 && local_rank < local_size, "node-local rank ", local_rank, " is outside 0..",
+            local_size - 1);
+  if (device_count >= local_size) return local_rank;
+  T5S_CHECK(device_count == 1, "this node runs ", local_size, " ranks but only ", device_count,
+            " CUDA devices are visible (CUDA_VISIBLE_DEVICES=", visible_devices_setting(),
+            "): each rank needs a GPU of its own; start at most ", device_count, " ranks per node");
+  return 0;
+}
+
+void check_one_rank_per_gpu(const std::vector<std::string>& pci_bus_id_of_local_rank) {
+  const auto& ids = pci_bus_id_of_local_rank;
+  for (size_t a = 0; a < ids.size(); ++a) {
+    for (size_t b = a + 1; b < ids.size(); ++b) {
+      T5S_CHECK(ids[a] != ids[b], "node-local ranks ", a, " and ", b, " would both drive the GPU at PCI bus id ",
+                ids[a], " (", ids.size(), " ranks on this node, CUDA_VISIBLE_DEVICES=", visible_devices_setting(),
+                "): each rank needs a GPU of its own");
+    }
+  }
+}
+
+int select_node_local_cuda_device() {
+#ifdef T5SCALE_WITH_NCCL
+  const NodeGroup node;
+  const int device = cuda_device_index(node.local_rank(), node.local_size(), torch::cuda::device_count());
+  // The bus id is a property of the device: reading it creates no CUDA context, so no rank touches a GPU that is
+  // not its own before the check has passed.
+  char bus_id[32] = {};
+  const cudaError_t status = cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device);
+  T5S_CHECK(status == cudaSuccess, "cudaDeviceGetPCIBusId for CUDA device ", device, ": ", cudaGetErrorString(status));
+  check_one_rank_per_gpu(node.all_gather(bus_id));
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+  return device;
+#else
+  throw Error("a CUDA device was requested, but this build's LibTorch has no CUDA");
+#endif
+}
+
+std::string gpu_node_evidence() {
+  std::vector<std::string> signs;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev", error)) {
+    if (std::regex_match(entry.path().filename().string(), std::regex("nvidia[0-9]+"))) {
+      signs.push_back(entry.path().string() + " exists");
+      break;
+    }
+  }
+  // The driver installs NVML; a CUDA toolkit alone has only a stub under another name.
+  if (void* nvml = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    dlclose(nvml);
+    signs.push_back("libnvidia-ml.so.1 loads");
+  }
+  const std::string visible = visible_devices_setting();
+  // Empty, "NoDevFiles" (Slurm without GPUs) and "-1" hide every device: no sign of a GPU.
+  if (visible != "(unset)" && !visible.empty() && visible != "NoDevFiles" && visible.rfind("-1", 0) != 0) {
+    signs.push_back("CUDA_VISIBLE_DEVICES=" + visible);
+  }
+  return join(signs, "; ");
+}
+
+std::string cuda_unusable_reason() {
+#ifdef T5SCALE_WITH_NCCL
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) return msg("cudaGetDeviceCount: ", cudaGetErrorString(status));
+  if (count == 0) return "CUDA sees no device";
+  if (!torch::cuda::is_available()) return "LibTorch reports CUDA unavailable";
+  return "";
+#else
+  return "this build's LibTorch has no CUDA";
+#endif
+}
+
+CommBackend resolve_backend(ParallelSettings::Backend requested, bool cuda_usable, const std::string& gpu_node_evidence,
+                            const std::string& cuda_unusable_reason) {
+  switch (requested) {
+    case ParallelSettings::Backend::kMpi: return CommBackend::kMpi;
+    case ParallelSettings::Backend::kNccl:
+      T5S_CHECK(cuda_usable, "parallel.backend: nccl needs a GPU that LibTorch can use, and there is none on this "
+                "node (", cuda_unusable_reason, ")");
+      return CommBackend::kNccl;
+    case ParallelSettings::Backend::kAuto: break;
+  }
+  if (cuda_usable) return CommBackend::kNccl;
+  T5S_CHECK(gpu_node_evidence.empty(), "parallel.backend: auto: this node has NVIDIA GPUs (", gpu_node_evidence,
+            ") but LibTorch cannot use them (", cuda_unusable_reason, "), and auto does not fall back to the CPU "
+            "there. Repair the CUDA setup (a driver that supports this LibTorch's CUDA version, a CUDA build of "
+            "LibTorch), or set parallel.backend: mpi (--set parallel.backend=mpi) to train on the CPU on purpose");
+  return CommBackend::kMpi;
 }
 
 }  // namespace t5scale

@@ -251,17 +251,10 @@ void TrainingJob::set_up_grid() {
   options.tp = static_cast<int>(config_.parallel.tp);
   options.collective_timeout_s = config_.parallel.collective_timeout_s;
   const bool cuda = torch::cuda::is_available();
-  const auto backend = config_.parallel.backend;
-  T5S_CHECK(backend != ParallelSettings::Backend::kNccl || cuda,
-            "parallel.backend: nccl needs a GPU, and LibTorch sees none on this node");
-  options.backend = (backend == ParallelSettings::Backend::kNccl ||
-                     (backend == ParallelSettings::Backend::kAuto && cuda))
-                        ? CommBackend::kNccl
-                        : CommBackend::kMpi;
-  grid_ = ProcessGrid::create(options);
-  if (options.backend == CommBackend::kNccl) device_ = torch::Device(torch::kCUDA, torch::cuda::device_count() > 0
-                                                                                        ? grid_.world_rank() % torch::cuda::device_count()
-                                                                                        : 0);
+  options.backend = resolve_backend(config_.parallel.backend, cuda, cuda ? "" : gpu_node_evidence(),
+                                    cuda ? "" : cuda_unusable_reason());
+  grid_ = ProcessGrid::create(options);  // NCCL: this rank's GPU is chosen and made current here, before any tensor
+  device_ = grid_.device();              // the model, the batches and the job's own collectives live there
   torch::manual_seed(static_cast<uint64_t>(config_.run.seed));  // the replicated dropout stream: alike everywhere
 }
 

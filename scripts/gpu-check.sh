@@ -1,0 +1,323 @@
+#!/usr/bin/env bash
+# The GPU evidence run: on a machine with an NVIDIA GPU and either a t5scale bundle or a build tree, one command
+# that runs every GPU check and benchmark and leaves everything under one results folder, printing progress.
+#
+#   scripts/gpu-check.sh [--bundle DIR | --build-dir DIR] [--python PY] [--budget-min M] [--dry-run] [OUT_DIR]
+#
+#   --bundle DIR     a relocatable bundle (scripts/bundle.sh): DIR/env.sh is sourced with --python PY
+#   --build-dir DIR  a build tree with the programs in DIR/bin and ctest's files (default: build, when no bundle)
+#   --python PY      the interpreter with torch (and transformers, h5py) for the checks and the comparison
+#                    (default: python3)
+#   --budget-min M   wall-clock budget of the whole run in minutes (default 19); each stage gets what is left,
+#                    up to its own limit, and a stage with less than 30 s left is skipped
+#   --dry-run        print the stages and their commands without running anything (the planner's micro-batches
+#                    are computed, on the CPU); nothing is written
+#   OUT_DIR          default results/gpu/<GPU name>/<UTC date and time>
+#
+# Stages, in order; each runs under `timeout`, writes its log under OUT_DIR, and a failure is recorded before the
+# next stage runs:
+#   environment  nvidia-smi, the driver, CUDA, NCCL, torch, h5py and the programs            environment.txt
+#   gpu-tests    the `gpu` ctest label (or, without ctest files, the GPU test binary directly)  gpu-tests.log
+#   train        a 50-step t5scale-train run on the GPU, its run file checked (h5py)         train/
+#   plan         the micro-batch of every benchmark row from the planner (t5scale-study)      plan/
+#   bench        t5scale-bench, bf16: T5-v1.1-base, -large, T5-3B (whole model), T5-v1.1-XXL (--tp-shard 8);
+#                lengths 512/128 and SAMSum-like 147/26                                       bench/*.json
+#   compare      bench/compare.sh (or compare.py): t5scale-bench against transformers         compare/
+#   summary      one line per stage and the figures                                           summary.txt
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUNDLE="" BUILD_DIR="" PYTHON=python3 BUDGET_MIN=19 DRY_RUN=0 OUT_DIR=""
+usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+die() { echo "gpu-check: $*" >&2; exit 2; }
+while (($#)); do
+  case $1 in
+    --bundle) (($# >= 2)) || die "--bundle needs a folder"; BUNDLE=$2; shift 2 ;;
+    --build-dir) (($# >= 2)) || die "--build-dir needs a folder"; BUILD_DIR=$2; shift 2 ;;
+    --python) (($# >= 2)) || die "--python needs an interpreter"; PYTHON=$2; shift 2 ;;
+    --budget-min) (($# >= 2)) || die "--budget-min needs minutes"; BUDGET_MIN=$2; shift 2 ;;
+    --dry-run) DRY_RUN=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    -*) die "unknown option '$1' (see --help)" ;;
+    *) [[ -z $OUT_DIR ]] || die "one OUT_DIR only, got '$OUT_DIR' and '$1'"; OUT_DIR=$1; shift ;;
+  esac
+done
+[[ $BUDGET_MIN =~ ^[0-9]+$ ]] || die "--budget-min: a whole number of minutes, got '$BUDGET_MIN'"
+[[ -z $BUNDLE || -z $BUILD_DIR ]] || die "--bundle and --build-dir exclude each other"
+
+# ---- where the programs are ----
+if [[ -n $BUNDLE ]]; then
+  [[ -f $BUNDLE/env.sh ]] || die "--bundle $BUNDLE: no env.sh there (a folder made by scripts/bundle.sh)"
+  BUNDLE=$(cd "$BUNDLE" && pwd)
+  # shellcheck disable=SC1091
+  source "$BUNDLE/env.sh" --python "$PYTHON" || die "sourcing $BUNDLE/env.sh --python $PYTHON failed"
+  SEARCH=("$BUNDLE/bin" "$BUNDLE/tests" "$BUNDLE")
+else
+  BUILD_DIR=${BUILD_DIR:-build}
+  [[ -d $BUILD_DIR ]] || die "--build-dir $BUILD_DIR: no such folder (build first, or give --bundle)"
+  BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
+  SEARCH=("$BUILD_DIR/bin" "$BUILD_DIR/tests" "$BUILD_DIR")
+fi
+# The first of NAME on PATH or in the search folders; empty when there is none.
+find_tool() {
+  local dir
+  for dir in "${SEARCH[@]}"; do
+    [[ -x $dir/$1 && ! -d $dir/$1 ]] && { echo "$dir/$1"; return; }
+  done
+  command -v "$1" 2>/dev/null || true
+}
+find_file() {  # the first existing path among the arguments
+  local path
+  for path in "$@"; do [[ -f $path ]] && { echo "$path"; return; }; done
+}
+TRAIN=$(find_tool t5scale-train)
+BENCH=$(find_tool t5scale-bench)
+STUDY=$(find_tool t5scale-study)
+GPU_TESTS=$(find_tool t5scale_gpu_tests)
+CTEST_DIR=""
+[[ -n $BUILD_DIR && -f $BUILD_DIR/CTestTestfile.cmake ]] && CTEST_DIR=$BUILD_DIR
+[[ -n $BUNDLE && -f $BUNDLE/build/CTestTestfile.cmake ]] && CTEST_DIR=$BUNDLE/build
+CHECK_TRAIN=$(find_file "$ROOT/tests/gpu/check_train_on_gpu.py" "${BUNDLE:-/nonexistent}/tests/gpu/check_train_on_gpu.py")
+COMPARE=$(find_file "$ROOT/bench/compare.sh" "${BUNDLE:-/nonexistent}/bench/compare.sh" "$ROOT/bench/compare.py" \
+                    "${BUNDLE:-/nonexistent}/bench/compare.py")
+
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+GPU_MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 | tr -dc '0-9')
+if [[ -z $GPU_MIB ]]; then
+  GPU_MIB=81559  # no nvidia-smi answer (a dry run on a CPU machine): plan for an H100 80GB
+  GPU_NOTE="no GPU answered nvidia-smi: planned for an H100 80GB ($GPU_MIB MiB)"
+else
+  GPU_NOTE="$GPU_NAME, $GPU_MIB MiB"
+fi
+OUT_DIR=${OUT_DIR:-results/gpu/$(echo "${GPU_NAME:-unknown-gpu}" | tr -c 'A-Za-z0-9._\n-' '_')/$(date -u +%Y%m%dT%H%M%SZ)}
+
+START=$(date +%s)
+DEADLINE=$((START + BUDGET_MIN * 60))
+declare -a SUMMARY=()
+progress() { printf '[gpu-check %s] %s\n' "$(date -u +%H:%M:%S)" "$*" | tee -a "${LOG:-/dev/null}"; }
+if ((DRY_RUN)); then
+  LOG=""
+else
+  mkdir -p "$OUT_DIR" || die "cannot create $OUT_DIR"
+  OUT_DIR=$(cd "$OUT_DIR" && pwd)
+  LOG=$OUT_DIR/gpu-check.log
+fi
+
+# run_stage NAME LIMIT_S LOGFILE command...: runs under timeout within what is left of the budget, with its output
+# on the console and in LOGFILE; records ok / FAILED / TIMED OUT / skipped in the summary. Returns the exit code.
+run_stage() {
+  local name=$1 limit=$2 logfile=$3
+  shift 3
+  if ((DRY_RUN)); then
+    printf '  %-12s [<= %4d s] %s\n' "$name" "$limit" "$*"
+    return 0
+  fi
+  local left=$((DEADLINE - $(date +%s)))
+  ((left < limit)) && limit=$left
+  if ((limit < 30)); then
+    progress "$name: skipped, ${left} s of the ${BUDGET_MIN}-minute budget left"
+    SUMMARY+=("$name: skipped (budget spent)")
+    return 0
+  fi
+  progress "$name: start (limit ${limit} s): $*"
+  local began code
+  began=$(date +%s)
+  timeout --kill-after=15 "$limit" "$@" 2>&1 | tee "$logfile"
+  code=${PIPESTATUS[0]}
+  local took=$(($(date +%s) - began))
+  case $code in
+    0) SUMMARY+=("$name: ok (${took} s)") ;;
+    77) SUMMARY+=("$name: SKIPPED by the check itself (${took} s): see $(basename "$logfile")") ;;
+    124 | 137) SUMMARY+=("$name: TIMED OUT after ${limit} s") ;;
+    *) SUMMARY+=("$name: FAILED (exit $code, ${took} s): see $(basename "$logfile")") ;;
+  esac
+  progress "${SUMMARY[-1]}"
+  return "$code"
+}
+# A stage whose program is missing: recorded, not run.
+missing() {
+  if ((DRY_RUN)); then printf '  %-12s MISSING: %s\n' "$1" "$2"; else SUMMARY+=("$1: not run: $2"); progress "$1: not run: $2"; fi
+}
+
+if ((DRY_RUN)); then
+  echo "gpu-check dry run: results would go to $OUT_DIR; budget $BUDGET_MIN min; $GPU_NOTE"
+  echo "programs: train=${TRAIN:-MISSING} bench=${BENCH:-MISSING} study=${STUDY:-MISSING} gpu-tests=${GPU_TESTS:-MISSING}"
+else
+  progress "results in $OUT_DIR; budget $BUDGET_MIN min; $GPU_NOTE"
+fi
+
+# ---- environment ----
+environment() {
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)  kernel: $(uname -r)"
+  echo "bundle: ${BUNDLE:-none}  build dir: ${BUILD_DIR:-none}  python: $PYTHON"
+  echo "programs: train=${TRAIN:-MISSING} bench=${BENCH:-MISSING} study=${STUDY:-MISSING} gpu-tests=${GPU_TESTS:-MISSING}"
+  echo "--- nvidia-smi"; nvidia-smi || echo "nvidia-smi failed (exit $?)"
+  echo "--- nvidia-smi -q (clocks, power, ECC)"; nvidia-smi -q -d CLOCK,POWER,ECC,PERFORMANCE 2>&1 | head -120
+  echo "--- CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-(unset)}"; ls -l /dev/nvidia* 2>&1 | head
+  echo "--- $PYTHON"
+  "$PYTHON" - <<'EOF' 2>&1
+import importlib, sys
+print("python", sys.version.split()[0])
+for name in ["torch", "transformers", "h5py", "numpy"]:
+    try:
+        module = importlib.import_module(name)
+        print(name, getattr(module, "__version__", "?"))
+    except Exception as e:  # report, do not stop
+        print(name, "NOT IMPORTABLE:", e)
+try:
+    import torch
+    print("torch cuda", torch.version.cuda, "available", torch.cuda.is_available(), "nccl",
+          torch.cuda.nccl.version() if torch.cuda.is_available() else "-")
+    if torch.cuda.is_available():
+        print("device", torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))
+except Exception as e:
+    print("torch cuda query failed:", e)
+EOF
+  if [[ -n $TRAIN ]]; then echo "--- libraries of $TRAIN"; ldd "$TRAIN" | grep -Ei 'torch|cuda|nccl|mpi|hdf5|not found'; fi
+}
+if ((DRY_RUN)); then
+  echo "stages:"
+  printf '  %-12s [<= %4d s] %s\n' environment 60 "nvidia-smi, nvidia-smi -q, $PYTHON (torch, transformers, h5py), ldd t5scale-train"
+else
+  environment > "$OUT_DIR/environment.txt" 2>&1
+  head -25 "$OUT_DIR/environment.txt"
+  SUMMARY+=("environment: recorded (environment.txt)")
+fi
+
+# ---- the gpu label ----
+if [[ -n $CTEST_DIR ]]; then
+  run_stage gpu-tests 480 "$OUT_DIR/gpu-tests.log" ctest --test-dir "$CTEST_DIR" -L gpu --output-on-failure \
+    --output-junit "$OUT_DIR/gpu-tests.junit.xml"
+  # ctest passes a run whose tests all skipped; on this machine a skip means LibTorch found no usable GPU.
+  skipped=$( ((DRY_RUN)) || grep -c '\*\*\*Skipped' "$OUT_DIR/gpu-tests.log")
+  if [[ -n $skipped && $skipped != 0 ]]; then
+    SUMMARY+=("gpu-tests: FAILED: $skipped gpu tests were skipped, i.e. LibTorch saw no usable CUDA device (gpu-tests.log)")
+    progress "${SUMMARY[-1]}"
+  fi
+elif [[ -n $GPU_TESTS ]]; then
+  run_stage gpu-tests 480 "$OUT_DIR/gpu-tests.log" "$GPU_TESTS" --gtest_color=no \
+    --gtest_output="json:$OUT_DIR/gpu-tests.json"
+else
+  missing gpu-tests "neither ctest files nor t5scale_gpu_tests were found (${SEARCH[*]})"
+fi
+
+# ---- a 50-step training run ----
+if [[ -n $TRAIN && -n $CHECK_TRAIN ]]; then
+  run_stage train 300 "$OUT_DIR/train.log" "$PYTHON" "$CHECK_TRAIN" --bin "$(dirname "$TRAIN")" \
+    --work "$OUT_DIR/train" --model t5-v1_1-base --steps 50 --global-batch 32 --timeout-s 280 \
+    --json "$OUT_DIR/train.json"
+else
+  missing train "t5scale-train (${TRAIN:-missing}) or tests/gpu/check_train_on_gpu.py (${CHECK_TRAIN:-missing})"
+fi
+
+# ---- the benchmark table, its micro-batches from the planner ----
+BENCH_ROWS=("t5-v1_1-base 512 128 1" "t5-v1_1-base 147 26 1" "t5-v1_1-large 512 128 1" "t5-v1_1-large 147 26 1"
+            "t5-3b 512 128 1" "t5-3b 147 26 1" "t5-v1_1-xxl 512 128 8" "t5-v1_1-xxl 147 26 8")
+# The planner's memory model, against 90% of the GPU's memory (the CUDA context and the allocator's fragmentation
+# take the rest): the largest power of two that fits, or 1 when none does (the row then shows what happens).
+plan_micro_batch() {  # MODEL SOURCE TARGET TP FOLDER -> prints the micro-batch and the predicted GiB
+  local model=$1 source=$2 target=$3 tp=$4 folder=$5
+  mkdir -p "$folder"
+  cat > "$folder/spec.yaml" <<EOF
+study: gpu-check-plan
+description: the micro-batch of the benchmark row $model $source/$target (tp $tp)
+base:
+  model: {name: $model}
+  data: {dataset: synthetic, max_source_length: $source, max_target_length: $target}
+  precision: bf16
+  parallel: {tp: $tp, backend: nccl}
+  train: {max_steps: 10, batch_mode: fixed_micro, micro_batch: 1, grad_accumulation: 1}
+  gpus_per_node: $tp
+axes:
+  train.micro_batch: [1, 2, 4, 8, 16, 32, 64, 128, 256]
+slurm:
+  gpu_memory_gib: $(awk -v mib="$GPU_MIB" 'BEGIN { printf "%.1f", 0.9 * mib / 1024 }')
+  time_limit: "00:10:00"
+EOF
+  "$STUDY" render "$folder/spec.yaml" --out "$folder" > "$folder/planner.log" 2>&1 || return 1
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+           $col["fits"] == "yes" && $col["micro_batch"] > best { best = $col["micro_batch"];
+                                                                gib = $col["predicted_memory_bytes_per_device"] / 2^30 }
+           END { if (best) printf "%d %.1f\n", best, gib; else print "1 -" }' "$folder/runs.csv"
+}
+PLAN_DIR=${OUT_DIR}/plan
+((DRY_RUN)) && PLAN_DIR=$(mktemp -d) && trap 'rm -rf "$PLAN_DIR"' EXIT
+declare -a MICRO=()
+for row in "${BENCH_ROWS[@]}"; do
+  read -r model source target tp <<<"$row"
+  planned=""
+  [[ -n $STUDY ]] && planned=$(plan_micro_batch "$model" "$source" "$target" "$tp" "$PLAN_DIR/$model-$source-$target")
+  if [[ -z $planned ]]; then
+    MICRO+=(1)
+    note="planner unavailable (${STUDY:-t5scale-study missing}): micro-batch 1"
+  else
+    MICRO+=("${planned%% *}")
+    note="planner: micro-batch ${planned%% *} (predicted ${planned##* } GiB per GPU)"
+  fi
+  if ((DRY_RUN)); then echo "  plan         $model $source/$target tp $tp: $note"; else progress "plan $model $source/$target tp $tp: $note"; fi
+done
+((DRY_RUN)) || SUMMARY+=("plan: micro-batches ${MICRO[*]} (plan/)")
+
+# A dry run shows every command, with a missing program marked where it would be.
+if [[ -n $BENCH ]] || ((DRY_RUN)); then
+  ((DRY_RUN)) || mkdir -p "$OUT_DIR/bench"
+  for i in "${!BENCH_ROWS[@]}"; do
+    read -r model source target tp <<<"${BENCH_ROWS[$i]}"
+    name=$model-$source-$target
+    shard=()
+    ((tp > 1)) && shard=(--tp-shard "$tp")
+    run_stage "bench $name" 150 "$OUT_DIR/bench/$name.log" "${BENCH:-t5scale-bench(MISSING)}" --model "$model" --precision bf16 \
+      --micro-batch "${MICRO[$i]}" --source-length "$source" --target-length "$target" --steps 10 "${shard[@]}" \
+      --json "$OUT_DIR/bench/$name.json"
+  done
+else
+  missing bench "t5scale-bench was not found (${SEARCH[*]}, PATH)"
+fi
+
+# ---- t5scale against transformers, on the models transformers can hold whole ----
+if [[ -n $COMPARE && -n $BENCH ]] || ((DRY_RUN)); then
+  ((DRY_RUN)) || mkdir -p "$OUT_DIR/compare"
+  for i in 0 1 2 3; do
+    read -r model source target tp <<<"${BENCH_ROWS[$i]}"
+    runner=()
+    [[ $COMPARE == *.py ]] && runner=("$PYTHON")
+    run_stage "compare $model-$source-$target" 200 "$OUT_DIR/compare/$model-$source-$target.log" "${runner[@]}" \
+      "${COMPARE:-bench/compare.sh(MISSING)}" --models "$model" --lengths "$source/$target" --precision bf16 --micro-batch "${MICRO[$i]}" \
+      --device cuda --rounds 2 --steps 10 --threads 0 --bench-bin "${BENCH:-t5scale-bench(MISSING)}" --python "$PYTHON" \
+      --json "$OUT_DIR/compare/$model-$source-$target.json"
+  done
+else
+  missing compare "bench/compare.sh or compare.py (${COMPARE:-missing}) and t5scale-bench (${BENCH:-missing})"
+fi
+
+# ---- summary ----
+if ((DRY_RUN)); then
+  echo "  summary      summary.txt: one line per stage, the training run's figures (train.json), bench/*.json"
+  exit 0
+fi
+{
+  echo "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ), $GPU_NOTE, $(($(date +%s) - START)) s"
+  printf '%s\n' "${SUMMARY[@]}"
+  echo "--- figures"
+  "$PYTHON" - "$OUT_DIR" <<'EOF' 2>&1
+import glob, json, os, sys
+out = sys.argv[1]
+def scalars(d):
+    return {k: v for k, v in d.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+for path in [os.path.join(out, "train.json")] + sorted(glob.glob(os.path.join(out, "bench", "*.json"))) + \
+        sorted(glob.glob(os.path.join(out, "compare", "*.json"))):
+    if not os.path.exists(path):
+        continue
+    try:
+        with open(path) as f:
+            figures = scalars(json.load(f))
+        print(os.path.relpath(path, out) + ": " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                                        for k, v in list(figures.items())[:14]))
+    except Exception as e:
+        print(os.path.relpath(path, out) + f": unreadable ({e})")
+EOF
+} > "$OUT_DIR/summary.txt"
+echo
+cat "$OUT_DIR/summary.txt"
+grep -q 'FAILED\|TIMED OUT\|not run' "$OUT_DIR/summary.txt" && exit 1
+exit 0

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh --dry-run on this machine: it lists every stage with its command (the gpu label, the 50-step
+# training run, the eight benchmark rows with the planner's micro-batches, the comparison with transformers),
+# writes nothing, and refuses bad arguments with a message.
+# usage: check_gpu_check_dry_run.sh GPU_CHECK_SCRIPT BUILD_DIR WORK_DIR
+set -uo pipefail
+script=$1 build=$2 work=$3
+fail() { echo "FAILED: $*"; exit 1; }
+rm -rf "$work"
+mkdir -p "$work"
+out_dir=$work/results
+output=$("$script" --dry-run --build-dir "$build" "$out_dir" 2>&1)
+code=$?
+echo "$output"
+((code == 0)) || fail "the dry run exited $code"
+[[ ! -e $out_dir ]] || fail "the dry run created $out_dir"
+expect() { grep -qE -- "$1" <<<"$output" || fail "no line matching '$1' in the dry run"; }
+expect "^  environment .*nvidia-smi"
+expect "^  gpu-tests .*ctest --test-dir $build -L gpu"
+expect "^  train .*check_train_on_gpu.py --bin $build/bin .*--steps 50 .*--json $out_dir/train.json"
+for model in t5-v1_1-base t5-v1_1-large t5-3b t5-v1_1-xxl; do
+  for lengths in "512 128" "147 26"; do
+    read -r source target <<<"$lengths"
+    # The planner's choice is a power of two; the bench row uses it.
+    planned=$(grep -E "^  plan +$model $source/$target tp [18]: planner: micro-batch [0-9]+ " <<<"$output" |
+              sed -E 's/.*micro-batch ([0-9]+) .*/\1/')
+    [[ $planned =~ ^(1|2|4|8|16|32|64|128|256)$ ]] || fail "no planner micro-batch for $model $source/$target"
+    shard=""
+    [[ $model == t5-v1_1-xxl ]] && shard=" --tp-shard 8"
+    expect "^  bench $model-$source-$target .*t5scale-bench.* --model $model --precision bf16 --micro-batch $planned --source-length $source --target-length $target --steps [0-9]+$shard --json $out_dir/bench/$model-$source-$target.json"
+  done
+done
+expect "^  compare t5-v1_1-base-512-128 .*--models t5-v1_1-base --lengths 512/128 --precision bf16"
+expect "^  summary "
+# The larger model gets the smaller micro-batch at the same lengths.
+micro() { grep -E "^  plan +$1 512/128" <<<"$output" | sed -E 's/.*micro-batch ([0-9]+) .*/\1/'; }
+(($(micro t5-v1_1-base) >= $(micro t5-v1_1-large) && $(micro t5-v1_1-large) >= $(micro t5-3b))) ||
+  fail "planner micro-batches do not fall with the model's size: $(micro t5-v1_1-base) $(micro t5-v1_1-large) $(micro t5-3b)"
+
+bad=$("$script" --dry-run --no-such-option 2>&1)
+(($? == 2)) && grep -q "unknown option '--no-such-option'" <<<"$bad" || fail "an unknown option was not refused: $bad"
+bad=$("$script" --dry-run --bundle "$work/none" 2>&1)
+(($? == 2)) && grep -q "no env.sh there" <<<"$bad" || fail "a bundle without env.sh was not refused: $bad"
+rm -rf "$work"
+echo "gpu-check dry run ok"

@@ -1,0 +1,17 @@
+// The main of the GPU tests. Without a CUDA device LibTorch can use it says why and exits with the skip code
+// before any test is listed or run, so ctest reports every entry as skipped, never as passed.
+#include <torch/torch.h>
+
+#include <cstdio>
+
+#include "gpu/gpu_test_support.h"
+#include "mpi/rank_test_runner.h"
+
+int main(int argc, char** argv) {
+  if (!torch::cuda::is_available()) {
+    std::printf("skipped: LibTorch sees no usable CUDA device (%s)\n", t5scale::cuda_unusable_reason().c_str());
+    return t5scale::testing::kSkipReturnCode;
+  }
+  return t5scale::testing::run_tests_on_every_rank(
+      argc, argv, [] { ::testing::AddGlobalTestEnvironment(new t5scale::testing::GpuGridEnvironment); });
+}
