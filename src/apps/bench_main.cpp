@@ -75,28 +75,26 @@ const std::vector<std::string>& option_names() {
   return names;
 }
 
-int64_t to_int(const std::string& flag, const std::string& text) {
+// The whole of `text` as a number (convert: std::stoll or std::stod), or an error naming the flag.
+template <typename Convert>
+auto parse_number(const std::string& flag, const std::string& text, const char* kind, Convert convert) {
   size_t used = 0;
-  int64_t value = 0;
+  decltype(convert(text, &used)) value{};
   try {
-    value = std::stoll(text, &used);
+    value = convert(text, &used);
   } catch (const std::exception&) {
     used = 0;
   }
-  T5S_CHECK(used == text.size() && !text.empty(), flag, ": '", text, "' is not an integer");
+  T5S_CHECK(used == text.size() && !text.empty(), flag, ": '", text, "' is not ", kind);
   return value;
 }
 
+int64_t to_int(const std::string& flag, const std::string& text) {
+  return parse_number(flag, text, "an integer", [](const std::string& s, size_t* used) { return std::stoll(s, used); });
+}
+
 double to_double(const std::string& flag, const std::string& text) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  T5S_CHECK(used == text.size() && !text.empty(), flag, ": '", text, "' is not a number");
-  return value;
+  return parse_number(flag, text, "a number", [](const std::string& s, size_t* used) { return std::stod(s, used); });
 }
 
 Arguments parse(int argc, char** argv) {
