@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""t5scale-bench against transformers (bench/hf_reference.py) on the same shapes, alternated in one run:
+for every model and length pair, N rounds of (t5scale-bench, hf_reference.py), one after the other, so that both
+see the same machine; the medians over the rounds of each side's tokens/s and their ratio, then the phases of the
+round with the median throughput of each side.
+
+    python bench/compare.py                      # CPU defaults: t5-small, t5-v1_1-small, tiny; fp32, batch 8, 128/32
+    python bench/compare.py --models t5-v1_1-base,t5-v1_1-large --precision bf16 --micro-batch 32 \\
+        --lengths 512/128,147/26 --device cuda --json results/bench/gpu.json
+
+Both programs get the same options (model, precision, batch, lengths, steps, warmup, device, threads, optimizer,
+checkpointing, seed); transformers' MFU uses the peak that t5scale-bench found for the device.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_report  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="t5-small,t5-v1_1-small,tiny", help="comma-separated shapes")
+    p.add_argument("--lengths", default="128/32", help="comma-separated source/target pairs, e.g. 512/128,147/26")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    p.add_argument("--micro-batch", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=3, help="alternated runs of each side per shape")
+    p.add_argument("--steps", type=int, default=5, help="timed steps per run")
+    p.add_argument("--warmup-steps", type=int, default=2)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int, default=2, help="CPU threads of both sides (0: torch's default)")
+    p.add_argument("--optimizer", choices=["adamw", "adafactor"], default="adamw")
+    p.add_argument("--activation-checkpointing", action="store_true")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--bench-bin", default=os.environ.get("T5SCALE_BENCH", os.path.join(REPO, "build/bin/t5scale-bench")))
+    p.add_argument("--python", default=sys.executable, help="the interpreter with torch and transformers")
+    p.add_argument("--json", help="write the comparison and every run's report here")
+    args = p.parse_args(argv)
+    if args.rounds < 1 or args.steps < 1:
+        p.error("--rounds and --steps must be at least 1")
+    try:
+        args.length_pairs = [tuple(int(x) for x in pair.split("/")) for pair in args.lengths.split(",")]
+        assert all(len(pair) == 2 for pair in args.length_pairs)
+    except (ValueError, AssertionError):
+        p.error(f"--lengths: '{args.lengths}' is not a list of source/target pairs like 128/32,512/128")
+    return args
+
+
+def common_options(args, model, source, target):
+    options = ["--model", model, "--precision", args.precision, "--micro-batch", str(args.micro_batch),
+               "--source-length", str(source), "--target-length", str(target), "--steps", str(args.steps),
+               "--warmup-steps", str(args.warmup_steps), "--device", args.device, "--threads", str(args.threads),
+               "--optimizer", args.optimizer, "--seed", str(args.seed)]
+    return options + (["--activation-checkpointing"] if args.activation_checkpointing else [])
+
+
+def run(command, json_path):
+    print("$ " + " ".join(command), flush=True)
+    done = subprocess.run(command + ["--json", json_path], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"compare.py: {command[0]} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    with open(json_path) as f:
+        return json.load(f)
+
+
+def median_round(reports):
+    """The report whose tokens/s is the median of the rounds (the lower middle for an even count)."""
+    ordered = sorted(reports, key=lambda r: r["tokens_per_s"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if not os.access(args.bench_bin, os.X_OK):
+        sys.exit(f"compare.py: --bench-bin {args.bench_bin} is not an executable (build the t5scale-bench target)")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="t5scale-compare-") as work:
+        for model in args.models.split(","):
+            for source, target in args.length_pairs:
+                options = common_options(args, model, source, target)
+                ours, theirs = [], []
+                for r in range(args.rounds):
+                    ours.append(run([args.bench_bin] + options, os.path.join(work, f"t5scale-{r}.json")))
+                    peak = ours[-1]["peak_flops_per_device"]
+                    reference = [args.python, os.path.join(HERE, "hf_reference.py"), "--bench-bin", args.bench_bin]
+                    reference += options + (["--peak-flops", repr(peak)] if peak else [])
+                    theirs.append(run(reference, os.path.join(work, f"transformers-{r}.json")))
+                t5scale_tps = bench_report.median([r["tokens_per_s"] for r in ours])
+                hf_tps = bench_report.median([r["tokens_per_s"] for r in theirs])
+                results.append({"model": model, "source_length": source, "target_length": target,
+                                "t5scale_tokens_per_s": t5scale_tps, "transformers_tokens_per_s": hf_tps,
+                                "ratio": t5scale_tps / hf_tps, "t5scale_runs": ours, "transformers_runs": theirs})
+
+    print()
+    print(f"{'model':<15} {'prec':<4} {'batch':>5} {'src/tgt':>9} | {'t5scale tok/s':>13} {'(runs)':<22} | "
+          f"{'transformers tok/s':>18} {'(runs)':<22} | {'ratio':>6}")
+    for r in results:
+        runs = lambda key: "/".join(f"{x['tokens_per_s']:.0f}" for x in r[key])  # noqa: E731
+        print(f"{r['model']:<15} {args.precision:<4} {args.micro_batch:>5} "
+              f"{str(r['source_length']) + '/' + str(r['target_length']):>9} | {r['t5scale_tokens_per_s']:>13.0f} "
+              f"{runs('t5scale_runs'):<22} | {r['transformers_tokens_per_s']:>18.0f} {runs('transformers_runs'):<22} | "
+              f"{r['ratio']:>5.2f}x")
+    print("\nPhases of the round with the median tokens/s of each side:")
+    print(bench_report.table([median_round(r[k]) for r in results for k in ("t5scale_runs", "transformers_runs")]))
+    if args.json:
+        summary = {"schema": "t5scale-compare/1", "arguments": sys.argv[1:] if argv is None else list(argv),
+                   "rounds": args.rounds, "results": results}
+        bench_report.write_json(summary, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

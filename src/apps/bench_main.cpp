@@ -1,0 +1,224 @@
+// t5scale-bench: times training steps of one shape on one device (see train/step_benchmark.h) and prints a table
+// and, with --json, every figure. One process, no MPI: the grid is one rank, or one rank's share of a TP group
+// (--tp-shard) whose collectives are local.
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "config/config_registry.h"
+#include "config/hf_config.h"
+#include "core/check.h"
+#include "train/step_benchmark.h"
+
+#ifndef T5SCALE_GIT_REVISION
+#define T5SCALE_GIT_REVISION "unknown"
+#endif
+
+namespace {
+
+using namespace t5scale;
+
+const char* kUsage = R"(usage: t5scale-bench [--model NAME] [--precision fp32|bf16|fp16] [--micro-batch N]
+                     [--source-length S] [--target-length T] [--steps N] [--warmup-steps N] [--json FILE] ...
+
+Times training steps of a T5 shape on this device: forward, backward, exposed communication and optimizer per
+step (median and min over the timed steps), tokens/s (source + target tokens, as t5scale-train counts them),
+samples/s, model TFLOP/s (the planner's cost model), MFU against the device's dense peak, and peak memory against
+the planner's prediction. Inputs are random token ids of exactly the given lengths (no padding); weights are
+initialised as t5scale-train does.
+
+  --model NAME              tiny (the demo's model) or a named shape: t5-small ... t5-11b, t5-v1_1-small ...
+                            t5-v1_1-xxl (google/ prefixes accepted)                        [t5-small]
+  --precision P             fp32, or bf16 / fp16 compute with fp32 master weights and optimizer   [fp32]
+  --micro-batch N           rows per step                                                  [8]
+  --source-length S         encoder tokens per row                                         [128]
+  --target-length T         decoder tokens per row                                         [32]
+  --steps N                 timed steps                                                    [10]
+  --warmup-steps N          untimed steps first                                            [2]
+  --device D                cpu, cuda (this process's first GPU, or cuda:K) or auto        [auto]
+  --threads N               CPU threads for LibTorch (0: LibTorch's default)               [0]
+  --activation-checkpointing  recompute every block in backward
+  --checkpoint-every-blocks K  recompute every K-th block instead
+  --optimizer O             adamw (weight decay 0.01, not on norms) or adafactor           [adamw]
+  --lr X                    constant learning rate                                         [1e-4]
+  --dropout X               dropout probability (default: the shape's own, 0.1 named, 0 tiny)
+  --vocab-size N            vocabulary of tiny                                             [32]
+  --tp-shard N              one rank's share of a TP=N model on this device; communication excluded
+  --peak-flops X            the device's peak FLOP/s for MFU, instead of the table's (CPUs have none)
+  --matmul-peak             also measure a large matmul's TFLOP/s here, printed beside the table's peak
+  --seed N                  weights, dropout and the random tokens                         [1234]
+  --json FILE               write every figure as JSON (schema t5scale-bench/1)
+  --print-model-config      print the shape as Hugging Face's config.json and exit
+  --help                    this text
+)";
+
+struct Arguments {
+  StepBenchmarkOptions options;
+  std::string device = "auto";
+  int threads = 0;
+  std::string json_path;
+  bool print_model_config = false;
+};
+
+const std::vector<std::string>& option_names() {
+  static const std::vector<std::string> names = {
+      "--model",        "--precision",   "--micro-batch",   "--source-length",           "--target-length",
+      "--steps",        "--warmup-steps", "--device",       "--threads",                 "--activation-checkpointing",
+      "--checkpoint-every-blocks", "--optimizer", "--lr",   "--dropout",                 "--vocab-size",
+      "--tp-shard",     "--peak-flops",  "--matmul-peak",   "--seed",                    "--json",
+      "--print-model-config", "--help"};
+  return names;
+}
+
+// The whole of `text` as a number (convert: std::stoll or std::stod), or an error naming the flag.
+template <typename Convert>
+auto parse_number(const std::string& flag, const std::string& text, const char* kind, Convert convert) {
+  size_t used = 0;
+  decltype(convert(text, &used)) value{};
+  try {
+    value = convert(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  T5S_CHECK(used == text.size() && !text.empty(), flag, ": '", text, "' is not ", kind);
+  return value;
+}
+
+int64_t to_int(const std::string& flag, const std::string& text) {
+  return parse_number(flag, text, "an integer", [](const std::string& s, size_t* used) { return std::stoll(s, used); });
+}
+
+double to_double(const std::string& flag, const std::string& text) {
+  return parse_number(flag, text, "a number", [](const std::string& s, size_t* used) { return std::stod(s, used); });
+}
+
+Arguments parse(int argc, char** argv) {
+  Arguments a;
+  StepBenchmarkOptions& o = a.options;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    std::string inline_value;
+    bool has_inline = false;
+    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inline_value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_inline = true;
+    }
+    auto value = [&]() -> std::string {
+      if (has_inline) return inline_value;
+      if (i + 1 >= argc) throw Error(msg(flag, ": needs a value"));
+      return argv[++i];
+    };
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (flag == "--model") {
+      o.model = value();
+    } else if (flag == "--precision") {
+      o.precision = parse_precision(value());
+    } else if (flag == "--micro-batch") {
+      o.micro_batch = to_int(flag, value());
+    } else if (flag == "--source-length") {
+      o.source_length = to_int(flag, value());
+    } else if (flag == "--target-length") {
+      o.target_length = to_int(flag, value());
+    } else if (flag == "--steps") {
+      o.steps = to_int(flag, value());
+    } else if (flag == "--warmup-steps") {
+      o.warmup_steps = to_int(flag, value());
+    } else if (flag == "--device") {
+      a.device = value();
+    } else if (flag == "--threads") {
+      a.threads = static_cast<int>(to_int(flag, value()));
+      T5S_CHECK(a.threads >= 0, "--threads must be at least 0, got ", a.threads);
+    } else if (flag == "--activation-checkpointing") {
+      o.checkpoint_every_blocks = 1;
+    } else if (flag == "--checkpoint-every-blocks") {
+      o.checkpoint_every_blocks = to_int(flag, value());
+    } else if (flag == "--optimizer") {
+      const std::string name = value();
+      T5S_CHECK(name == "adamw" || name == "adafactor", "--optimizer: '", name, "' is not adamw or adafactor");
+      o.optimizer = name == "adamw" ? OptimizerKind::kAdamW : OptimizerKind::kAdafactor;
+    } else if (flag == "--lr") {
+      o.learning_rate = to_double(flag, value());
+    } else if (flag == "--dropout") {
+      o.dropout_rate = to_double(flag, value());
+      T5S_CHECK(o.dropout_rate >= 0.0 && o.dropout_rate < 1.0, "--dropout must be in [0, 1), got ", o.dropout_rate);
+    } else if (flag == "--vocab-size") {
+      o.tiny_vocab_size = to_int(flag, value());
+    } else if (flag == "--tp-shard") {
+      o.tp_shard = static_cast<int>(to_int(flag, value()));
+    } else if (flag == "--peak-flops") {
+      o.peak_flops_per_device = to_double(flag, value());
+      T5S_CHECK(o.peak_flops_per_device > 0, "--peak-flops must be positive, got ", o.peak_flops_per_device);
+    } else if (flag == "--matmul-peak") {
+      o.measure_matmul = true;
+    } else if (flag == "--seed") {
+      o.seed = static_cast<uint64_t>(to_int(flag, value()));
+    } else if (flag == "--json") {
+      a.json_path = value();
+    } else if (flag == "--print-model-config") {
+      a.print_model_config = true;
+    } else {
+      const std::string nearest = nearest_word(flag, option_names(), 4);
+      throw Error(msg("unknown option '", flag, "'", nearest.empty() ? "" : " (did you mean '" + nearest + "'?)",
+                      "; see --help"));
+    }
+  }
+  return a;
+}
+
+torch::Device resolve_device(const std::string& text) {
+  if (text == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  T5S_CHECK(text == "cpu" || text.rfind("cuda", 0) == 0, "--device: '", text, "' is not cpu, cuda, cuda:K or auto");
+  torch::Device device(text == "cuda" ? std::string("cuda:0") : text);
+  T5S_CHECK(device.is_cpu() || torch::cuda::is_available(), "--device ", text,
+            ": LibTorch sees no CUDA device on this machine");
+  return device;
+}
+
+// Written under a temporary name and renamed: an interrupted run leaves no half-written report.
+void write_json(const nlohmann::json& report, const std::string& path) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary);
+    T5S_CHECK(out.good(), "--json: cannot open ", temporary, " for writing");
+    out << report.dump(2) << "\n";
+    T5S_CHECK(out.good(), "--json: writing ", temporary, " failed");
+  }
+  std::filesystem::rename(temporary, path);
+}
+
+int run(int argc, char** argv) {
+  Arguments a = parse(argc, argv);
+  if (a.print_model_config) {
+    const StepBenchmarkOptions& o = a.options;
+    std::cout << hf_config_json(benchmark_model_config(o.model, o.tiny_vocab_size, o.dropout_rate)).dump(2) << "\n";
+    return 0;
+  }
+  if (a.threads > 0) torch::set_num_threads(a.threads);
+  a.options.device = resolve_device(a.device);
+  StepBenchmark bench(a.options);
+  nlohmann::json report = bench.run();
+  report["identity"]["git_revision"] = T5SCALE_GIT_REVISION;
+  report["identity"]["arguments"] = std::vector<std::string>(argv + 1, argv + argc);
+  std::cout << benchmark_table({report}) << std::flush;
+  if (!a.json_path.empty()) write_json(report, a.json_path);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "t5scale-bench: error: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,43 @@
+// A stand-in TP group for measuring one rank's share of a TP = N model on one device: it says it has N ranks and
+// is rank 0, so the model is built with exactly one rank's parameter shapes and does one rank's compute, while its
+// collectives are local operations that produce tensors of the shapes the real ones would, without any transfer:
+//
+//   all_reduce_sum / all_reduce_max   in place, the input left as it is (what NCCL does in place, minus the wire)
+//   all_gather                        (N, *shape): the input in every slot
+//   reduce_scatter_sum                the first chunk of the input (flat.numel() / N elements)
+//   broadcast                         the input left as it is
+//
+// Results are not those of a real group (nothing is summed): it exists for timing compute and memory, never for
+// training. Megatron-LM measures the per-GPU compute of a TP model on one GPU the same way.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "dist/communicator.h"
+
+namespace t5scale {
+
+class LocalShardCommunicator final : public Communicator {
+ public:
+  // size: the TP size whose rank-0 share is measured (>= 1); name: the group's name in messages.
+  LocalShardCommunicator(int size, std::string name);
+
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  std::string name() const override { return name_; }
+
+  void all_reduce_sum(torch::Tensor& tensor) override {}
+  void all_reduce_max(torch::Tensor& tensor) override {}
+  torch::Tensor all_gather(const torch::Tensor& tensor) override;
+  void broadcast(torch::Tensor& tensor, int root) override;
+  torch::Tensor reduce_scatter_sum(const torch::Tensor& flat) override;
+  std::unique_ptr<CollectiveWork> all_reduce_sum_async(torch::Tensor& tensor) override;
+  std::unique_ptr<CollectiveWork> reduce_scatter_sum_async(const torch::Tensor& flat, torch::Tensor& chunk) override;
+
+ private:
+  int size_;
+  std::string name_;
+};
+
+}  // namespace t5scale
