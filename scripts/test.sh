@@ -14,5 +14,6 @@ built=$(date +%s)
 echo "[test] build: $((built - start)) s"
 
 cd "$BUILD_DIR"
-ctest --output-on-failure --timeout 600 "$@"
+# Tests that need both cores say so (PROCESSORS 2); ctest runs the others two at a time.
+ctest --output-on-failure --timeout 600 -j "$(nproc)" "$@"
 echo "[test] tests: $(($(date +%s) - built)) s"

@@ -10,9 +10,11 @@ namespace t5scale {
 
 torch::Tensor clamp_fp16(const torch::Tensor& hidden) {
   if (hidden.scalar_type() != torch::kHalf) return hidden;
+  // transformers' fp16 guard, with the choice of bound made on the device: no read-back per layer.
   const double max_half = 65504.0;
-  const double clamp_value = hidden.isinf().any().item<bool>() ? max_half - 1000.0 : max_half;
-  return torch::clamp(hidden, -clamp_value, clamp_value);
+  const torch::Tensor bound = torch::where(hidden.isinf().any(), torch::scalar_tensor(max_half - 1000.0, hidden.options()),
+                                           torch::scalar_tensor(max_half, hidden.options()));
+  return torch::clamp(hidden, -bound, bound);
 }
 
 // ---- RMSNorm ----

@@ -1,6 +1,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 #include "model/t5_layers.h"
@@ -246,6 +247,17 @@ TEST(T5Model, BackwardAllReducesOncePerTensorParallelRegion) {
     const int expected = 2 * config.num_layers + 3 * config.num_decoder_layers + /*encoder output*/ 1 + /*LM head*/ 1;
     EXPECT_EQ(group->all_reduce_sums, expected) << "tied=" << tied;
   }
+}
+
+// transformers' T5 clamps fp16 hidden states to 65504 - 1000 when any is infinite, else to 65504; other dtypes pass.
+TEST(T5Model, Fp16ClampFollowsTransformers) {
+  const torch::Tensor finite = torch::tensor({1.0, 65504.0, -65504.0}).to(torch::kHalf);
+  EXPECT_TRUE(torch::equal(clamp_fp16(finite), finite));
+  const torch::Tensor with_inf = torch::tensor({1.0f, 65504.0f, -INFINITY}).to(torch::kHalf);
+  const torch::Tensor expected = torch::tensor({1.0, 64504.0, -64504.0}).to(torch::kHalf);
+  EXPECT_TRUE(torch::equal(clamp_fp16(with_inf), expected)) << clamp_fp16(with_inf);
+  const torch::Tensor fp32 = torch::tensor({1e30f, -INFINITY});
+  EXPECT_TRUE(torch::equal(clamp_fp16(fp32), fp32));
 }
 
 }  // namespace
