@@ -268,6 +268,7 @@ if [[ -n $BENCH ]] || ((DRY_RUN)); then
     ((tp > 1)) && shard=(--tp-shard "$tp")
     run_stage "bench $name" 150 "$OUT_DIR/bench/$name.log" "${BENCH:-t5scale-bench(MISSING)}" --model "$model" --precision bf16 \
       --micro-batch "${MICRO[$i]}" --source-length "$source" --target-length "$target" --steps 10 "${shard[@]}" \
+      --checkpoint-every-blocks auto \
       --json "$OUT_DIR/bench/$name.json"
   done
 else

@@ -43,7 +43,9 @@ initialised as t5scale-train does.
   --device D                cpu, cuda (this process's first GPU, or cuda:K) or auto        [auto]
   --threads N               CPU threads for LibTorch (0: LibTorch's default)               [0]
   --activation-checkpointing  recompute every block in backward
-  --checkpoint-every-blocks K  recompute every K-th block instead
+  --checkpoint-every-blocks K  recompute every K-th block instead; auto: the least recomputation that the planner
+                            predicts to fit the device's memory (none, every K-th block, ..., every block)
+  --device-memory-gib X     the memory auto must fit (default: the GPU's, or the host's on a CPU)
   --optimizer O             adamw (weight decay 0.01, not on norms) or adafactor           [adamw]
   --lr X                    constant learning rate                                         [1e-4]
   --dropout X               dropout probability (default: the shape's own, 0.1 named, 0 tiny)
@@ -69,7 +71,7 @@ const std::vector<std::string>& option_names() {
   static const std::vector<std::string> names = {
       "--model",        "--precision",   "--micro-batch",   "--source-length",           "--target-length",
       "--steps",        "--warmup-steps", "--device",       "--threads",                 "--activation-checkpointing",
-      "--checkpoint-every-blocks", "--optimizer", "--lr",   "--dropout",                 "--vocab-size",
+      "--checkpoint-every-blocks", "--device-memory-gib", "--optimizer", "--lr",   "--dropout",                 "--vocab-size",
       "--tp-shard",     "--peak-flops",  "--matmul-peak",   "--seed",                    "--json",
       "--print-model-config", "--help"};
   return names;
@@ -139,7 +141,12 @@ Arguments parse(int argc, char** argv) {
     } else if (flag == "--activation-checkpointing") {
       o.checkpoint_every_blocks = 1;
     } else if (flag == "--checkpoint-every-blocks") {
-      o.checkpoint_every_blocks = to_int(flag, value());
+      const std::string every = value();
+      o.checkpoint_every_blocks = every == "auto" ? -1 : to_int(flag, every);
+      T5S_CHECK(o.checkpoint_every_blocks >= -1, flag, " must be auto or at least 0, got ", every);
+    } else if (flag == "--device-memory-gib") {
+      o.device_memory_gib = to_double(flag, value());
+      T5S_CHECK(o.device_memory_gib > 0, "--device-memory-gib must be positive, got ", o.device_memory_gib);
     } else if (flag == "--optimizer") {
       const std::string name = value();
       T5S_CHECK(name == "adamw" || name == "adafactor", "--optimizer: '", name, "' is not adamw or adafactor");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "core/check.h"
 
@@ -81,17 +82,50 @@ MemoryPrediction predict_memory(const ModelConfig& c, const MemoryInputs& in) {
   // Decoder blocks attend to themselves and to the encoder output; average the key lengths of the two.
   const double decoder_block = block_bytes(tl, (tl + s) / 2.0, 2);
   const double logits = b * tl * static_cast<double>(c.vocab_size) / t * 4.0 * 2.0;  // fp32 logits and their grad
-  double activations = 0.0;
-  if (in.activation_checkpointing) {
-    // Only each block's input is kept; one block's activations exist at a time during recomputation.
-    activations = e * b * h * (s * c.num_layers + tl * c.num_decoder_layers) +
-                  std::max(encoder_block, decoder_block);
-  } else {
-    activations = encoder_block * c.num_layers + decoder_block * c.num_decoder_layers;
+  // A checkpointed block keeps only its input; during its recomputation one block's activations exist at a time.
+  // Blocks 0, k, 2k, ... of each stack are checkpointed (the model's rule), the others keep everything.
+  T5S_CHECK(in.checkpoint_every_blocks >= 0, "checkpoint_every_blocks must be >= 0, got ", in.checkpoint_every_blocks);
+  const int64_t k = in.checkpoint_every_blocks;
+  auto checkpointed_of = [k](int64_t blocks) { return k > 0 ? (blocks + k - 1) / k : int64_t{0}; };
+  const int64_t encoder_checkpointed = checkpointed_of(c.num_layers);
+  const int64_t decoder_checkpointed = checkpointed_of(c.num_decoder_layers);
+  double activations = encoder_block * static_cast<double>(c.num_layers - encoder_checkpointed) +
+                       decoder_block * static_cast<double>(c.num_decoder_layers - decoder_checkpointed);
+  if (k > 0) {
+    activations += e * b * h * (s * static_cast<double>(encoder_checkpointed) +
+                                tl * static_cast<double>(decoder_checkpointed)) +
+                   std::max(encoder_block, decoder_block);
   }
   p.activations_bytes = static_cast<int64_t>(activations + logits);
   p.workspace_bytes = in.on_gpu ? int64_t{1536} * 1024 * 1024 : 0;
   return p;
+}
+
+CheckpointingChoice choose_activation_checkpointing(const ModelConfig& model, const MemoryInputs& inputs,
+                                                    int64_t device_memory_bytes) {
+  T5S_CHECK(device_memory_bytes > 0, "device memory must be positive, got ", device_memory_bytes, " bytes");
+  const double budget = 0.95 * static_cast<double>(device_memory_bytes);
+  std::vector<int64_t> candidates{0};
+  for (int64_t k = std::max(model.num_layers, model.num_decoder_layers); k >= 1; --k) candidates.push_back(k);
+  CheckpointingChoice choice;
+  for (const int64_t k : candidates) {
+    MemoryInputs tried = inputs;
+    tried.checkpoint_every_blocks = k;
+    choice.checkpoint_every_blocks = k;
+    choice.memory = predict_memory(model, tried);
+    choice.fits = static_cast<double>(choice.memory.total_bytes()) <= budget;
+    if (choice.fits) break;
+  }
+  return choice;
+}
+
+std::string CheckpointingChoice::describe() const {
+  const int64_t k = checkpoint_every_blocks;
+  if (k == 0) return "none";
+  if (k == 1) return "every block";
+  const bool teen = k % 100 >= 11 && k % 100 <= 13;
+  const char* suffix = teen ? "th" : k % 10 == 1 ? "st" : k % 10 == 2 ? "nd" : k % 10 == 3 ? "rd" : "th";
+  return msg("every ", k, suffix, " block");
 }
 
 std::string MemoryPrediction::describe() const {

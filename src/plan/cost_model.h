@@ -31,7 +31,7 @@ struct MemoryInputs {
   int64_t compute_bytes_per_element = 4;  // fp32 4, bf16/fp16 2
   bool zero1 = false;
   bool adafactor = false;                // factored second moments instead of AdamW's two full moments
-  bool activation_checkpointing = false;  // checkpoint every block
+  int64_t checkpoint_every_blocks = 0;    // activation checkpointing: 0 none, k: blocks 0, k, 2k, ... of each stack
   BatchShape micro_batch;
   bool on_gpu = true;                    // adds the CUDA context and communication buffers
 };
@@ -56,5 +56,18 @@ int64_t parameters_per_rank(const ModelConfig& model, int tp);
 // An estimate (the activation term follows Korthikanti et al. 2022, adapted to T5's blocks; it is a model, and
 // the run file shows prediction and measurement side by side).
 MemoryPrediction predict_memory(const ModelConfig& model, const MemoryInputs& inputs);
+
+// The least activation checkpointing whose prediction fits `device_memory_bytes` with 5% to spare (allocator
+// fragmentation the model does not see): none, then every k-th block for k from the deeper stack's depth down to 1,
+// i.e. in order of growing recomputation. inputs.checkpoint_every_blocks is ignored. When even every block does not
+// fit, fits is false and the choice is every block.
+struct CheckpointingChoice {
+  int64_t checkpoint_every_blocks = 0;  // 0 none
+  MemoryPrediction memory;
+  bool fits = false;
+  std::string describe() const;  // "none" / "every 2nd block" / "every block"
+};
+CheckpointingChoice choose_activation_checkpointing(const ModelConfig& model, const MemoryInputs& inputs,
+                                                    int64_t device_memory_bytes);
 
 }  // namespace t5scale

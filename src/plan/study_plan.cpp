@@ -220,17 +220,17 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
   }
 
   // Memory and FLOPs, with the trainer's inputs: one micro-batch padded to the maximum lengths.
+  MemoryInputs m;
   if (model && p.batch_known && tp >= 1 && p.batch.dp >= 1 && world % tp == 0) {
     const BatchShape typical{p.batch.micro_batch > 0 ? p.batch.micro_batch : 1,
                              d.max_source_length > 0 ? d.max_source_length : 512,
                              d.max_target_length > 0 ? d.max_target_length : 128};
-    MemoryInputs m;
     m.tp = static_cast<int>(tp);
     m.dp = static_cast<int>(p.batch.dp);
     m.compute_bytes_per_element = c.precision == RunConfig::Precision::kFp32 ? 4 : 2;
     m.zero1 = c.parallel.zero1;
     m.adafactor = c.optimizer.name == OptimizerSettings::Name::kAdafactor;
-    m.activation_checkpointing = c.parallel.activation_checkpointing;
+    m.checkpoint_every_blocks = c.parallel.activation_checkpointing ? c.parallel.checkpoint_every_blocks : 0;
     m.micro_batch = typical;
     m.on_gpu = !study.spec.slurm.cpu_only();
     try {
@@ -248,8 +248,19 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
     const double gib = static_cast<double>(p.memory.total_bytes()) / (1024.0 * 1024.0 * 1024.0);
     p.fits = gib <= study.device_memory_gib ? "yes" : "NO";
     if (p.fits == "NO") {
+      // The least activation checkpointing that would fit, when one does: the planner's choice to try first.
+      std::string try_first = "parallel.activation_checkpointing";
+      if (model && p.memory_known) {
+        const CheckpointingChoice choice = choose_activation_checkpointing(
+            *model, m, static_cast<int64_t>(study.device_memory_gib * 1024.0 * 1024.0 * 1024.0));
+        if (choice.fits) {
+          try_first = msg("parallel.activation_checkpointing=true with parallel.checkpoint_every_blocks=",
+                          choice.checkpoint_every_blocks, " (", choice.describe(), ", predicted ",
+                          static_cast<double>(choice.memory.total_bytes()) / (1024.0 * 1024.0 * 1024.0), " GiB)");
+        }
+      }
       p.notes.push_back(msg("predicted ", p.memory.describe(), " per GPU exceeds ", study.device_memory_gib,
-                            " GiB: try parallel.activation_checkpointing, parallel.zero1, a larger parallel.tp "
+                            " GiB: try ", try_first, ", parallel.zero1, a larger parallel.tp "
                             "or a smaller micro-batch (train.grad_accumulation)"));
     }
   }

@@ -107,6 +107,27 @@ std::string device_name(torch::Device device) {
   return cpu_model_name();
 }
 
+// What the device can hold: the GPU's memory, or the host's physical memory.
+int64_t device_memory_bytes(torch::Device device) {
+#ifdef T5SCALE_WITH_NCCL
+  if (device.is_cuda()) return static_cast<int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
+#endif
+  T5S_CHECK(!device.is_cuda(), "the memory of ", device.str(), " is unknown to this build: give --device-memory-gib");
+  return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// The planner's inputs for one step of this benchmark (checkpoint_every_blocks as given).
+MemoryInputs benchmark_memory_inputs(const StepBenchmarkOptions& o) {
+  MemoryInputs in;
+  in.tp = o.tp_shard;
+  in.compute_bytes_per_element = o.precision == Precision::kFp32 ? 4 : 2;
+  in.adafactor = o.optimizer == OptimizerKind::kAdafactor;
+  in.checkpoint_every_blocks = std::max<int64_t>(o.checkpoint_every_blocks, 0);
+  in.micro_batch = BatchShape{o.micro_batch, o.source_length, o.target_length};
+  in.on_gpu = o.device.is_cuda();
+  return in;
+}
+
 // The device's allocated bytes now (CUDA) or this process's resident set (CPU).
 int64_t memory_now_bytes(torch::Device device) {
 #ifdef T5SCALE_WITH_NCCL
@@ -207,9 +228,22 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   T5S_CHECK(o.steps > 0, "--steps must be positive, got ", o.steps);
   T5S_CHECK(o.warmup_steps >= 0, "--warmup-steps must be at least 0, got ", o.warmup_steps);
   T5S_CHECK(o.tp_shard >= 1, "--tp-shard must be at least 1, got ", o.tp_shard);
-  T5S_CHECK(o.checkpoint_every_blocks >= 0, "--checkpoint-every-blocks must be at least 0, got ",
+  T5S_CHECK(o.checkpoint_every_blocks >= -1, "--checkpoint-every-blocks must be auto or at least 0, got ",
             o.checkpoint_every_blocks);
+  T5S_CHECK(o.device_memory_gib >= 0.0, "--device-memory-gib must be positive, got ", o.device_memory_gib);
   model_config_ = benchmark_model_config(o.model, o.tiny_vocab_size, o.dropout_rate);
+  if (o.checkpoint_every_blocks < 0) {
+    const int64_t memory_bytes = o.device_memory_gib > 0.0
+                                     ? static_cast<int64_t>(o.device_memory_gib * 1024.0 * 1024.0 * 1024.0)
+                                     : device_memory_bytes(o.device);
+    const CheckpointingChoice choice =
+        choose_activation_checkpointing(model_config_, benchmark_memory_inputs(o), memory_bytes);
+    options_.checkpoint_every_blocks = choice.checkpoint_every_blocks;
+    checkpointing_note_ =
+        msg("activation checkpointing chosen by the planner: ", choice.describe(), " (predicted ",
+            static_cast<double>(choice.memory.total_bytes()) / 1073741824.0, " GiB of ",
+            static_cast<double>(memory_bytes) / 1073741824.0, " GiB", choice.fits ? ")" : "; does not fit)");
+  }
   const auto problems = ProcessGrid::validate(o.tp_shard, o.tp_shard, model_config_);
   if (!problems.empty()) {
     std::string text;
@@ -316,6 +350,7 @@ json StepBenchmark::run() {
     notes.push_back(msg("communication excluded (tp-shard ", o.tp_shard, "): one rank's share of a TP=", o.tp_shard,
                         " model; tokens/s as if communication were free, FLOPs and MFU per rank"));
   }
+  if (!checkpointing_note_.empty()) notes.push_back(checkpointing_note_);
   if (skipped > 0) notes.push_back(msg(skipped, " of ", o.steps, " timed steps skipped (fp16 overflow)"));
   report["notes"] = notes;
   report["steps"] = steps;
@@ -356,14 +391,7 @@ json StepBenchmark::run() {
                         {"fraction_of_peak", nullable(peak > 0 ? matmul_flops / peak : NAN)}};
   }
 
-  MemoryInputs memory_inputs;
-  memory_inputs.tp = o.tp_shard;
-  memory_inputs.compute_bytes_per_element = o.precision == Precision::kFp32 ? 4 : 2;
-  memory_inputs.adafactor = o.optimizer == OptimizerKind::kAdafactor;
-  memory_inputs.activation_checkpointing = o.checkpoint_every_blocks > 0;
-  memory_inputs.micro_batch = shape;
-  memory_inputs.on_gpu = o.device.is_cuda();
-  const MemoryPrediction prediction = predict_memory(model_config_, memory_inputs);
+  const MemoryPrediction prediction = predict_memory(model_config_, benchmark_memory_inputs(o));
   const PeakMemory peak_memory_now = peak_memory(o.device);
   report["memory"] = {
       {"measured", peak_memory_now.measured},

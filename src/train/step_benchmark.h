@@ -41,7 +41,10 @@ struct StepBenchmarkOptions {
   int64_t steps = 10;        // timed steps
   int64_t warmup_steps = 2;  // steps run before timing starts (allocator, kernels' first calls, optimizer state)
   torch::Device device = torch::kCPU;
-  int64_t checkpoint_every_blocks = 0;  // activation checkpointing: 0 none, k every k-th block
+  int64_t checkpoint_every_blocks = 0;  // activation checkpointing: 0 none, k every k-th block, -1 the planner's
+                                       // choice (choose_activation_checkpointing) for the device's memory
+  double device_memory_gib = 0.0;       // > 0: the memory the planner's choice must fit (default: the GPU's, or
+                                       // the host's physical memory on a CPU)
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   double learning_rate = 1e-4;  // constant: a schedule costs nothing measurable
   double weight_decay = 0.01;   // AdamW, on every parameter but the norms (as Hugging Face's Trainer)
@@ -84,6 +87,7 @@ class StepBenchmark {
   ModelConfig model_config_;
   std::unique_ptr<ParallelTrainer> trainer_;
   Seq2SeqBatch batch_;
+  std::string checkpointing_note_;  // how the planner chose, when it did
   int64_t start_memory_bytes_ = 0;  // resident set (CPU) or allocated bytes (CUDA) before the model was built
 };
 

@@ -405,7 +405,8 @@ void TrainingJob::set_up_records() {
   memory.compute_bytes_per_element = config_.precision == RunConfig::Precision::kFp32 ? 4 : 2;
   memory.zero1 = config_.parallel.zero1;
   memory.adafactor = config_.optimizer.name == OptimizerSettings::Name::kAdafactor;
-  memory.activation_checkpointing = config_.parallel.activation_checkpointing;
+  memory.checkpoint_every_blocks =
+      config_.parallel.activation_checkpointing ? config_.parallel.checkpoint_every_blocks : 0;
   memory.micro_batch = typical;
   memory.on_gpu = device_.is_cuda();
   in.predicted_memory_bytes = predict_memory(model_config_, memory).total_bytes();

@@ -110,6 +110,32 @@ TEST(Bench, GivenPeakGivesMfuAndMatmulIsMeasured) {
   EXPECT_GT(r["matmul"]["tflops_per_s"].get<double>(), 0.0);
 }
 
+// --checkpoint-every-blocks auto takes the cost model's choice for the given memory, runs with it and says so.
+TEST(Bench, AutoCheckpointingTakesThePlannersChoice) {
+  StepBenchmarkOptions o = tiny_options();
+  o.steps = 1;
+  o.checkpoint_every_blocks = -1;
+  const ModelConfig model = benchmark_model_config("tiny", o.tiny_vocab_size, o.dropout_rate);
+  MemoryInputs in;
+  in.micro_batch = BatchShape{o.micro_batch, o.source_length, o.target_length};
+  in.on_gpu = false;
+  for (const double gib : {64.0, 1e-9}) {
+    o.device_memory_gib = gib;
+    const CheckpointingChoice expected = choose_activation_checkpointing(
+        model, in, static_cast<int64_t>(gib * 1024.0 * 1024.0 * 1024.0));
+    StepBenchmark bench(o);
+    const json r = bench.run();
+    EXPECT_EQ(r["config"]["activation_checkpointing"].get<int64_t>(), expected.checkpoint_every_blocks) << gib;
+    EXPECT_EQ(r["config"]["activation_checkpointing"].get<int64_t>(), gib > 1.0 ? 0 : 1) << gib;
+    bool said = false;
+    for (const auto& note : r["notes"]) {
+      said = said || note.get<std::string>().rfind("activation checkpointing chosen by the planner: " +
+                                                       expected.describe(), 0) == 0;
+    }
+    EXPECT_TRUE(said) << r["notes"].dump();
+  }
+}
+
 TEST(Bench, TpShardBuildsRankZerosShareOfTheTpModel) {
   StepBenchmarkOptions o = tiny_options();
   o.tp_shard = 2;

@@ -27,7 +27,7 @@ for model in t5-v1_1-base t5-v1_1-large t5-3b t5-v1_1-xxl; do
     [[ $planned =~ ^(1|2|4|8|16|32|64|128|256)$ ]] || fail "no planner micro-batch for $model $source/$target"
     shard=""
     [[ $model == t5-v1_1-xxl ]] && shard=" --tp-shard 8"
-    expect "^  bench $model-$source-$target .*t5scale-bench.* --model $model --precision bf16 --micro-batch $planned --source-length $source --target-length $target --steps [0-9]+$shard --json $out_dir/bench/$model-$source-$target.json"
+    expect "^  bench $model-$source-$target .*t5scale-bench.* --model $model --precision bf16 --micro-batch $planned --source-length $source --target-length $target --steps [0-9]+$shard --checkpoint-every-blocks auto --json $out_dir/bench/$model-$source-$target.json"
   done
 done
 expect "^  compare t5-v1_1-base-512-128 .*--models t5-v1_1-base --lengths 512/128 --precision bf16"

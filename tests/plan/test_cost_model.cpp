@@ -67,13 +67,67 @@ TEST(CostModel, MemoryPredictionMovesTheWayEachSwitchShould) {
   EXPECT_EQ(predict_memory(model, zero1).optimizer_bytes, shard * 12);
 
   MemoryInputs checkpointed = base;
-  checkpointed.activation_checkpointing = true;
-  EXPECT_LT(predict_memory(model, checkpointed).activations_bytes, plain.activations_bytes / 4);
+  checkpointed.checkpoint_every_blocks = 1;
+  const int64_t every_block = predict_memory(model, checkpointed).activations_bytes;
+  EXPECT_LT(every_block, plain.activations_bytes / 4);
+  // Fewer checkpointed blocks keep more: every 2nd block lies between none and every block, and the prediction
+  // never falls as k grows (blocks 0, k, 2k, ... are checkpointed).
+  checkpointed.checkpoint_every_blocks = 2;
+  const int64_t every_second = predict_memory(model, checkpointed).activations_bytes;
+  EXPECT_GT(every_second, every_block);
+  EXPECT_LT(every_second, plain.activations_bytes);
+  int64_t previous = every_block;
+  for (int64_t k = 2; k <= model.num_layers + 1; ++k) {
+    checkpointed.checkpoint_every_blocks = k;
+    const int64_t now = predict_memory(model, checkpointed).activations_bytes;
+    EXPECT_GE(now, previous) << "k=" << k;
+    previous = now;
+  }
+  EXPECT_LT(previous, plain.activations_bytes);  // k beyond the depth still checkpoints block 0
 
   MemoryInputs wider = base;
   wider.tp = 4;
   EXPECT_GT(predict_memory(model, wider).total_bytes(), plain.total_bytes());
   EXPECT_NE(plain.describe().find(" GiB"), std::string::npos);
+}
+
+// The planner's choice is the least recomputation that fits 95% of the device: none when everything fits, every
+// block (and "does not fit") when nothing does, and otherwise a k whose next-larger k would not fit.
+TEST(CostModel, ActivationCheckpointingChoiceIsTheLeastThatFits) {
+  const ModelConfig model = named_model_config("t5-3b");
+  MemoryInputs in;
+  in.compute_bytes_per_element = 2;
+  in.micro_batch = {32, 512, 128};
+  in.checkpoint_every_blocks = 5;  // ignored by the choice
+  auto total = [&](int64_t k) {
+    MemoryInputs tried = in;
+    tried.checkpoint_every_blocks = k;
+    return predict_memory(model, tried).total_bytes();
+  };
+
+  const CheckpointingChoice roomy = choose_activation_checkpointing(model, in, 10 * total(0));
+  EXPECT_EQ(roomy.checkpoint_every_blocks, 0);
+  EXPECT_TRUE(roomy.fits);
+  EXPECT_EQ(roomy.describe(), "none");
+
+  const CheckpointingChoice cramped = choose_activation_checkpointing(model, in, total(1) / 2);
+  EXPECT_EQ(cramped.checkpoint_every_blocks, 1);
+  EXPECT_FALSE(cramped.fits);
+  EXPECT_EQ(cramped.describe(), "every block");
+
+  // Between: the memory of every 3rd block, plus 5% headroom.
+  const int64_t memory = static_cast<int64_t>(static_cast<double>(total(3)) / 0.95) + 1;
+  const CheckpointingChoice between = choose_activation_checkpointing(model, in, memory);
+  ASSERT_TRUE(between.fits);
+  EXPECT_GE(between.checkpoint_every_blocks, 3);
+  EXPECT_LE(static_cast<double>(between.memory.total_bytes()), 0.95 * static_cast<double>(memory));
+  EXPECT_EQ(between.memory.total_bytes(), total(between.checkpoint_every_blocks));
+  EXPECT_GT(static_cast<double>(total(between.checkpoint_every_blocks + 1)), 0.95 * static_cast<double>(memory));
+  EXPECT_GT(static_cast<double>(total(0)), 0.95 * static_cast<double>(memory));
+  EXPECT_EQ((CheckpointingChoice{2, {}, true}.describe()), "every 2nd block");
+  EXPECT_EQ((CheckpointingChoice{11, {}, true}.describe()), "every 11th block");
+  EXPECT_EQ((CheckpointingChoice{21, {}, true}.describe()), "every 21st block");
+  EXPECT_THROW(choose_activation_checkpointing(model, in, 0), std::exception);
 }
 
 TEST(CostModel, RefusesImpossibleShapes) {

@@ -450,7 +450,8 @@ slurm: {gpu: A100-80GB}
     in.dp = static_cast<int>(p.batch.dp);
     in.compute_bytes_per_element = 2;
     in.zero1 = p.run.config.parallel.zero1;
-    in.activation_checkpointing = p.run.config.parallel.activation_checkpointing;
+    in.checkpoint_every_blocks =
+        p.run.config.parallel.activation_checkpointing ? p.run.config.parallel.checkpoint_every_blocks : 0;
     in.micro_batch = BatchShape{4, 512, 32};
     EXPECT_EQ(p.memory.total_bytes(), predict_memory(xxl, in).total_bytes()) << p.run.name;
     EXPECT_DOUBLE_EQ(p.flops_per_step, training_flops(xxl, BatchShape{4, 512, 32}) * 2.0 * p.batch.dp);
@@ -461,6 +462,39 @@ slurm: {gpu: A100-80GB}
   EXPECT_EQ(plan.runs[0].fits, "NO");
   EXPECT_EQ(plan.runs[1].fits, "yes");
   EXPECT_EQ(plan.runs[1].batch.dp, 2);
+}
+
+// A run that does not fit is told the least activation checkpointing that would, by the cost model's choice.
+TEST(StudyPlan, RunThatDoesNotFitIsToldTheCheckpointingThatWould) {
+  const StudySpec spec = spec_from(R"(
+study: t5-3b
+base:
+  model.name: t5-3b
+  data: {max_source_length: 512, max_target_length: 128}
+  precision: bf16
+  train: {max_steps: 10, batch_mode: fixed_micro, micro_batch: 48, grad_accumulation: 1}
+mode: list
+runs:
+  - name: plain
+    set: {gpus_per_node: 1}
+slurm: {gpu: H100-80GB}
+)");
+  const StudyPlan plan = plan_study(spec);
+  ASSERT_EQ(plan.runs.size(), 1u);
+  const RunPlan& p = plan.runs[0];
+  ASSERT_EQ(p.fits, "NO") << p.memory.describe();
+  MemoryInputs in;
+  in.compute_bytes_per_element = 2;
+  in.micro_batch = BatchShape{48, 512, 128};
+  const CheckpointingChoice choice =
+      choose_activation_checkpointing(named_model_config("t5-3b"), in, int64_t{80} * 1024 * 1024 * 1024);
+  ASSERT_TRUE(choice.fits);
+  ASSERT_GT(choice.checkpoint_every_blocks, 0);
+  std::string notes;
+  for (const auto& note : p.notes) notes += note + "\n";
+  EXPECT_TRUE(contains(notes, "try parallel.activation_checkpointing=true with parallel.checkpoint_every_blocks=" +
+                                  std::to_string(choice.checkpoint_every_blocks) + " (" + choice.describe()))
+      << notes;
 }
 
 TEST(StudyPlan, GpuMemoryComesFromTheTableTheOverrideOrNothingOnCpu) {
