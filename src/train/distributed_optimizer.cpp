@@ -26,6 +26,18 @@ DistributedOptimizer::DistributedOptimizer(GradientBuckets& gradients, const Pro
     }
     const auto [begin, end] = gradients_.owned_range(b);
     master_.push_back(full.narrow(0, begin, end - begin).clone());
+    // Where every parameter of the bucket has the masters' dtype and the rank owns the whole bucket, the
+    // parameters become views of the master buffer: the copy back after each update (a full pass over the
+    // weights) disappears. The Variables stay the same objects, so hooks and module references hold.
+    bool alias = !gradients_.zero1();
+    for (size_t k : bucket.slots) alias = alias && slots[k].param.scalar_type() == full.scalar_type();
+    if (alias) {
+      for (size_t k : bucket.slots) {
+        const ParameterSlot& slot = slots[k];
+        slot.param.set_data(master_.back().narrow(0, slot.offset, slot.numel).view(slot.param.sizes()));
+      }
+    }
+    parameters_are_masters_.push_back(alias);
     // The owned range as runs of TP-split or replicated elements (slots sit back to back; neighbours merged).
     for (size_t k : bucket.slots) {
       const ParameterSlot& slot = slots[k];
@@ -108,6 +120,7 @@ bool DistributedOptimizer::found_non_finite(Communicator& world) {
 }
 
 void DistributedOptimizer::write_back(size_t b) {
+  if (parameters_are_masters_[b]) return;  // the update wrote them
   torch::Tensor full = master_[b];
   if (gradients_.zero1()) {
     // Gathered in the parameters' dtype (rounding is per element, so rounding before the gather gives the same

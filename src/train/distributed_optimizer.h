@@ -89,6 +89,9 @@ class DistributedOptimizer {
   CommunicatorPtr tp_;
   CommunicatorPtr world_;
   std::vector<torch::Tensor> master_;    // per bucket, the owned range: (owned elements,), fp32 or fp64
+  // Per bucket: its parameters' storage is the master buffer itself (no ZeRO-1 and parameters in the masters'
+  // dtype, i.e. fp32/fp64 training), so the update writes the parameters and there is nothing to write back.
+  std::vector<bool> parameters_are_masters_;
   // The owned range of each bucket as maximal runs of elements alike in being TP-split or replicated: what the
   // gradient norm reads.
   struct NormRun {

@@ -59,6 +59,14 @@ TEST(CostModel, MemoryPredictionMovesTheWayEachSwitchShould) {
   base.micro_batch = {4, 512, 128};
   const MemoryPrediction plain = predict_memory(model, base);
   EXPECT_EQ(plain.weights_bytes, parameters_per_rank(model, 8) * 2);
+  // fp32 without ZeRO-1: the parameters are the master weights (one buffer, in optimizer_bytes); with ZeRO-1 each
+  // rank keeps its full fp32 parameters beside its chunk of masters.
+  MemoryInputs fp32 = base;
+  fp32.compute_bytes_per_element = 4;
+  EXPECT_EQ(predict_memory(model, fp32).weights_bytes, 0);
+  EXPECT_EQ(predict_memory(model, fp32).optimizer_bytes, parameters_per_rank(model, 8) * 12);
+  fp32.zero1 = true;
+  EXPECT_EQ(predict_memory(model, fp32).weights_bytes, parameters_per_rank(model, 8) * 4);
   EXPECT_EQ(plain.optimizer_bytes, parameters_per_rank(model, 8) * 12);
 
   MemoryInputs zero1 = base;

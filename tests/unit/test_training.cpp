@@ -139,8 +139,16 @@ TEST(Training, Bf16StepTracksTheFp32Step) {
     options.precision = dtype == torch::kBFloat16 ? Precision::kBf16 : Precision::kFp32;
     ParallelTrainer trainer(model, grid, options);
     for (uint64_t s = 0; s < 5; ++s) losses[i].push_back(trainer.step({batch(s)}, 1e-3).loss);
-    // Master weights stay fp32 whatever the compute dtype.
+    // Master weights stay fp32 whatever the compute dtype. In fp32 the parameters are views of them (no copy back
+    // after each update); in bf16 they are separate bf16 tensors.
     EXPECT_EQ(trainer.optimizer().master_weights(0).scalar_type(), torch::kFloat32);
+    for (const auto& item : model->named_parameters()) {
+      bool aliased = false;
+      for (size_t b = 0; b < trainer.gradients().buckets().size(); ++b) {
+        aliased = aliased || item.value().is_alias_of(trainer.optimizer().master_weights(b));
+      }
+      EXPECT_EQ(aliased, dtype == torch::kFloat32) << item.key();
+    }
     ++i;
   }
   for (size_t s = 0; s < losses[0].size(); ++s) {
