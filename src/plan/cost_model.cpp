@@ -50,8 +50,8 @@ MemoryPrediction predict_memory(const ModelConfig& c, const MemoryInputs& in) {
   const int64_t n = parameters_per_rank(c, in.tp);
   const int64_t e = in.compute_bytes_per_element;
   p.parameters_per_rank = n;
-  // fp32 training without ZeRO-1: the parameters are the fp32 master weights themselves (one buffer, counted in
-  // optimizer_bytes below), not a second copy.
+  // fp32 training without ZeRO-1: the parameters are the fp32 master weights themselves (DistributedOptimizer
+  // makes them views of its buckets), one buffer counted in optimizer_bytes below, not a second copy.
   const bool parameters_are_masters = e == 4 && !in.zero1;
   p.weights_bytes = parameters_are_masters ? 0 : n * e;
   p.gradients_bytes = n * 4 + n * e;  // fp32 buckets, and each parameter's .grad in the compute dtype

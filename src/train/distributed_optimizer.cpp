@@ -73,10 +73,8 @@ StepOutcome DistributedOptimizer::step(double learning_rate, const GradientScali
   if (scaling.max_grad_norm > 0.0) {
     grad_scale = grad_scale * (scaling.max_grad_norm / (outcome.grad_norm + 1e-6)).clamp_max(1.0);
   }
-  for (size_t b = 0; b < master_.size(); ++b) {
-    torch::Tensor grad = gradients_.owned_grad(b);
-    grad.mul_(grad_scale.to(grad.scalar_type()));
-  }
+  grad_scale = grad_scale.to(master_.empty() ? torch::kFloat32 : gradients_.owned_grad(0).scalar_type());
+  for (size_t b = 0; b < master_.size(); ++b) gradients_.owned_grad(b).mul_(grad_scale);
   ++step_count_;
   outcome.learning_rate = update(learning_rate);
   return outcome;

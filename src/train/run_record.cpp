@@ -22,10 +22,10 @@
 #include "telemetry/cost.h"
 #include "telemetry/nvml.h"
 #include "telemetry/probes.h"
+#include "train/device_probe.h"
 
 #ifdef T5SCALE_WITH_NCCL
 #include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <nccl.h>
 #endif
 
@@ -77,24 +77,15 @@ struct DeviceMemory {
 
 DeviceMemory device_memory(torch::Device device) {
   DeviceMemory memory;
-#ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    memory.allocated_bytes = static_cast<double>(stats.allocated_bytes[aggregate].current);
-    memory.reserved_bytes = static_cast<double>(stats.reserved_bytes[aggregate].current);
-    memory.peak_bytes = static_cast<double>(stats.allocated_bytes[aggregate].peak);
+  if (const auto stats = cuda_allocator_stats(device)) {
+    memory.allocated_bytes = static_cast<double>(stats->allocated_bytes);
+    memory.reserved_bytes = static_cast<double>(stats->reserved_bytes);
+    memory.peak_bytes = static_cast<double>(stats->peak_allocated_bytes);
   }
-#endif
   return memory;
 }
 
-std::string device_name(torch::Device device) {
-#ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index())->name;
-#endif
-  return "cpu";
-}
+std::string device_name(torch::Device device) { return device.is_cuda() ? cuda_device_name(device) : "cpu"; }
 
 std::string precision_name(RunConfig::Precision precision) { return enum_name(precision); }
 

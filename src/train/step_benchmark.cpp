@@ -21,10 +21,10 @@
 #include "telemetry/cost.h"
 #include "telemetry/nvml.h"
 #include "telemetry/probes.h"
+#include "train/device_probe.h"
 
 #ifdef T5SCALE_WITH_NCCL
 #include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
 namespace t5scale {
@@ -101,18 +101,16 @@ std::string cpu_model_name() {
 }
 
 std::string device_name(torch::Device device) {
-#ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index())->name;
-#endif
-  return cpu_model_name();
+  return device.is_cuda() ? cuda_device_name(device) : cpu_model_name();
 }
 
 // What the device can hold: the GPU's memory, or the host's physical memory.
 int64_t device_memory_bytes(torch::Device device) {
-#ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) return static_cast<int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
-#endif
-  T5S_CHECK(!device.is_cuda(), "the memory of ", device.str(), " is unknown to this build: give --device-memory-gib");
+  if (device.is_cuda()) {
+    const int64_t bytes = cuda_device_memory_bytes(device);
+    T5S_CHECK(bytes > 0, "the memory of ", device.str(), " is unknown to this build: give --device-memory-gib");
+    return bytes;
+  }
   return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
 }
 
@@ -130,12 +128,7 @@ MemoryInputs benchmark_memory_inputs(const StepBenchmarkOptions& o) {
 
 // The device's allocated bytes now (CUDA) or this process's resident set (CPU).
 int64_t memory_now_bytes(torch::Device device) {
-#ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
-  }
-#endif
+  if (const auto stats = cuda_allocator_stats(device)) return stats->allocated_bytes;
   return read_host_memory().rss_bytes;
 }
 
@@ -146,21 +139,10 @@ struct PeakMemory {
 };
 
 PeakMemory peak_memory(torch::Device device) {
-#ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    return {"cuda_allocator_peak_allocated", stats.allocated_bytes[aggregate].peak,
-            stats.reserved_bytes[aggregate].peak};
+  if (const auto stats = cuda_allocator_stats(device)) {
+    return {"cuda_allocator_peak_allocated", stats->peak_allocated_bytes, stats->peak_reserved_bytes};
   }
-#endif
   return {"peak_rss", peak_resident_set_bytes(), -1};
-}
-
-void reset_peak_memory(torch::Device device) {
-#ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
-#endif
 }
 
 // Device, library and host identity; versions are null where they cannot be known (no GPU, no NVML).
@@ -251,7 +233,7 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
     throw Error(msg("--tp-shard ", o.tp_shard, ": ", model_config_.name, " cannot be split so:", text));
   }
 
-  reset_peak_memory(o.device);
+  reset_cuda_peak_stats(o.device);
   start_memory_bytes_ = memory_now_bytes(o.device);
   ProcessGrid grid = ProcessGrid::solo();
   if (o.tp_shard > 1) {

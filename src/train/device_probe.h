@@ -1,0 +1,24 @@
+// What a CUDA device says about itself, read in one place for the run record and the step benchmark: its name,
+// its memory, and the caching allocator's counters. Off CUDA (or in a build without CUDA) there is nothing to
+// read: the name is empty, the memory 0 and the counters absent.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace t5scale {
+
+std::string cuda_device_name(c10::Device device);          // "NVIDIA H100 80GB HBM3"; "" off CUDA
+int64_t cuda_device_memory_bytes(c10::Device device);      // the device's total memory; 0 off CUDA
+
+struct CudaAllocatorStats {
+  int64_t allocated_bytes = 0, reserved_bytes = 0;            // now
+  int64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0;  // since the last reset
+};
+std::optional<CudaAllocatorStats> cuda_allocator_stats(c10::Device device);
+void reset_cuda_peak_stats(c10::Device device);  // nothing off CUDA
+
+}  // namespace t5scale
