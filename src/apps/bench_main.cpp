@@ -13,6 +13,7 @@
 #include "config/config_registry.h"
 #include "config/hf_config.h"
 #include "core/check.h"
+#include "plan/cost_model.h"
 #include "train/step_benchmark.h"
 
 #ifndef T5SCALE_GIT_REVISION
@@ -142,8 +143,8 @@ Arguments parse(int argc, char** argv) {
       o.checkpoint_every_blocks = 1;
     } else if (flag == "--checkpoint-every-blocks") {
       const std::string every = value();
-      o.checkpoint_every_blocks = every == "auto" ? -1 : to_int(flag, every);
-      T5S_CHECK(o.checkpoint_every_blocks >= -1, flag, " must be auto or at least 0, got ", every);
+      o.checkpoint_every_blocks = every == "auto" ? kChooseCheckpointing : to_int(flag, every);
+      T5S_CHECK(o.checkpoint_every_blocks >= kChooseCheckpointing, flag, " must be auto or at least 0, got ", every);
     } else if (flag == "--device-memory-gib") {
       o.device_memory_gib = to_double(flag, value());
       T5S_CHECK(o.device_memory_gib > 0, "--device-memory-gib must be positive, got ", o.device_memory_gib);

@@ -61,6 +61,9 @@ T5S_ENUM_NAMES(DataSettings::Sampling, {DataSettings::Sampling::kRandom, "random
                {DataSettings::Sampling::kSortish, "sortish"}, {DataSettings::Sampling::kSequential, "sequential"})
 T5S_ENUM_NAMES(ParallelSettings::Backend, {ParallelSettings::Backend::kAuto, "auto"},
                {ParallelSettings::Backend::kMpi, "mpi"}, {ParallelSettings::Backend::kNccl, "nccl"})
+T5S_ENUM_NAMES(ParallelSettings::ActivationCheckpointing, {ParallelSettings::ActivationCheckpointing::kOff, "false"},
+               {ParallelSettings::ActivationCheckpointing::kOn, "true"},
+               {ParallelSettings::ActivationCheckpointing::kAuto, "auto"})
 T5S_ENUM_NAMES(RunConfig::Precision, {RunConfig::Precision::kFp32, "fp32"}, {RunConfig::Precision::kBf16, "bf16"},
                {RunConfig::Precision::kFp16, "fp16"})
 T5S_ENUM_NAMES(TrainSettings::BatchMode, {TrainSettings::BatchMode::kFixedGlobal, "fixed_global"},
@@ -364,6 +367,25 @@ Entry enum_key(const std::string& key, F lambda, const std::string& doc) {
   return e;
 }
 
+// false, true or auto: an enum whose first two values are YAML's booleans, read in any of their spellings and
+// written unquoted, so that a config with true/false reads as it did when the key was a bool.
+template <typename F>
+Entry bool_or_auto_key(const std::string& key, F lambda, const std::string& doc) {
+  using E = std::remove_reference_t<decltype(lambda(std::declval<RunConfig&>()))>;
+  const Accessor<E> access = lambda;
+  Entry e = enum_key(key, lambda, doc);
+  e.yaml = e.text;
+  const auto set_enum = e.set;
+  e.set = [access, set_enum](RunConfig& c, const std::string& text) -> Reason {
+    if (const auto v = parse_bool(text)) {
+      access(c) = *v ? E::kOn : E::kOff;
+      return std::nullopt;
+    }
+    return set_enum(c, lower(text));
+  };
+  return e;
+}
+
 // Member access with the key spelled once: T5S_KEY(train, max_steps) -> "train.max_steps", &c.train.max_steps.
 #define T5S_KEY(section, member) \
   #section "." #member, [](RunConfig& c) -> decltype(c.section.member)& { return c.section.member; }
@@ -455,10 +477,17 @@ const std::vector<Entry>& registry() {
                         "Tensor-parallel size (consecutive ranks); divides the model's heads, d_ff and vocabulary "
                         "and the world size; dp = world / tp."));
     k.push_back(bool_key(T5S_KEY(parallel, zero1), "Shard the optimizer state over the data-parallel ranks (ZeRO-1)."));
-    k.push_back(bool_key(T5S_KEY(parallel, activation_checkpointing),
-                         "Recompute T5 blocks in backward instead of keeping their activations."));
+    k.push_back(bool_or_auto_key(
+        T5S_KEY(parallel, activation_checkpointing),
+        "Recompute T5 blocks in backward instead of keeping their activations: true (every checkpoint_every_blocks-th "
+        "block), false, or auto (the least recomputation whose predicted memory fits the device: none, every k-th "
+        "block, every block; chosen at start and recorded in the run file as checkpoint_every_blocks)."));
     k.push_back(int_key(T5S_KEY(parallel, checkpoint_every_blocks), at_least(1),
-                        "With activation_checkpointing: checkpoint every k-th block."));
+                        "With activation_checkpointing: true, checkpoint every k-th block."));
+    k.push_back(float_key(T5S_KEY(parallel, device_memory_gib), at_least(0),
+                          "The memory activation_checkpointing: auto plans for, in GiB per rank (a GPU shared with "
+                          "other work, a MIG slice); 0 = what the device has: its GPU's memory, or on CPUs the "
+                          "host's memory over the node's ranks."));
     k.push_back(float_key(T5S_KEY(parallel, bucket_mib), above(0),
                           "Size of the gradient buckets of the data-parallel reduction, in MiB."));
     k.push_back(float_key(T5S_KEY(parallel, collective_timeout_s), above(0),

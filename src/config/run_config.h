@@ -51,10 +51,14 @@ struct DataSettings {
 
 struct ParallelSettings {
   enum class Backend { kAuto, kMpi, kNccl };
+  // false: keep every activation; true: recompute every checkpoint_every_blocks-th block in backward; auto: the
+  // least recomputation whose predicted memory fits the device (choose_activation_checkpointing).
+  enum class ActivationCheckpointing { kOff, kOn, kAuto };
   int64_t tp = 1;
   bool zero1 = false;
-  bool activation_checkpointing = false;
+  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::kOff;
   int64_t checkpoint_every_blocks = 1;
+  double device_memory_gib = 0.0;  // what auto plans for; 0: the device's own memory
   double bucket_mib = 25.0;
   double collective_timeout_s = 600.0;
   Backend backend = Backend::kAuto;
@@ -180,6 +184,17 @@ struct RunConfig {
   CostSettings cost;
 };
 
+// The checkpointing the parallel settings ask for: 0 none, k every k-th block, -1 the planner's choice
+// (kChooseCheckpointing of plan/cost_model.h, which resolves it).
+inline int64_t requested_checkpoint_every_blocks(const ParallelSettings& p) {
+  switch (p.activation_checkpointing) {
+    case ParallelSettings::ActivationCheckpointing::kOff: return 0;
+    case ParallelSettings::ActivationCheckpointing::kOn: return p.checkpoint_every_blocks;
+    case ParallelSettings::ActivationCheckpointing::kAuto: return -1;
+  }
+  return 0;
+}
+
 // Key by key, through the registry; doubles compare exactly (a YAML round trip keeps every bit).
 bool operator==(const RunConfig& a, const RunConfig& b);
 inline bool operator!=(const RunConfig& a, const RunConfig& b) { return !(a == b); }
@@ -187,6 +202,7 @@ inline bool operator!=(const RunConfig& a, const RunConfig& b) { return !(a == b
 // The names as written in YAML ("fixed_global", "inverse_sqrt", ...).
 std::string enum_name(DataSettings::Sampling value);
 std::string enum_name(ParallelSettings::Backend value);
+std::string enum_name(ParallelSettings::ActivationCheckpointing value);
 std::string enum_name(RunConfig::Precision value);
 std::string enum_name(TrainSettings::BatchMode value);
 std::string enum_name(OptimizerSettings::Name value);

@@ -233,6 +233,24 @@ uint64_t fnv1a_64(const std::string& text) {
   return hash;
 }
 
+// This rank's shard of a parameter's initial values, N(0, std). Every slice along the split dimension (dim 0 for
+// a replicated tensor) comes from a generator of its own, seeded by the run's seed, the parameter's name and the
+// slice's index in the full tensor: a rank draws only the slices it holds (a T5-XXL rank at tp 8 draws 1.4 billion
+// samples, not 11 billion), and the shards of every TP size put together are the tensor one rank draws.
+torch::Tensor draw_normal_shard(const ParameterLayout& layout, double std, uint64_t seed, int tp_rank, int tp_size) {
+  const int64_t slice_dim = layout.is_split() ? layout.split_dim : 0;
+  const auto [offset, length] = shard_range(layout, tp_rank, tp_size);
+  std::vector<int64_t> slices_first = layout.full_shape;  // the slice dimension moved to the front
+  slices_first.erase(slices_first.begin() + slice_dim);
+  slices_first.insert(slices_first.begin(), length);
+  torch::Tensor shard = torch::empty(slices_first, torch::kFloat32);
+  for (int64_t i = 0; i < length; ++i) {
+    const uint64_t slice_seed = seed ^ fnv1a_64(layout.name + "[" + std::to_string(offset + i) + "]");
+    shard[i].normal_(0.0, std, at::make_generator<at::CPUGeneratorImpl>(slice_seed));
+  }
+  return shard.movedim(0, slice_dim).contiguous();
+}
+
 }  // namespace
 
 void T5ModelImpl::initialize_weights(uint64_t seed) {
@@ -241,15 +259,11 @@ void T5ModelImpl::initialize_weights(uint64_t seed) {
   for (const ParameterLayout& layout : parameter_layouts()) {
     torch::Tensor param = params[layout.name];
     if (param.device().is_meta()) continue;
-    const bool is_norm = layout.name.find("norm") != std::string::npos;
-    torch::Tensor full;
-    if (is_norm) {
-      full = torch::full(layout.full_shape, config_.initializer_factor, torch::kFloat32);
+    if (layout.name.find("norm") != std::string::npos) {
+      param.fill_(config_.initializer_factor);
     } else {
-      auto generator = at::make_generator<at::CPUGeneratorImpl>(seed ^ fnv1a_64(layout.name));
-      full = at::normal(0.0, init_std(config_, layout.name), layout.full_shape, generator);
+      param.copy_(draw_normal_shard(layout, init_std(config_, layout.name), seed, tp_->rank(), tp_->size()));
     }
-    param.copy_(shard_of(full, layout, tp_->rank(), tp_->size()));
   }
 }
 

@@ -104,10 +104,15 @@ MemoryPrediction predict_memory(const ModelConfig& c, const MemoryInputs& in) {
   return p;
 }
 
+namespace {
+// The share of a device's memory a prediction may fill: the rest for allocator fragmentation the model does not see.
+constexpr double kUsableMemoryFraction = 0.95;
+}  // namespace
+
 CheckpointingChoice choose_activation_checkpointing(const ModelConfig& model, const MemoryInputs& inputs,
                                                     int64_t device_memory_bytes) {
   T5S_CHECK(device_memory_bytes > 0, "device memory must be positive, got ", device_memory_bytes, " bytes");
-  const double budget = 0.95 * static_cast<double>(device_memory_bytes);
+  const double budget = kUsableMemoryFraction * static_cast<double>(device_memory_bytes);
   std::vector<int64_t> candidates{0};
   for (int64_t k = std::max(model.num_layers, model.num_decoder_layers); k >= 1; --k) candidates.push_back(k);
   CheckpointingChoice choice;
@@ -120,6 +125,31 @@ CheckpointingChoice choose_activation_checkpointing(const ModelConfig& model, co
     if (choice.fits) break;
   }
   return choice;
+}
+
+CheckpointingChoice resolve_activation_checkpointing(const ModelConfig& model, const MemoryInputs& inputs,
+                                                     int64_t device_memory_bytes) {
+  T5S_CHECK(inputs.checkpoint_every_blocks >= kChooseCheckpointing,
+            "checkpoint_every_blocks must be at least 0, or the planner's choice, got ", inputs.checkpoint_every_blocks);
+  if (inputs.checkpoint_every_blocks == kChooseCheckpointing && device_memory_bytes > 0) {
+    return choose_activation_checkpointing(model, inputs, device_memory_bytes);
+  }
+  CheckpointingChoice given;
+  given.checkpoint_every_blocks = std::max<int64_t>(inputs.checkpoint_every_blocks, 0);
+  MemoryInputs with_it = inputs;
+  with_it.checkpoint_every_blocks = given.checkpoint_every_blocks;
+  given.memory = predict_memory(model, with_it);
+  given.fits = device_memory_bytes <= 0 ||
+               static_cast<double>(given.memory.total_bytes()) <= kUsableMemoryFraction * static_cast<double>(device_memory_bytes);
+  return given;
+}
+
+std::string CheckpointingChoice::describe_against(int64_t device_memory_bytes) const {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  char figures[96];
+  std::snprintf(figures, sizeof(figures), "predicted %.2f GiB of %.2f GiB",
+                static_cast<double>(memory.total_bytes()) / kGiB, static_cast<double>(device_memory_bytes) / kGiB);
+  return msg(describe(), " (", figures, fits ? ")" : "; does not fit)");
 }
 
 std::string CheckpointingChoice::describe() const {

@@ -66,8 +66,20 @@ struct CheckpointingChoice {
   MemoryPrediction memory;
   bool fits = false;
   std::string describe() const;  // "none" / "every 2nd block" / "every block"
+  // "every 2nd block (predicted 61.2 GiB of 79.1 GiB)", "...; does not fit)"
+  std::string describe_against(int64_t device_memory_bytes) const;
 };
 CheckpointingChoice choose_activation_checkpointing(const ModelConfig& model, const MemoryInputs& inputs,
                                                     int64_t device_memory_bytes);
+
+// A requested checkpoint_every_blocks that asks the planner to choose (the config's `auto`).
+constexpr int64_t kChooseCheckpointing = -1;
+
+// The checkpointing a run uses: inputs.checkpoint_every_blocks when it is 0 or more (fits: against
+// device_memory_bytes, true when that is 0, unknown), and choose_activation_checkpointing's choice when it is
+// kChooseCheckpointing (none when the memory is unknown). The trainer, the planner and the benchmark all resolve
+// it here, so that the plan predicts what the job runs.
+CheckpointingChoice resolve_activation_checkpointing(const ModelConfig& model, const MemoryInputs& inputs,
+                                                     int64_t device_memory_bytes);
 
 }  // namespace t5scale

@@ -83,7 +83,8 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
   const auto& d = c.data;
   const int64_t world = p.run.world();
   const int64_t tp = c.parallel.tp;
-  p.device_memory_gib = study.device_memory_gib;
+  // The run's own parallel.device_memory_gib (what auto checkpointing plans for) before the GPU's.
+  p.device_memory_gib = c.parallel.device_memory_gib > 0 ? c.parallel.device_memory_gib : study.device_memory_gib;
 
   if (tp > 0 && tp > p.run.gpus_per_node) {
     p.notes.push_back(msg("parallel.tp ", tp, " spans nodes of ", p.run.gpus_per_node,
@@ -221,6 +222,7 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
 
   // Memory and FLOPs, with the trainer's inputs: one micro-batch padded to the maximum lengths.
   MemoryInputs m;
+  bool fits_device = false;  // with 5% to spare, as the checkpointing choice counts it
   if (model && p.batch_known && tp >= 1 && p.batch.dp >= 1 && world % tp == 0) {
     const BatchShape typical{p.batch.micro_batch > 0 ? p.batch.micro_batch : 1,
                              d.max_source_length > 0 ? d.max_source_length : 512,
@@ -230,11 +232,22 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
     m.compute_bytes_per_element = c.precision == RunConfig::Precision::kFp32 ? 4 : 2;
     m.zero1 = c.parallel.zero1;
     m.adafactor = c.optimizer.name == OptimizerSettings::Name::kAdafactor;
-    m.checkpoint_every_blocks = c.parallel.activation_checkpointing ? c.parallel.checkpoint_every_blocks : 0;
+    m.checkpoint_every_blocks = requested_checkpoint_every_blocks(c.parallel);
     m.micro_batch = typical;
     m.on_gpu = !study.spec.slurm.cpu_only();
     try {
-      p.memory = predict_memory(*model, m);
+      // auto: what the trainer will choose on a device of this memory (none where the plan does not know it).
+      const int64_t device_bytes = static_cast<int64_t>(p.device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+      const CheckpointingChoice checkpointing = resolve_activation_checkpointing(*model, m, device_bytes);
+      m.checkpoint_every_blocks = checkpointing.checkpoint_every_blocks;
+      p.memory = checkpointing.memory;
+      fits_device = checkpointing.fits;
+      if (c.parallel.activation_checkpointing == ParallelSettings::ActivationCheckpointing::kAuto) {
+        p.notes.push_back(device_bytes > 0
+                              ? "activation checkpointing auto: " + checkpointing.describe_against(device_bytes)
+                              : std::string("activation checkpointing auto: none predicted (the device's memory is "
+                                            "unknown to the plan; the job chooses from the memory it sees)"));
+      }
       p.memory_known = true;
       p.flops_per_step =
           training_flops(*model, typical) * static_cast<double>(p.batch.grad_accumulation * p.batch.dp);
@@ -242,25 +255,27 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
       p.errors.push_back(e.what());
     }
   }
-  if (study.device_memory_gib <= 0) {
+  if (p.device_memory_gib <= 0) {
     p.fits = "-";
   } else if (p.memory_known) {
-    const double gib = static_cast<double>(p.memory.total_bytes()) / (1024.0 * 1024.0 * 1024.0);
-    p.fits = gib <= study.device_memory_gib ? "yes" : "NO";
+    p.fits = fits_device ? "yes" : "NO";
     if (p.fits == "NO") {
       // The least activation checkpointing that would fit, when one does: the planner's choice to try first.
-      std::string try_first = "parallel.activation_checkpointing";
-      if (model && p.memory_known) {
+      const bool chosen_already =
+          c.parallel.activation_checkpointing == ParallelSettings::ActivationCheckpointing::kAuto;
+      std::string try_first = chosen_already ? "" : "parallel.activation_checkpointing, ";
+      if (model && p.memory_known && !chosen_already) {
         const CheckpointingChoice choice = choose_activation_checkpointing(
-            *model, m, static_cast<int64_t>(study.device_memory_gib * 1024.0 * 1024.0 * 1024.0));
+            *model, m, static_cast<int64_t>(p.device_memory_gib * 1024.0 * 1024.0 * 1024.0));
         if (choice.fits) {
           try_first = msg("parallel.activation_checkpointing=true with parallel.checkpoint_every_blocks=",
                           choice.checkpoint_every_blocks, " (", choice.describe(), ", predicted ",
-                          static_cast<double>(choice.memory.total_bytes()) / (1024.0 * 1024.0 * 1024.0), " GiB)");
+                          static_cast<double>(choice.memory.total_bytes()) / (1024.0 * 1024.0 * 1024.0),
+                          " GiB) or auto, ");
         }
       }
-      p.notes.push_back(msg("predicted ", p.memory.describe(), " per GPU exceeds ", study.device_memory_gib,
-                            " GiB: try ", try_first, ", parallel.zero1, a larger parallel.tp "
+      p.notes.push_back(msg("predicted ", p.memory.describe(), " per GPU does not fit ", p.device_memory_gib,
+                            " GiB with 5% to spare: try ", try_first, "parallel.zero1, a larger parallel.tp "
                             "or a smaller micro-batch (train.grad_accumulation)"));
     }
   }

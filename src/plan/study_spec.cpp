@@ -517,8 +517,9 @@ std::string run_name_label(const std::string& key, const std::string& value) {
     }
     return out;
   };
-  if (info && info->type == ConfigValueType::kBool) {
+  if (flags.count(key) || (info && info->type == ConfigValueType::kBool)) {
     const std::string name = flags.count(key) ? flags.at(key) : initials();
+    if (value == "auto") return name + "auto";  // parallel.activation_checkpointing: auto
     const bool on = value == "true" || value == "True" || value == "yes" || value == "on";
     return on ? name : "no" + name;
   }

@@ -78,10 +78,15 @@ RunFileState read_run_file_state(const std::string& path) {
     Hdf5Quiet quiet;
     // SWMR read opens the file of a running writer and of one that was killed; a file finished without SWMR
     // (the summary is written after SWMR ends) opens the same way.
-    hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
+    // Without HDF5's file lock: a poll that holds a shared lock while the trainer reopens the file at its end
+    // (or at a resume) would make the trainer's open fail; a poll that reads a file changing under it fails
+    // this once and is asked again.
+    H5Handle fapl(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path));
+    H5_CHECK(H5Pset_file_locking(fapl.get(), false, true), path);
+    hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.get());
     if (id < 0) {
       detail::hdf5_error_stack_text();
-      id = H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), path);
+      id = H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), path);
     }
     H5Handle file(id);
     state.status = read_string_attribute(file.get(), "status", path);

@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 #include <set>
+#include <thread>
 #include <type_traits>
 
 #include "core/check.h"
@@ -408,6 +410,30 @@ H5Handle make_file_access(const std::string& path) {
   return fapl;
 }
 
+// Opens `path` read-write although readers may hold it: HDF5 locks a file for each open (flock), and a reader's
+// shared lock makes a writer's open fail ("unable to lock file", EAGAIN) for as long as it keeps the file open.
+// Status polls and analyses let go within moments, so the open is retried for up to `wait_s`; after that it is
+// made without the lock (the reader may then see the file change under it, which SWMR-aware readers survive).
+hid_t open_for_writing_despite_readers(const std::string& path, unsigned flags, double wait_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  for (;;) {
+    H5Handle fapl = make_file_access(path);
+    const hid_t id = H5Fopen(path.c_str(), flags, fapl.get());
+    if (id >= 0) return id;
+    const std::string error = detail::hdf5_error_stack_text();
+    if (error.find("unable to lock file") == std::string::npos) {
+      throw Error(msg("run file '", path, "': cannot open it for writing: ", error));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::cerr << "[t5scale] run file '" << path << "': a reader has held it open for " << wait_s
+            << " s; writing without HDF5's file lock" << std::endl;
+  H5Handle fapl = make_file_access(path);
+  H5_CHECK(H5Pset_file_locking(fapl.get(), false, true), path);
+  return H5_CHECK(H5Fopen(path.c_str(), flags, fapl.get()), path);
+}
+
 void create_table(hid_t file, const Table& table, const std::string& path) {
   H5Handle group(H5_CHECK(H5Gcreate2(file, table.group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path));
   for (size_t i = 0; i < table.specs.size(); ++i) {
@@ -614,6 +640,7 @@ const std::vector<std::pair<std::string, AttributeKind>>& run_file_caller_attrib
       {"pue", K::kFloat64},
       {"predicted_memory_bytes_per_device", K::kInt64},
       {"predicted_flops_per_step", K::kFloat64},
+      {"checkpoint_every_blocks", K::kInt64},  // activation checkpointing as run: 0 none, k every k-th block
       {"energy_source_gpu", K::kString},
       {"energy_source_cpu", K::kString},
       {"config_yaml", K::kString},
@@ -634,6 +661,7 @@ struct RunFile::Impl {
   RunAttributes attributes;  // the caller's
   size_t world = 1;
   int64_t flush_every_steps = 10;
+  double reader_lock_wait_s = 10.0;
   int64_t attempt = 0;
   int64_t resumed_from_step = -1;
   std::string start_time_utc;
@@ -650,6 +678,7 @@ struct RunFile::Impl {
         attributes(attributes_),
         world(static_cast<size_t>(std::get<int64_t>(*find_attribute(attributes_, "world_size")))),
         flush_every_steps(options.flush_every_steps),
+        reader_lock_wait_s(options.reader_lock_wait_s),
         start_time_utc(utc_iso_time()),
         steps("steps", specs_of(step_columns()), world),
         evals("eval", specs_of(eval_columns()), world),
@@ -718,7 +747,8 @@ struct RunFile::Impl {
       std::filesystem::remove(temporary, error);
       throw Error(msg("run file '", path, "': cannot rename '", temporary, "' to it: ", error.message()));
     }
-    file = H5Handle(H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, fapl.get()), path));
+    // A status poll may already have opened the new file.
+    file = H5Handle(open_for_writing_despite_readers(path, H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, reader_lock_wait_s));
     open_table(file.get(), steps, path);
     open_table(file.get(), evals, path);
     open = true;
@@ -982,8 +1012,7 @@ void RunFile::finish(const RunSummaryInputs& inputs, const std::string& status) 
   Hdf5Quiet quiet;
   impl.close();
   // SWMR is over: the file is reopened plainly, which allows new groups and attributes.
-  H5Handle fapl = make_file_access(impl.path);
-  H5Handle file(H5_CHECK(H5Fopen(impl.path.c_str(), H5F_ACC_RDWR, fapl.get()), impl.path));
+  H5Handle file(open_for_writing_despite_readers(impl.path, H5F_ACC_RDWR, impl.reader_lock_wait_s));
   const TableRows step_rows = read_table(file.get(), impl.steps, impl.path);
   const TableRows eval_rows = read_table(file.get(), impl.evals, impl.path);
   const RunAttributes summary = impl.summary(step_rows, eval_rows, inputs, status);

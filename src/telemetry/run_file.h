@@ -135,6 +135,9 @@ const std::vector<std::string>& run_file_eval_metrics();
 
 struct RunFileOptions {
   int64_t flush_every_steps = 10;  // >= 1
+  // finish() reopens the file after SWMR; a reader holding it open (h5py, a status poll) holds HDF5's file lock.
+  // The reopen waits this long for readers to let go, then goes on without the lock: no reader may end a run.
+  double reader_lock_wait_s = 10.0;
 };
 
 // What finish() cannot read from the rows: the end of the run after its last step (final evaluation,

@@ -1,5 +1,7 @@
 #include "train/device_probe.h"
 
+#include <unistd.h>
+
 #ifdef T5SCALE_WITH_NCCL
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -19,6 +21,11 @@ int64_t cuda_device_memory_bytes(c10::Device device) {
   if (device.is_cuda()) return static_cast<int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
 #endif
   return 0;
+}
+
+int64_t device_memory_bytes(c10::Device device) {
+  if (device.is_cuda()) return cuda_device_memory_bytes(device);
+  return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
 }
 
 std::optional<CudaAllocatorStats> cuda_allocator_stats(c10::Device device) {

@@ -13,6 +13,8 @@ namespace t5scale {
 
 std::string cuda_device_name(c10::Device device);          // "NVIDIA H100 80GB HBM3"; "" off CUDA
 int64_t cuda_device_memory_bytes(c10::Device device);      // the device's total memory; 0 off CUDA
+// What a device can hold: a GPU's memory (0 when this build cannot read it), or the host's physical memory.
+int64_t device_memory_bytes(c10::Device device);
 
 struct CudaAllocatorStats {
   int64_t allocated_bytes = 0, reserved_bytes = 0;            // now

@@ -204,6 +204,7 @@ RunAttributes RunRecord::attributes() const {
       {"pue", c.cost.pue},
       {"predicted_memory_bytes_per_device", in_.predicted_memory_bytes},
       {"predicted_flops_per_step", in_.predicted_flops_per_step},
+      {"checkpoint_every_blocks", in_.checkpoint_every_blocks},
       {"energy_source_gpu", gpu_meter_->source()},
       {"energy_source_cpu", cpu_meter_->source()},
       {"config_yaml", to_yaml(c)},

@@ -31,6 +31,7 @@ struct RunRecordInputs {
   torch::Device device = torch::kCPU;
   int64_t predicted_memory_bytes = 0;
   double predicted_flops_per_step = 0.0;
+  int64_t checkpoint_every_blocks = 0;  // activation checkpointing as run (auto resolved): 0 none
 };
 
 // What one rank saw in one step.

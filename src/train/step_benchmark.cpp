@@ -3,7 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 #include <torch/version.h>
-#include <unistd.h>
+#include <unistd.h>  // gethostname
 
 #include <algorithm>
 #include <chrono>
@@ -104,23 +104,14 @@ std::string device_name(torch::Device device) {
   return device.is_cuda() ? cuda_device_name(device) : cpu_model_name();
 }
 
-// What the device can hold: the GPU's memory, or the host's physical memory.
-int64_t device_memory_bytes(torch::Device device) {
-  if (device.is_cuda()) {
-    const int64_t bytes = cuda_device_memory_bytes(device);
-    T5S_CHECK(bytes > 0, "the memory of ", device.str(), " is unknown to this build: give --device-memory-gib");
-    return bytes;
-  }
-  return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
-}
-
-// The planner's inputs for one step of this benchmark (checkpoint_every_blocks as given).
+// The planner's inputs for one step of this benchmark (checkpoint_every_blocks as given: kChooseCheckpointing
+// until the constructor has resolved it).
 MemoryInputs benchmark_memory_inputs(const StepBenchmarkOptions& o) {
   MemoryInputs in;
   in.tp = o.tp_shard;
   in.compute_bytes_per_element = o.precision == Precision::kFp32 ? 4 : 2;
   in.adafactor = o.optimizer == OptimizerKind::kAdafactor;
-  in.checkpoint_every_blocks = std::max<int64_t>(o.checkpoint_every_blocks, 0);
+  in.checkpoint_every_blocks = o.checkpoint_every_blocks;
   in.micro_batch = BatchShape{o.micro_batch, o.source_length, o.target_length};
   in.on_gpu = o.device.is_cuda();
   return in;
@@ -210,21 +201,19 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   T5S_CHECK(o.steps > 0, "--steps must be positive, got ", o.steps);
   T5S_CHECK(o.warmup_steps >= 0, "--warmup-steps must be at least 0, got ", o.warmup_steps);
   T5S_CHECK(o.tp_shard >= 1, "--tp-shard must be at least 1, got ", o.tp_shard);
-  T5S_CHECK(o.checkpoint_every_blocks >= -1, "--checkpoint-every-blocks must be auto or at least 0, got ",
-            o.checkpoint_every_blocks);
+  T5S_CHECK(o.checkpoint_every_blocks >= kChooseCheckpointing,
+            "--checkpoint-every-blocks must be auto or at least 0, got ", o.checkpoint_every_blocks);
   T5S_CHECK(o.device_memory_gib >= 0.0, "--device-memory-gib must be positive, got ", o.device_memory_gib);
   model_config_ = benchmark_model_config(o.model, o.tiny_vocab_size, o.dropout_rate);
-  if (o.checkpoint_every_blocks < 0) {
+  if (o.checkpoint_every_blocks == kChooseCheckpointing) {
     const int64_t memory_bytes = o.device_memory_gib > 0.0
                                      ? static_cast<int64_t>(o.device_memory_gib * 1024.0 * 1024.0 * 1024.0)
                                      : device_memory_bytes(o.device);
+    T5S_CHECK(memory_bytes > 0, "the memory of ", o.device.str(), " is unknown to this build: give --device-memory-gib");
     const CheckpointingChoice choice =
-        choose_activation_checkpointing(model_config_, benchmark_memory_inputs(o), memory_bytes);
+        resolve_activation_checkpointing(model_config_, benchmark_memory_inputs(o), memory_bytes);
     options_.checkpoint_every_blocks = choice.checkpoint_every_blocks;
-    checkpointing_note_ =
-        msg("activation checkpointing chosen by the planner: ", choice.describe(), " (predicted ",
-            static_cast<double>(choice.memory.total_bytes()) / 1073741824.0, " GiB of ",
-            static_cast<double>(memory_bytes) / 1073741824.0, " GiB", choice.fits ? ")" : "; does not fit)");
+    checkpointing_note_ = "activation checkpointing chosen by the planner: " + choice.describe_against(memory_bytes);
   }
   const auto problems = ProcessGrid::validate(o.tp_shard, o.tp_shard, model_config_);
   if (!problems.empty()) {

@@ -25,6 +25,7 @@
 #include "io/hf_checkpoint.h"
 #include "io/sharded_checkpoint.h"
 #include "plan/cost_model.h"
+#include "train/device_probe.h"
 #include "train/evaluation.h"
 #include "train/lr_schedule.h"
 #include "train/parallel_trainer.h"
@@ -114,6 +115,8 @@ class TrainingJob {
   void set_up_data();
   void set_up_model_and_trainer();
   void set_up_records();
+  MemoryInputs memory_inputs() const;
+  CheckpointingChoice resolve_checkpointing() const;
   void resume_or_start();
   bool train_step();  // false: stop (diverged)
   void evaluate_now(bool final_evaluation);
@@ -151,6 +154,7 @@ class TrainingJob {
   std::unique_ptr<ParallelTrainer> trainer_;
   LrPlan lr_plan_;
   int64_t total_steps_ = 0;
+  int64_t checkpoint_every_blocks_ = 0;  // activation checkpointing as resolved: 0 none, k every k-th block
 
   // Progress.
   int64_t step_ = 0;  // optimizer steps completed
@@ -332,9 +336,8 @@ void TrainingJob::set_up_model_and_trainer() {
   } else {
     model->initialize_weights(static_cast<uint64_t>(config_.run.seed));
   }
-  if (config_.parallel.activation_checkpointing) {
-    model->set_activation_checkpointing(config_.parallel.checkpoint_every_blocks);
-  }
+  checkpoint_every_blocks_ = resolve_checkpointing().checkpoint_every_blocks;
+  if (checkpoint_every_blocks_ > 0) model->set_activation_checkpointing(checkpoint_every_blocks_);
 
   ParallelTrainingOptions options;
   const auto& o = config_.optimizer;
@@ -396,23 +399,52 @@ void TrainingJob::set_up_records() {
   in.lr_plan = lr_plan_;
   in.steps_per_epoch = sampler_->steps_per_epoch();
   in.device = device_;
-  const BatchShape typical{batch_.micro_batch > 0 ? batch_.micro_batch : 1,
-                           config_.data.max_source_length > 0 ? config_.data.max_source_length : 512,
-                           config_.data.max_target_length > 0 ? config_.data.max_target_length : 128};
+  MemoryInputs memory = memory_inputs();
+  memory.checkpoint_every_blocks = checkpoint_every_blocks_;
+  in.checkpoint_every_blocks = checkpoint_every_blocks_;
+  in.predicted_memory_bytes = predict_memory(model_config_, memory).total_bytes();
+  in.predicted_flops_per_step = training_flops(model_config_, memory.micro_batch) *
+                                static_cast<double>(batch_.grad_accumulation * grid_.dp_size);
+  record_ = std::make_unique<RunRecord>(in, grid_);
+}
+
+// The planner's inputs for this job's step: one micro-batch padded to the maximum lengths (512/128 where the data's
+// own lengths are kept), the checkpointing as requested (kChooseCheckpointing for auto).
+MemoryInputs TrainingJob::memory_inputs() const {
   MemoryInputs memory;
   memory.tp = grid_.tp_size;
   memory.dp = grid_.dp_size;
   memory.compute_bytes_per_element = config_.precision == RunConfig::Precision::kFp32 ? 4 : 2;
   memory.zero1 = config_.parallel.zero1;
   memory.adafactor = config_.optimizer.name == OptimizerSettings::Name::kAdafactor;
-  memory.checkpoint_every_blocks =
-      config_.parallel.activation_checkpointing ? config_.parallel.checkpoint_every_blocks : 0;
-  memory.micro_batch = typical;
+  memory.checkpoint_every_blocks = requested_checkpoint_every_blocks(config_.parallel);
+  memory.micro_batch = BatchShape{batch_.micro_batch > 0 ? batch_.micro_batch : 1,
+                                  config_.data.max_source_length > 0 ? config_.data.max_source_length : 512,
+                                  config_.data.max_target_length > 0 ? config_.data.max_target_length : 128};
   memory.on_gpu = device_.is_cuda();
-  in.predicted_memory_bytes = predict_memory(model_config_, memory).total_bytes();
-  in.predicted_flops_per_step =
-      training_flops(model_config_, typical) * static_cast<double>(batch_.grad_accumulation * grid_.dp_size);
-  record_ = std::make_unique<RunRecord>(in, grid_);
+  return memory;
+}
+
+// Activation checkpointing as configured or, for auto, the least recomputation whose predicted memory fits this
+// rank's share of its device: parallel.device_memory_gib when given, else its GPU, or on the CPU the host's memory
+// over the node's ranks (collective then: the node's ranks are counted).
+CheckpointingChoice TrainingJob::resolve_checkpointing() const {
+  const MemoryInputs memory = memory_inputs();
+  if (memory.checkpoint_every_blocks != kChooseCheckpointing) {
+    return resolve_activation_checkpointing(model_config_, memory, 0);
+  }
+  int64_t share_bytes = 0;
+  if (config_.parallel.device_memory_gib > 0) {
+    share_bytes = static_cast<int64_t>(config_.parallel.device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+  } else {
+    share_bytes = device_memory_bytes(device_);
+    if (!device_.is_cuda()) share_bytes /= NodeGroup().local_size();
+  }
+  T5S_CHECK(share_bytes > 0, "parallel.activation_checkpointing: auto needs the memory of ", device_.str(),
+            ", which this build cannot read; set true or false");
+  const CheckpointingChoice choice = resolve_activation_checkpointing(model_config_, memory, share_bytes);
+  log("[t5scale] activation checkpointing (auto): " + choice.describe_against(share_bytes));
+  return choice;
 }
 
 // What a checkpoint must match to be resumed by this job: the grid and the model.

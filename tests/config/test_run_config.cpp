@@ -50,6 +50,7 @@ parallel:
   zero1: true
   activation_checkpointing: true
   checkpoint_every_blocks: 2
+  device_memory_gib: 39.5
   bucket_mib: 50.5
   collective_timeout_s: 120
   backend: nccl
@@ -188,8 +189,9 @@ TEST(RunConfigLoad, FullFileSetsEveryMember) {
   EXPECT_EQ(c.data.synthetic_examples, 512);
   EXPECT_EQ(c.parallel.tp, 4);
   EXPECT_TRUE(c.parallel.zero1);
-  EXPECT_TRUE(c.parallel.activation_checkpointing);
+  EXPECT_EQ(c.parallel.activation_checkpointing, ParallelSettings::ActivationCheckpointing::kOn);
   EXPECT_EQ(c.parallel.checkpoint_every_blocks, 2);
+  EXPECT_EQ(c.parallel.device_memory_gib, 39.5);
   EXPECT_EQ(c.parallel.bucket_mib, 50.5);
   EXPECT_EQ(c.parallel.collective_timeout_s, 120.0);
   EXPECT_EQ(c.parallel.backend, ParallelSettings::Backend::kNccl);
@@ -399,6 +401,34 @@ TEST(RunConfigLoad, BooleansAndEnumsThatYamlReadsAsBooleans) {
   EXPECT_TRUE(c.parallel.zero1);
   EXPECT_EQ(c.optimizer.fused, OptimizerSettings::Fused::kOn);
   EXPECT_FALSE(c.data.drop_last);
+}
+
+// activation_checkpointing was a bool and is now false, true or auto: every spelling of a YAML boolean still reads,
+// auto reads in any case, it writes back unquoted (a YAML boolean to Python's reader), and anything else names the
+// three values.
+TEST(RunConfigLoad, ActivationCheckpointingIsABooleanOrAuto) {
+  using AC = ParallelSettings::ActivationCheckpointing;
+  const std::vector<std::pair<std::string, AC>> spellings = {
+      {"true", AC::kOn}, {"yes", AC::kOn},    {"True", AC::kOn},    {"on", AC::kOn},
+      {"false", AC::kOff}, {"no", AC::kOff}, {"auto", AC::kAuto}, {"Auto", AC::kAuto}};
+  for (const auto& [text, expected] : spellings) {
+    const RunConfig c = parse_run_config("parallel: {activation_checkpointing: " + text + "}\n", "c.yaml");
+    EXPECT_EQ(c.parallel.activation_checkpointing, expected) << text;
+    const std::string yaml = to_yaml(c);
+    const std::string written = expected == AC::kOn ? "true" : expected == AC::kOff ? "false" : "auto";
+    EXPECT_TRUE(yaml.find("  activation_checkpointing: " + written + "\n") != std::string::npos) << yaml;
+    EXPECT_EQ(parse_run_config(yaml, "to_yaml").parallel.activation_checkpointing, expected) << text;
+  }
+  RunConfig c;
+  apply_overrides(c, {"parallel.activation_checkpointing=auto"});
+  EXPECT_EQ(c.parallel.activation_checkpointing, AC::kAuto);
+  EXPECT_EQ(requested_checkpoint_every_blocks(c.parallel), -1);
+  apply_overrides(c, {"parallel.activation_checkpointing=true", "parallel.checkpoint_every_blocks=3"});
+  EXPECT_EQ(requested_checkpoint_every_blocks(c.parallel), 3);
+  apply_overrides(c, {"parallel.activation_checkpointing=false"});
+  EXPECT_EQ(requested_checkpoint_every_blocks(c.parallel), 0);
+  EXPECT_EQ(error_of([] { parse_run_config("parallel:\n  activation_checkpointing: sometimes\n", "c.yaml"); }),
+            "c.yaml:2: parallel.activation_checkpointing: 'sometimes' is not one of false, true, auto");
 }
 
 TEST(RunConfigLoad, EmptyStringValues) {
@@ -892,7 +922,7 @@ TEST(ConfigReference, EveryKeyHasARowWithItsDefaultAndDoc) {
   for (const auto& section : config_sections()) {
     EXPECT_NE(markdown.find("\n## " + section.name + "\n\n" + section.doc + "\n"), std::string::npos) << section.name;
   }
-  EXPECT_EQ(config_keys().size(), 90u);  // the schema's keys; a new key changes this and the reference
+  EXPECT_EQ(config_keys().size(), 91u);  // the schema's keys; a new key changes this and the reference
 }
 
 }  // namespace

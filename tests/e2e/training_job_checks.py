@@ -12,6 +12,11 @@
   eval_only     evaluation alone of an exported Hugging Face folder gives the trained run's validation loss
   vocab_beyond  a model whose embedding has more rows than the tokenizer has ids (as T5's): generated ids beyond the
                 tokenizer are decoded as <id_N> and counted in the eval row; the CPU run's card reports host memory
+  checkpointing_auto
+                activation_checkpointing: auto on a tp 2 grid: with the host's memory it chooses none; with a
+                parallel.device_memory_gib that the run without checkpointing does not fit it chooses every k-th
+                block, says so, records k in the run file, and trains as the run configured with that k does, loss
+                for loss; the predictions recorded are the cost model's for each
   failures      the job goes down through each failure path (an exception on rank 1, bad data met mid-run on rank
                 0, a stalled rank): the run file says failed with the error and the step where rank 0 could
                 write it, and rank 1's failure note says it where rank 0 could not; the analysis reads both
@@ -459,10 +464,51 @@ def scenario_failures(job):
           f"(stalled after step {attrs['error_step']})")
 
 
+def scenario_checkpointing_auto(job):
+    job.prep()
+    common = ["parallel.tp=2", "train.max_steps=6", "model.name=tiny"]
+    roomy_log = job.run(2, "auto_roomy", *common, "parallel.activation_checkpointing=auto")
+    roomy, roomy_attrs = read_steps(job.run_file("auto_roomy"))
+    check(int(roomy_attrs["checkpoint_every_blocks"]) == 0,
+          f"auto with the host's memory chose checkpoint_every_blocks {roomy_attrs['checkpoint_every_blocks']}, "
+          "expected 0 (none)")
+    with open(roomy_log) as f:
+        check("activation checkpointing (auto): none (predicted" in f.read(), "the roomy run does not say its choice")
+
+    # A budget the run without checkpointing misses by 10%: auto must choose some checkpointing.
+    none_bytes = int(roomy_attrs["predicted_memory_bytes_per_device"])
+    budget_gib = none_bytes * 0.9 / 0.95 / 2**30
+    tight_log = job.run(2, "auto_tight", *common, "parallel.activation_checkpointing=auto",
+                        f"parallel.device_memory_gib={budget_gib!r}")
+    tight, tight_attrs = read_steps(job.run_file("auto_tight"))
+    every = int(tight_attrs["checkpoint_every_blocks"])
+    check(every >= 1, f"auto with {budget_gib:.6f} GiB chose checkpoint_every_blocks {every}, expected at least 1")
+    check(int(tight_attrs["predicted_memory_bytes_per_device"]) < none_bytes,
+          "the chosen checkpointing predicts no less memory than none")
+    with open(tight_log) as f:
+        log = f.read()
+    said = [line for line in log.splitlines() if "activation checkpointing (auto):" in line]
+    check(len(said) == 1 and ("every block" in said[0] or f"every {every}" in said[0]),
+          f"the tight run's log says {said!r} for checkpoint_every_blocks {every}")
+
+    # The same k, asked for by hand: the same predictions, the same losses bit for bit.
+    job.run(2, "explicit", *common, "parallel.activation_checkpointing=true", f"parallel.checkpoint_every_blocks={every}")
+    explicit, explicit_attrs = read_steps(job.run_file("explicit"))
+    check(int(explicit_attrs["checkpoint_every_blocks"]) == every, "the explicit run records another k")
+    check(int(explicit_attrs["predicted_memory_bytes_per_device"]) ==
+          int(tight_attrs["predicted_memory_bytes_per_device"]), "auto and explicit predict different memory")
+    for column in ("loss", "grad_norm"):
+        check(np.array_equal(tight[column], explicit[column]),
+              f"{column}: auto {tight[column]} vs explicit k={every} {explicit[column]}")
+    print(f"checkpointing_auto: none with the host's memory ({none_bytes / 2**20:.1f} MiB predicted); "
+          f"every {every} block(s) with {budget_gib * 1024:.1f} MiB ({said[0].split(': ', 1)[1]}); "
+          f"losses equal to the explicit run")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse", "prep_to_train", "eval_only",
-                                             "diverge", "vocab_beyond", "failures"])
+                                             "diverge", "vocab_beyond", "failures", "checkpointing_auto"])
     parser.add_argument("--bin", required=True)
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--work", required=True)

@@ -21,6 +21,7 @@
 #include "base_test_support.h"
 #include "config/model_config.h"
 #include "config/run_config.h"
+#include "core/check.h"
 #include "data/tokenized_dataset.h"
 #include "plan/cost_model.h"
 #include "plan/sbatch_render.h"
@@ -126,7 +127,7 @@ runs:
             (std::vector<std::string>{"baseline", "fp32", "ac-sortish", "big-linear", "big-sqrt"}));
   EXPECT_EQ(runs[0].config.precision, RunConfig::Precision::kBf16);
   EXPECT_EQ(runs[1].config.precision, RunConfig::Precision::kFp32);
-  EXPECT_TRUE(runs[2].config.parallel.activation_checkpointing);
+  EXPECT_EQ(runs[2].config.parallel.activation_checkpointing, ParallelSettings::ActivationCheckpointing::kOn);
   EXPECT_EQ(runs[2].config.data.sampling, DataSettings::Sampling::kSortish);
   EXPECT_EQ(runs[4].config.train.global_batch, 64);
   EXPECT_EQ(runs[4].config.lr_scaling.rule, LrScalingSettings::Rule::kSqrt);
@@ -450,13 +451,12 @@ slurm: {gpu: A100-80GB}
     in.dp = static_cast<int>(p.batch.dp);
     in.compute_bytes_per_element = 2;
     in.zero1 = p.run.config.parallel.zero1;
-    in.checkpoint_every_blocks =
-        p.run.config.parallel.activation_checkpointing ? p.run.config.parallel.checkpoint_every_blocks : 0;
+    in.checkpoint_every_blocks = requested_checkpoint_every_blocks(p.run.config.parallel);
     in.micro_batch = BatchShape{4, 512, 32};
     EXPECT_EQ(p.memory.total_bytes(), predict_memory(xxl, in).total_bytes()) << p.run.name;
     EXPECT_DOUBLE_EQ(p.flops_per_step, training_flops(xxl, BatchShape{4, 512, 32}) * 2.0 * p.batch.dp);
     const double gib = static_cast<double>(p.memory.total_bytes()) / (1024.0 * 1024.0 * 1024.0);
-    EXPECT_EQ(p.fits, gib <= 80.0 ? "yes" : "NO") << p.run.name;
+    EXPECT_EQ(p.fits, gib <= 0.95 * 80.0 ? "yes" : "NO") << p.run.name;  // 5% left to the allocator
   }
   // 11B parameters on one GPU with AdamW: far beyond 80 GiB; TP 8 with checkpointing and ZeRO-1 fits.
   EXPECT_EQ(plan.runs[0].fits, "NO");
@@ -495,6 +495,53 @@ slurm: {gpu: H100-80GB}
   EXPECT_TRUE(contains(notes, "try parallel.activation_checkpointing=true with parallel.checkpoint_every_blocks=" +
                                   std::to_string(choice.checkpoint_every_blocks) + " (" + choice.describe()))
       << notes;
+}
+
+// activation_checkpointing: auto is planned as the trainer resolves it: the cost model's choice for the GPU's memory,
+// named in the run's notes and in its name; on CPU, where the plan knows no memory, none.
+TEST(StudyPlan, AutoCheckpointingIsPlannedAsTheChoiceForTheGpu) {
+  // The smallest micro-batch of T5-3B at which an H100 needs some checkpointing, but not every block's.
+  const int64_t h100_bytes = int64_t{80} * 1024 * 1024 * 1024;
+  MemoryInputs in;
+  in.compute_bytes_per_element = 2;
+  CheckpointingChoice choice;
+  for (int64_t rows = 8; rows <= 64 && choice.checkpoint_every_blocks <= 1; rows += 4) {
+    in.micro_batch = BatchShape{rows, 512, 128};
+    choice = choose_activation_checkpointing(named_model_config("t5-3b"), in, h100_bytes);
+  }
+  ASSERT_TRUE(choice.fits);
+  ASSERT_GT(choice.checkpoint_every_blocks, 1);  // neither none nor every block: a choice that means something
+  const StudySpec spec = spec_from(msg(R"(
+study: t5-3b
+base:
+  model.name: t5-3b
+  data: {max_source_length: 512, max_target_length: 128}
+  precision: bf16
+  train: {max_steps: 10, batch_mode: fixed_micro, micro_batch: )", in.micro_batch.rows, R"(, grad_accumulation: 1}
+mode: list
+runs:
+  - set: {parallel.activation_checkpointing: auto}
+  - set: {parallel.activation_checkpointing: false}
+slurm: {gpu: H100-80GB, gpus_per_node: 1}
+)"));
+  const StudyPlan plan = plan_study(spec);
+  ASSERT_EQ(plan.runs.size(), 2u);
+  EXPECT_EQ(plan.runs[0].run.name, "acauto");
+  EXPECT_EQ(plan.runs[1].run.name, "noac");
+  const RunPlan& chosen = plan.runs[0];
+  EXPECT_EQ(chosen.fits, "yes");
+  EXPECT_EQ(chosen.memory.total_bytes(), choice.memory.total_bytes());
+  std::string notes;
+  for (const auto& note : chosen.notes) notes += note + "\n";
+  EXPECT_TRUE(contains(notes, "activation checkpointing auto: " + choice.describe_against(h100_bytes))) << notes;
+  EXPECT_EQ(plan.runs[1].fits, "NO");  // the same run without checkpointing does not fit
+
+  const StudyPlan cpu = plan_study(spec_from(
+      "study: cpu\nbase: {train.max_steps: 3, parallel.activation_checkpointing: auto}\nslurm: {gpu: none}\n"));
+  ASSERT_TRUE(cpu.runs[0].memory_known);
+  std::string cpu_notes;
+  for (const auto& note : cpu.runs[0].notes) cpu_notes += note + "\n";
+  EXPECT_TRUE(contains(cpu_notes, "activation checkpointing auto: none predicted")) << cpu_notes;
 }
 
 TEST(StudyPlan, GpuMemoryComesFromTheTableTheOverrideOrNothingOnCpu) {
@@ -921,7 +968,7 @@ TEST(StudyExamples, TheXxlStudyIsTp8InsideANodeAndDpOverNodes) {
     EXPECT_EQ(p.run.config.parallel.tp, 8);
     EXPECT_EQ(p.run.gpus_per_node, 8);
     EXPECT_EQ(p.batch.dp, p.run.nodes);
-    EXPECT_TRUE(p.run.config.parallel.activation_checkpointing);
+    EXPECT_EQ(p.run.config.parallel.activation_checkpointing, ParallelSettings::ActivationCheckpointing::kOn);
     EXPECT_EQ(p.run.config.precision, RunConfig::Precision::kBf16);
     nodes.push_back(p.run.nodes);
   }

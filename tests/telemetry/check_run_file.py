@@ -1,6 +1,8 @@
 """A whole run file, written by t5scale_run_file_probe and finished, read back with h5py: every dataset, dtype,
 length and unit, every root attribute, every value written, and the /summary figures recomputed here from the
-spec's formulas.
+spec's formulas. Then the end of a run while a reader holds its file as h5py does (with HDF5's file lock, as
+`t5scale-study status` or a notebook would): the writer waits for a reader that lets go, goes on without the lock
+past its wait, and writes its summary either way.
 
 usage: python check_run_file.py <t5scale_run_file_probe> <work folder>
 """
@@ -121,6 +123,39 @@ def main():
             if not ok:
                 fail(f"/summary {name} = {got!r}, expected {value!r}")
     print(f"run file ok: {STEPS} steps, {len(evals)} evaluations, {len(want)} summary figures")
+    check_finish_beside_a_reader(probe, work)
+
+
+def check_finish_beside_a_reader(probe, work):
+    # (how long the reader holds the file at most, how long the writer waits for readers)
+    for hold_s, wait_s in ((1.0, 30.0), (30.0, 0.5)):
+        path = os.path.join(work, f"held_{hold_s:g}s_wait_{wait_s:g}s.h5")
+        writer = subprocess.Popen([probe, "finish-on-cue", path, "6", str(wait_s)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        if writer.stdout.readline().strip() != "flushed":
+            fail("the probe did not flush its steps")
+        reader = h5py.File(path, "r", swmr=True)  # HDF5's default: a shared lock on the file while it is open
+        writer.stdin.write("finish\n")
+        writer.stdin.flush()
+        try:
+            writer.wait(timeout=min(hold_s, wait_s + 5.0))
+            ended_while_held = True
+        except subprocess.TimeoutExpired:
+            ended_while_held = False
+        reader.close()
+        out, _ = writer.communicate(timeout=60)
+        if writer.returncode != 0:
+            fail(f"the writer failed to finish beside a reader (held up to {hold_s} s, wait {wait_s} s)")
+        took_s = float(out.split()[-1])
+        if hold_s < wait_s and (ended_while_held or took_s < 0.8 * hold_s):
+            fail(f"the writer finished in {took_s} s beside a reader that held the file {hold_s} s: it did not wait "
+                 "for the reader to let go")
+        if hold_s > wait_s and not ended_while_held:
+            fail(f"the writer was still finishing {wait_s + 5.0} s after its cue, {wait_s} s being its wait for readers")
+        with h5py.File(path, "r") as f:
+            if text(f.attrs["status"]) != "completed" or int(f["summary"].attrs["steps_completed"]) != 6:
+                fail(f"{path}: no summary after a finish beside a reader")
+        print(f"finish beside a reader (held up to {hold_s:g} s, writer's wait {wait_s:g} s): {took_s:.2f} s")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@
 //   t5scale_run_file_probe resume <path> <keep_through_step> <steps> <flush_every>
 //                                                                           resumes, prints the offsets, appends
 //                                                                           the rest and finishes
+//   t5scale_run_file_probe finish-on-cue <path> <steps> <reader_lock_wait_s>
+//                                                                           writes the steps, prints "flushed",
+//                                                                           finishes when a line comes on stdin and
+//                                                                           prints "finished in <s>"
 //
 // World size 4 on 2 nodes; evaluations every 10 steps in run/resume mode.
 #include <chrono>
@@ -15,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <iostream>
 #include <string>
 #include <thread>
 
@@ -70,6 +75,7 @@ RunAttributes probe_attributes(int64_t max_steps) {
       {"pue", 1.25},
       {"predicted_memory_bytes_per_device", int64_t{12345678901}},
       {"predicted_flops_per_step", 1.5e12},
+      {"checkpoint_every_blocks", int64_t{2}},
       {"energy_source_gpu", std::string("nvml_energy_counter")},
       {"energy_source_cpu", std::string("rapl")},
       {"config_yaml", std::string("run: {name: probé, study: telemetry}\ntrain: {max_steps: 23}\n")},
@@ -191,10 +197,27 @@ int run(int argc, char** argv) {
     file.finish({}, "completed");
     return 0;
   }
+  if (mode == "finish-on-cue" && argc == 5) {
+    const int64_t steps = number(argv[3]);
+    t5scale::RunFileOptions options;
+    options.reader_lock_wait_s = std::stod(argv[4]);
+    RunFile file = RunFile::create(argv[2], probe_attributes(steps), options);
+    for (int64_t s = 1; s <= steps; ++s) file.append_step(step_row(s));
+    file.flush();
+    std::printf("flushed\n");
+    std::fflush(stdout);
+    std::string cue;
+    std::getline(std::cin, cue);
+    const auto start = std::chrono::steady_clock::now();
+    file.finish({}, "completed");
+    std::printf("finished in %.3f\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return 0;
+  }
   std::fprintf(stderr,
                "usage: t5scale_run_file_probe write <path> <steps> <eval_every> <flush_every>\n"
                "       t5scale_run_file_probe run <path> <max_steps> <flush_every> <step_ms>\n"
-               "       t5scale_run_file_probe resume <path> <keep_through_step> <steps> <flush_every>\n");
+               "       t5scale_run_file_probe resume <path> <keep_through_step> <steps> <flush_every>\n"
+               "       t5scale_run_file_probe finish-on-cue <path> <steps> <reader_lock_wait_s>\n");
   return 2;
 }
 

@@ -102,6 +102,7 @@ def probe_attributes(max_steps):
         "pue": 1.25,
         "predicted_memory_bytes_per_device": 12345678901,
         "predicted_flops_per_step": 1.5e12,
+        "checkpoint_every_blocks": 2,
         "energy_source_gpu": "nvml_energy_counter",
         "energy_source_cpu": "rapl",
         "config_yaml": "run: {name: probé, study: telemetry}\ntrain: {max_steps: 23}\n",
@@ -112,7 +113,7 @@ def probe_attributes(max_steps):
 INT_ATTRIBUTES = {"schema_version", "attempt", "resumed_from_step", "error_step", "nodes", "gpus_per_node", "world_size", "tp",
                   "dp", "parameter_count", "global_batch", "micro_batch", "grad_accumulation",
                   "reference_global_batch", "warmup_steps", "max_steps", "steps_per_epoch",
-                  "predicted_memory_bytes_per_device"}
+                  "predicted_memory_bytes_per_device", "checkpoint_every_blocks"}
 FLOAT_ATTRIBUTES = {"epochs", "base_lr", "effective_lr", "peak_flops_per_device", "price_per_node_hour_usd",
                     "carbon_intensity_g_per_kwh", "pue", "predicted_flops_per_step"}
 ROOT_ATTRIBUTES = ["format", "schema_version", "run_id", "study", "start_time_utc", "status", "attempt",
@@ -122,8 +123,8 @@ ROOT_ATTRIBUTES = ["format", "schema_version", "run_id", "study", "start_time_ut
                    "reference_global_batch", "warmup_steps", "max_steps", "steps_per_epoch", "epochs", "precision",
                    "optimizer", "device_names", "driver_version", "cuda_version", "nccl_version", "torch_version",
                    "peak_flops_per_device", "price_per_node_hour_usd", "carbon_intensity_g_per_kwh", "pue",
-                   "predicted_memory_bytes_per_device", "predicted_flops_per_step", "energy_source_gpu",
-                   "energy_source_cpu", "config_yaml"]
+                   "predicted_memory_bytes_per_device", "predicted_flops_per_step", "checkpoint_every_blocks",
+                   "energy_source_gpu", "energy_source_cpu", "config_yaml"]
 
 
 def step_row(s):

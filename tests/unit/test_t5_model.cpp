@@ -115,11 +115,13 @@ TEST(T5Model, DropoutIsActiveOnlyInTraining) {
   EXPECT_FALSE(torch::equal(model->forward(ids, mask, ids), model->forward(ids, mask, ids)));
 }
 
-// A stand-in group of three ranks; construction must fail before any collective is needed.
-class ThreeRankGroup final : public Communicator {
+// A stand-in for one rank of a TP group that is never asked for a collective: construction and initialisation
+// need none.
+class StandInGroup final : public Communicator {
  public:
-  int rank() const override { return 0; }
-  int size() const override { return 3; }
+  StandInGroup(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
   std::string name() const override { return "tp"; }
   void all_reduce_sum(torch::Tensor&) override { FAIL() << "no collective expected"; }
   void all_reduce_max(torch::Tensor&) override { FAIL() << "no collective expected"; }
@@ -140,19 +142,56 @@ class ThreeRankGroup final : public Communicator {
     ADD_FAILURE() << "no collective expected";
     return std::make_unique<CompletedWork>();
   }
+
+ private:
+  int rank_;
+  int size_;
 };
 
 TEST(T5Model, SplitsThatDoNotDivideAreRefusedWithBothNumbers) {
   ModelConfig config = named_model_config("t5-v1_1-xxl");  // 64 heads, d_ff 10240, vocab 32128
   const std::string message = testing::error_of(
-      [&] { T5Model(config, std::make_shared<ThreeRankGroup>(), torch::TensorOptions().device(torch::kMeta)); });
+      [&] { T5Model(config, std::make_shared<StandInGroup>(0, 3), torch::TensorOptions().device(torch::kMeta)); });
   EXPECT_NE(message.find("num_heads 64 is not divisible by tp 3"), std::string::npos) << message;
   config.num_heads = 63;
   const std::string d_ff_message = testing::error_of(
-      [&] { T5Model(config, std::make_shared<ThreeRankGroup>(), torch::TensorOptions().device(torch::kMeta)); });
+      [&] { T5Model(config, std::make_shared<StandInGroup>(0, 3), torch::TensorOptions().device(torch::kMeta)); });
   EXPECT_NE(d_ff_message.find("d_ff 10240 is not divisible by tp 3"), std::string::npos) << d_ff_message;
 }
 
+
+// Each TP rank draws only its own shard of the initial weights, and the shards of every TP size put together are
+// the tensors one rank draws (the grid tests rely on it: every grid starts from the same model).
+TEST(T5Model, InitialisationDrawsEachShardOfTheOneRankTensors) {
+  for (bool tied : {true, false}) {
+    ModelConfig config = small_config(tied ? FeedForwardKind::kRelu : FeedForwardKind::kGatedGelu, tied);
+    config.num_heads = 4;    // divisible by every TP size below,
+    config.vocab_size = 48;  // as is the vocabulary
+    T5Model whole(config, solo());
+    whole->initialize_weights(17);
+    auto whole_params = whole->named_parameters();
+    for (int tp_size : {2, 4}) {
+      std::map<std::string, std::vector<torch::Tensor>> shards;
+      std::vector<ParameterLayout> layouts;
+      for (int tp_rank = 0; tp_rank < tp_size; ++tp_rank) {
+        T5Model part(config, std::make_shared<StandInGroup>(tp_rank, tp_size));
+        part->initialize_weights(17);
+        layouts = part->parameter_layouts();
+        for (const auto& item : part->named_parameters()) shards[item.key()].push_back(item.value().clone());
+      }
+      ASSERT_EQ(layouts.size(), whole_params.size());
+      for (const ParameterLayout& layout : layouts) {
+        const auto& pieces = shards.at(layout.name);
+        const torch::Tensor joined = layout.is_split() ? torch::cat(pieces, layout.split_dim) : pieces[0];
+        EXPECT_TRUE(torch::equal(joined, whole_params[layout.name]))
+            << layout.name << " at tp " << tp_size << (tied ? " (tied)" : " (untied)");
+        if (!layout.is_split()) {
+          for (const auto& piece : pieces) EXPECT_TRUE(torch::equal(piece, pieces[0])) << layout.name;
+        }
+      }
+    }
+  }
+}
 
 // The same function through both attention kernels: logits and every parameter's gradient (the relative-position
 // bias reaches its table only through the mask's gradient). fp64 shows the kernels compute the same thing; fp32
