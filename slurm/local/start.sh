@@ -50,7 +50,7 @@ done
 if [ "$nodes" -gt 1 ]; then
   for program in ip unshare nsenter; do
     command -v "$program" >/dev/null 2>&1 ||
-      fail "'$program' is not installed: several nodes need iproute2 and util-linux (apt-get install iproute2 util-linux)"
+      fail "'$program' is not installed: several nodes need iproute2 and util-linux (apt-get install iproute2)"
   done
 fi
 if [ -e "$state/slurmctld.pid" ] && kill -0 "$(cat "$state/slurmctld.pid")" 2>/dev/null; then
