@@ -242,6 +242,7 @@ else
     # unshare makes the mounts private, so the bind mount stays inside). slurmd forks into the background and
     # keeps the namespaces; its job steps (slurmstepd, srun, orted, the ranks) inherit them. nsenter, not
     # `ip netns exec`: that one mounts a fresh /sys, without the cgroup mounts slurmd's cgroup plugin needs.
+    # shellcheck disable=SC2016  # the inner shell expands its own arguments
     nsenter --net="/run/netns/t5s$tag-t5n$i" -- unshare --uts --mount -- /bin/sh -c \
       'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3.$1" "$3" && exec slurmd -f "$4" -N "$1"' \
       sh "t5n$i" "$state/hosts" "$state/tmp" "$SLURM_CONF" ||
