@@ -1,6 +1,8 @@
 #!/bin/bash
-# Stops the cluster that slurm/local/start.sh STATE_DIR started: cancels its jobs, then stops slurmd, slurmctld
-# and (if start.sh started it) munged, each by the pid in its pid file. Safe to call twice, or after a start that
+# Stops the cluster that slurm/local/start.sh [--nodes N] STATE_DIR started: cancels its jobs, then stops every
+# slurmd, slurmctld and (if start.sh started it) munged, each by the pid in its pid file. With several nodes it
+# then ends whatever still runs in the nodes' network namespaces (job steps, orted, ranks) and removes the
+# namespaces, veth pairs and the bridge that STATE_DIR/network lists. Safe to call twice, or after a start that
 # failed half way.
 set -uo pipefail
 
@@ -43,8 +45,60 @@ if [ -f "$SLURM_CONF" ] && [ -s "$state/slurmctld.pid" ] && kill -0 "$(cat "$sta
     done
   fi
 fi
-stop_by_pid_file "$state/slurmd.pid" slurmd
+# One slurmd (slurmd.pid), or one per node of a multi-node cluster (slurmd.<node>.pid).
+for pid_file in "$state"/slurmd.pid "$state"/slurmd.*.pid; do
+  [ -e "$pid_file" ] || continue
+  name=$(basename "$pid_file" .pid)
+  stop_by_pid_file "$pid_file" "${name/./ of }"
+done
 stop_by_pid_file "$state/slurmctld.pid" slurmctld
+
+# The network of a multi-node cluster, as start.sh listed it (each thing before it made it). Processes left in a
+# namespace (a job step that outlived its slurmd) are ended first: a namespace is only gone when nothing uses it.
+network="$state/network"
+if [ -f "$network" ]; then
+  while read -r kind name; do
+    [ "$kind" = netns ] || continue
+    ip netns list 2>/dev/null | grep -qw "^$name" || continue
+    pids=$(ip netns pids "$name" 2>/dev/null | tr '\n' ' ')
+    if [ -n "${pids// /}" ]; then
+      echo "netns $name: ending processes $pids"
+      # shellcheck disable=SC2086
+      kill -TERM $pids 2>/dev/null
+      for _ in $(seq 50); do
+        [ -z "$(ip netns pids "$name" 2>/dev/null)" ] && break
+        sleep 0.1
+      done
+      pids=$(ip netns pids "$name" 2>/dev/null | tr '\n' ' ')
+      # shellcheck disable=SC2086
+      [ -n "${pids// /}" ] && kill -KILL $pids 2>/dev/null
+    fi
+  done <"$network"
+  left=""
+  while read -r kind name; do
+    case $kind in
+      netns)
+        if ip netns list 2>/dev/null | grep -qw "^$name"; then
+          ip netns del "$name" && echo "netns $name: removed" || left+=" $name"
+        fi
+        ;;
+      veth | bridge)
+        # Removing a namespace may leave its veth pair for a moment: removing it again is harmless.
+        if ip link show "$name" >/dev/null 2>&1; then
+          ip link del "$name" 2>/dev/null && echo "$kind $name: removed"
+          ip link show "$name" >/dev/null 2>&1 && left+=" $name"
+        fi
+        ;;
+    esac
+  done < <(grep '^netns ' "$network"; grep '^veth ' "$network"; grep '^bridge ' "$network")
+  # The list stays while something on it could not be removed, so that another stop.sh can try again.
+  if [ -z "$left" ]; then
+    rm -f "$network"
+  else
+    echo "could not remove:$left (listed in $network)" >&2
+  fi
+fi
+
 # munged serves every cluster of this machine: another one started beside this (which reused it) still needs it.
 if pgrep -x slurmctld >/dev/null 2>&1; then
   [ -s "$state/munged.pid" ] && echo "munged: left running for the other Slurm cluster of this machine"
