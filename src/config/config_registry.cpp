@@ -642,6 +642,9 @@ const std::vector<Entry>& registry() {
                          "(required), none."));
     k.push_back(enum_key(T5S_KEY(telemetry, cpu_energy),
                          "CPU package energy: auto (RAPL where readable, else none), rapl (required), none."));
+    k.push_back(string_key(T5S_KEY(telemetry, powercap_root), "non-empty", non_empty,
+                           "Where RAPL's counters are read (intel-rapl:<N>/energy_uj): a container may mount the "
+                           "host's powercap folder elsewhere."));
     k.push_back(float_key(T5S_KEY(telemetry, peak_flops_per_device), at_least(0),
                           "Peak FLOP/s of one device, for MFU; 0 = from the table of peaks by device name."));
     // cost

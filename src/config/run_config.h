@@ -154,6 +154,7 @@ struct TelemetrySettings {
   int64_t flush_every_steps = 10;
   GpuEnergy gpu_energy = GpuEnergy::kAuto;
   CpuEnergy cpu_energy = CpuEnergy::kAuto;
+  std::string powercap_root = "/sys/class/powercap";
   double peak_flops_per_device = 0.0;  // 0 = from the table of peaks by device name
 };
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "config/placement.h"
 #include "dist/mpi_communicator.h"
 #include "dist/mpi_runtime.h"
 #ifdef T5SCALE_WITH_NCCL
@@ -80,6 +81,13 @@ ProcessGrid ProcessGrid::create(const GridOptions& options) {
   MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, grid.dp_rank, grid.tp_rank, &tp_comm));
   MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, grid.tp_rank, grid.dp_rank, &dp_comm));
   MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_comm));
+  // Checked again here, against the hosts the launch gave (the planner checked the layout it expected).
+  if (const auto spanning = tp_group_spanning_hosts(hosts_of_world_ranks(), options.tp)) {
+    throw Error(msg("parallel.tp ", options.tp, ": ", *spanning, "; a TP group must stay inside a node (its "
+                    "all-reduces need the node's NVLink): start a multiple of tp ranks per node, filled node by "
+                    "node (srun --ntasks-per-node, mpirun --map-by slot), or make parallel.tp divide the ranks "
+                    "per node"));
+  }
   if (options.backend == CommBackend::kMpi) {
     grid.tp = std::make_shared<MpiCommunicator>(tp_comm, "tp", options.collective_timeout_s);
     grid.dp = std::make_shared<MpiCommunicator>(dp_comm, "dp", options.collective_timeout_s);
@@ -116,17 +124,28 @@ NodeGroup::~NodeGroup() {
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-std::vector<std::string> NodeGroup::all_gather(const std::string& mine) const {
+std::vector<std::string> NodeGroup::all_gather(const std::string& mine) const { return all_gather_strings(comm_, mine); }
+
+std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& mine) {
+  int size = 1;
+  MPI_CHECK(MPI_Comm_size(comm, &size));
   int length = static_cast<int>(mine.size());
-  std::vector<int> lengths(local_size_);
-  MPI_CHECK(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm_));
-  std::vector<int> offsets(local_size_, 0);
-  for (int r = 1; r < local_size_; ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
+  std::vector<int> lengths(size);
+  MPI_CHECK(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm));
+  std::vector<int> offsets(size, 0);
+  for (int r = 1; r < size; ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
   std::string all(static_cast<size_t>(offsets.back() + lengths.back()), '\0');
-  MPI_CHECK(MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm_));
+  MPI_CHECK(MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm));
   std::vector<std::string> out;
-  for (int r = 0; r < local_size_; ++r) out.push_back(all.substr(offsets[r], lengths[r]));
+  for (int r = 0; r < size; ++r) out.push_back(all.substr(offsets[r], lengths[r]));
   return out;
+}
+
+std::vector<std::string> hosts_of_world_ranks() {
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_CHECK(MPI_Get_processor_name(host, &length));
+  return all_gather_strings(MPI_COMM_WORLD, std::string(host, static_cast<size_t>(length)));
 }
 
 int cuda_device_index(int local_rank, int local_size, int device_count) {

@@ -30,7 +30,8 @@ class ProcessGrid {
  public:
   // Every reason a grid cannot work for this model, each naming the numbers (empty when it can).
   static std::vector<std::string> validate(int world_size, int tp, const ModelConfig& model);
-  // Splits MPI_COMM_WORLD into TP and DP groups. Call validate() first; this throws on the first problem.
+  // Splits MPI_COMM_WORLD into TP and DP groups. Call validate() first; this throws on the first problem, and
+  // when a TP group's ranks sit on more than one host (config/placement.h).
   // NCCL: makes options.cuda_device (or, when it is -1, select_node_local_cuda_device()) this thread's current
   // device before the communicators are built on it.
   static ProcessGrid create(const GridOptions& options);
@@ -66,6 +67,11 @@ class NodeGroup {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int local_rank_ = 0, local_size_ = 1;
 };
+
+// Every rank's `mine` in `comm`, in rank order (collective).
+std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& mine);
+// Every rank's host name (MPI_Get_processor_name), in world rank order (collective over MPI_COMM_WORLD).
+std::vector<std::string> hosts_of_world_ranks();
 
 // The CUDA device index of the rank with this node-local rank: the local rank itself, one rank per visible GPU.
 // With one visible device and several local ranks the device is 0 (Slurm's --gpus-per-task gives each rank its own

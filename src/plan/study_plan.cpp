@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "config/hf_config.h"
+#include "config/placement.h"
 #include "core/check.h"
 #include "data/batch_sampler.h"
 #include "data/tokenized_dataset.h"
@@ -86,12 +87,12 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
   // The run's own parallel.device_memory_gib (what auto checkpointing plans for) before the GPU's.
   p.device_memory_gib = c.parallel.device_memory_gib > 0 ? c.parallel.device_memory_gib : study.device_memory_gib;
 
-  if (tp > 0 && tp > p.run.gpus_per_node) {
-    p.notes.push_back(msg("parallel.tp ", tp, " spans nodes of ", p.run.gpus_per_node,
-                          " GPUs: its all-reduces leave the node's NVLink for the network"));
-  } else if (tp > 0 && p.run.gpus_per_node % tp != 0) {
-    p.notes.push_back(msg("parallel.tp ", tp, " does not divide gpus_per_node ", p.run.gpus_per_node,
-                          ": some TP groups straddle two nodes"));
+  if (tp > 0 && world % tp == 0) {
+    if (const auto spanning = tp_group_spanning_hosts(hosts_filled_node_by_node(p.run.nodes, p.run.gpus_per_node), tp)) {
+      p.errors.push_back(msg("parallel.tp ", tp, " with ", p.run.gpus_per_node, " GPUs per node: ", *spanning,
+                             "; a TP group must stay inside a node (its all-reduces need the node's NVLink): "
+                             "make parallel.tp a divisor of gpus_per_node"));
+    }
   }
 
   // Batch split (its errors are already among validate_for_world's).

@@ -45,19 +45,6 @@ std::string environment(const char* name) {
 
 // Every rank's string, joined with commas in rank order (MPI: strings do not travel through the tensor
 // communicators).
-std::vector<std::string> gather_strings(const std::string& mine) {
-  constexpr int kWidth = 128;
-  char buffer[kWidth] = {};
-  std::snprintf(buffer, kWidth, "%s", mine.c_str());
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  std::vector<char> all(static_cast<size_t>(world) * kWidth);
-  MPI_Allgather(buffer, kWidth, MPI_CHAR, all.data(), kWidth, MPI_CHAR, MPI_COMM_WORLD);
-  std::vector<std::string> out;
-  for (int r = 0; r < world; ++r) out.emplace_back(all.data() + static_cast<size_t>(r) * kWidth);
-  return out;
-}
-
 std::string join(const std::vector<std::string>& parts) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? "," : "") + parts[i];
@@ -119,12 +106,10 @@ RunRecord::RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid)
                                                             nvml_device_index(in_.device), &gpu_note)
                                     : std::make_unique<NoEnergyMeter>();
   // RAPL counts the whole CPU package: one meter per node (its first rank), NaN on the other ranks of the node.
-  cpu_meter_ = make_cpu_energy_meter(enum_name(config_.telemetry.cpu_energy), &cpu_note);
+  cpu_meter_ =
+      make_cpu_energy_meter(enum_name(config_.telemetry.cpu_energy), &cpu_note, config_.telemetry.powercap_root);
 
-  char host[MPI_MAX_PROCESSOR_NAME] = {};
-  int length = 0;
-  MPI_Get_processor_name(host, &length);
-  const std::vector<std::string> hosts = gather_strings(host);
+  const std::vector<std::string> hosts = hosts_of_world_ranks();
   const std::set<std::string> distinct(hosts.begin(), hosts.end());
   nodes_ = static_cast<int64_t>(distinct.size());
   std::vector<std::string> unique_hosts;
@@ -137,7 +122,7 @@ RunRecord::RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid)
   if (std::find(hosts.begin(), hosts.end(), hosts[static_cast<size_t>(rank)]) - hosts.begin() != rank) {
     cpu_meter_ = std::make_unique<NoEnergyMeter>();
   }
-  device_names_ = join(gather_strings(device_name(in_.device)));
+  device_names_ = join(all_gather_strings(MPI_COMM_WORLD, device_name(in_.device)));
   peak_flops_per_device_ = resolve_peak_flops_per_device(config_.telemetry.peak_flops_per_device,
                                                          device_name(in_.device), precision_name(config_.precision));
   if (in_.device.is_cuda()) {

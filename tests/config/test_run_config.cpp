@@ -120,6 +120,7 @@ telemetry:
   flush_every_steps: 50
   gpu_energy: nvml
   cpu_energy: none
+  powercap_root: /host/sys/class/powercap
   peak_flops_per_device: 3.12e14
 cost:
   price_per_node_hour_usd: 32.77
@@ -252,6 +253,7 @@ TEST(RunConfigLoad, FullFileSetsEveryMember) {
   EXPECT_EQ(c.telemetry.flush_every_steps, 50);
   EXPECT_EQ(c.telemetry.gpu_energy, TelemetrySettings::GpuEnergy::kNvml);
   EXPECT_EQ(c.telemetry.cpu_energy, TelemetrySettings::CpuEnergy::kNone);
+  EXPECT_EQ(c.telemetry.powercap_root, "/host/sys/class/powercap");
   EXPECT_EQ(c.telemetry.peak_flops_per_device, 3.12e14);
   EXPECT_EQ(c.cost.price_per_node_hour_usd, 32.77);
   EXPECT_EQ(c.cost.low_priority_price_per_node_hour_usd, 6.55);
@@ -922,7 +924,7 @@ TEST(ConfigReference, EveryKeyHasARowWithItsDefaultAndDoc) {
   for (const auto& section : config_sections()) {
     EXPECT_NE(markdown.find("\n## " + section.name + "\n\n" + section.doc + "\n"), std::string::npos) << section.name;
   }
-  EXPECT_EQ(config_keys().size(), 91u);  // the schema's keys; a new key changes this and the reference
+  EXPECT_EQ(config_keys().size(), 92u);  // the schema's keys; a new key changes this and the reference
 }
 
 }  // namespace

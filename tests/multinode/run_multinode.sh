@@ -1,8 +1,10 @@
 #!/bin/bash
 # Several nodes for real: starts the local Slurm cluster with 2 nodes (then 4), each node a slurmd in its own
 # network, UTS and mount namespace on a bridge (slurm/local/start.sh --nodes N), and runs t5scale-train across
-# the nodes, one rank per node, with Open MPI over TCP on the bridge, launched two ways: `srun --mpi=pmix` and
-# `mpirun` inside an sbatch allocation (mpirun starts its orted on the other nodes through srun). Every run must
+# the nodes with Open MPI over TCP on the bridge: one rank per node (dp), launched two ways, `srun --mpi=pmix` and
+# `mpirun` inside an sbatch allocation (mpirun starts its orted on the other nodes through srun); on 2 nodes also
+# two ranks per node with tp 2 inside each node, and tp 2 across the nodes, which must be refused (exit 2, the
+# group and its hosts named). Every run must
 # give the same per-step losses, bit for bit, as the same grid on one node over shared memory (mpirun outside
 # Slurm, btl vader), and its run file must record every node's hostname (`hosts`) and the node count (`nodes`).
 # The cluster, its namespaces and whatever runs in them are always removed (trap on EXIT: slurm/local/stop.sh).
@@ -159,16 +161,25 @@ wait_for_job() {
   done
 }
 
-for nodes in $sizes; do
-  # One rank per node: 2 nodes train on a dp 2 grid, 4 nodes on tp 2 x dp 2 (tensor parallelism across nodes).
-  tp=$((nodes / 2))
-
-  step="the one-node reference: $nodes ranks, tp $tp, shared memory"
+# The one-node reference of a grid: $1 ranks, tp $2, shared memory, outside Slurm.
+reference_run() {
+  local ranks=$1 tp=$2 name="ref${1}tp${2}"
+  [ -e "$work/runs/$name.h5" ] && return 0
+  step="the one-node reference: $ranks ranks, tp $tp, shared memory"
+  local limit
   limit=$(step_limit) || exit 1
-  timeout "$limit" "$mpirun" -np "$nodes" --oversubscribe --mca btl vader,self \
-    "${train[@]}" --set parallel.tp="$tp" --set run.name="ref$nodes" >"$work/ref$nodes.log" 2>&1 ||
-    fail "mpirun -np $nodes on this host failed or timed out (exit $?): $(tail -n 5 "$work/ref$nodes.log")"
-  check_run "$work/runs/ref$nodes.h5" "$work/runs/ref$nodes.h5" 1 || fail "the one-node run did not complete"
+  timeout "$limit" "$mpirun" -np "$ranks" --oversubscribe --mca btl vader,self \
+    "${train[@]}" --set parallel.tp="$tp" --set run.name="$name" >"$work/$name.log" 2>&1 ||
+    fail "mpirun -np $ranks on this host failed or timed out (exit $?): $(tail -n 5 "$work/$name.log")"
+  check_run "$work/runs/$name.h5" "$work/runs/$name.h5" 1 || fail "the one-node run did not complete"
+}
+
+for nodes in $sizes; do
+  # On every cluster: one rank per node (dp over the nodes). On 2 nodes also: 2 ranks per node with tp 2 inside
+  # each node (tp 2 x dp 2), and tp 2 with one rank per node, which the trainer must refuse (a TP group never
+  # spans nodes).
+  reference_run "$nodes" 1
+  [ "$nodes" -eq 2 ] && reference_run 4 2
 
   step="starting a $nodes-node cluster"
   state="$work/slurm$nodes"
@@ -183,17 +194,36 @@ for nodes in $sizes; do
   # The MPI traffic (btl) and Open MPI's own wire-up between mpirun and its orted (oob) alike.
   export OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=$subnet OMPI_MCA_oob_tcp_if_include=$subnet
 
-  step="$nodes nodes: srun --mpi=pmix, one rank per node"
-  limit=$(step_limit) || exit 1
-  timeout "$limit" srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --mpi=pmix \
-    "${train[@]}" --set parallel.tp="$tp" --set run.name="srun$nodes" >"$work/srun$nodes.log" 2>&1 ||
-    fail "srun --mpi=pmix across $nodes nodes failed or timed out (exit $?): $(tail -n 5 "$work/srun$nodes.log")"
-  check_run "$work/runs/srun$nodes.h5" "$work/runs/ref$nodes.h5" "$nodes" ||
-    fail "the srun run across $nodes nodes does not match the one-node run"
+  grids=("1 1")
+  [ "$nodes" -eq 2 ] && grids+=("2 2")
+  for grid in "${grids[@]}"; do
+    read -r per_node tp <<<"$grid"
+    ranks=$((nodes * per_node))
+    name="srun${nodes}x${per_node}tp${tp}"
+    step="$nodes nodes: srun --mpi=pmix, $per_node rank(s) per node, tp $tp"
+    limit=$(step_limit) || exit 1
+    timeout "$limit" srun --nodes="$nodes" --ntasks="$ranks" --ntasks-per-node="$per_node" --mpi=pmix \
+      "${train[@]}" --set parallel.tp="$tp" --set run.name="$name" >"$work/$name.log" 2>&1 ||
+      fail "srun --mpi=pmix across $nodes nodes failed or timed out (exit $?): $(tail -n 5 "$work/$name.log")"
+    check_run "$work/runs/$name.h5" "$work/runs/ref${ranks}tp${tp}.h5" "$nodes" ||
+      fail "the srun run across $nodes nodes does not match the one-node run"
+  done
+
+  if [ "$nodes" -eq 2 ]; then
+    step="2 nodes: tp 2 with one rank per node is refused"
+    limit=$(step_limit) || exit 1
+    timeout "$limit" srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --mpi=pmix \
+      "${train[@]}" --set parallel.tp=2 --set run.name=spanning >"$work/spanning.log" 2>&1
+    code=$?
+    [ "$code" -eq 2 ] || fail "a TP group across two nodes ended with exit $code, not 2 (refused)"
+    grep -q "parallel.tp 2: TP group 0 (ranks 0-1) spans hosts t5n1, t5n2" "$work/spanning.log" ||
+      fail "the refusal does not name the group and its hosts: $(grep -m 3 error "$work/spanning.log")"
+    [ -e "$work/runs/spanning.h5" ] && fail "a refused run wrote a run file"
+  fi
 
   step="$nodes nodes: mpirun inside an sbatch allocation, one rank per node"
   printf '#!/bin/bash\nhostname\nexec %q -np %d' "$mpirun" "$nodes" >"$work/mpirun$nodes.sbatch"
-  printf ' %q' "${train[@]}" --set parallel.tp="$tp" --set run.name="mpirun$nodes" >>"$work/mpirun$nodes.sbatch"
+  printf ' %q' "${train[@]}" --set run.name="mpirun$nodes" >>"$work/mpirun$nodes.sbatch"
   echo >>"$work/mpirun$nodes.sbatch"
   job=$(sbatch --parsable --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --time=5 \
           --output="$work/mpirun$nodes.log" "$work/mpirun$nodes.sbatch") || fail "sbatch failed"
@@ -204,7 +234,7 @@ for nodes in $sizes; do
     fail "job $job ended ${job_state:-in an unknown state}: $(tail -n 5 "$work/mpirun$nodes.log")"
   [ "$(head -n 1 "$work/mpirun$nodes.log")" = t5n1 ] ||
     fail "the batch script ran on '$(head -n 1 "$work/mpirun$nodes.log")', not on t5n1"
-  check_run "$work/runs/mpirun$nodes.h5" "$work/runs/ref$nodes.h5" "$nodes" ||
+  check_run "$work/runs/mpirun$nodes.h5" "$work/runs/ref${nodes}tp1.h5" "$nodes" ||
     fail "the mpirun run across $nodes nodes does not match the one-node run"
 
   step="stopping the $nodes-node cluster"

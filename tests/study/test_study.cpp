@@ -544,6 +544,36 @@ slurm: {gpu: H100-80GB, gpus_per_node: 1}
   EXPECT_TRUE(contains(cpu_notes, "activation checkpointing auto: none predicted")) << cpu_notes;
 }
 
+// A TP group must stay inside a node: the plan refuses a tp larger than, or not dividing, the GPUs per node,
+// naming the first group that would span two.
+TEST(StudyPlan, ATpGroupSpanningNodesIsAnErrorNamingTheGroup) {
+  const StudyPlan plan = plan_study(spec_from(R"(
+study: placement
+base: {train: {max_steps: 3, global_batch: 24}}
+mode: list
+runs:
+  - name: inside
+    set: {parallel.tp: 2, gpus_per_node: 4, nodes: 2}
+  - name: wider
+    set: {parallel.tp: 8, gpus_per_node: 4, nodes: 2}
+  - name: straddles
+    set: {parallel.tp: 2, gpus_per_node: 3, nodes: 2}
+slurm: {gpu: none}
+)"));
+  ASSERT_EQ(plan.runs.size(), 3u);
+  auto errors_of = [](const RunPlan& p) {
+    std::string text;
+    for (const auto& e : p.errors) text += e + "\n";
+    return text;
+  };
+  EXPECT_FALSE(contains(errors_of(plan.runs[0]), "spans hosts")) << errors_of(plan.runs[0]);
+  EXPECT_TRUE(contains(errors_of(plan.runs[1]), "parallel.tp 8 with 4 GPUs per node: TP group 0 (ranks 0-7) spans "
+                                                "hosts node 0, node 1"))
+      << errors_of(plan.runs[1]);
+  EXPECT_TRUE(contains(errors_of(plan.runs[2]), "TP group 1 (ranks 2-3) spans hosts node 0, node 1"))
+      << errors_of(plan.runs[2]);
+}
+
 TEST(StudyPlan, GpuMemoryComesFromTheTableTheOverrideOrNothingOnCpu) {
   SlurmSpec s;
   EXPECT_DOUBLE_EQ(gpu_memory_gib(s), 80.0);
