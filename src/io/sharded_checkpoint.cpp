@@ -137,6 +137,10 @@ ShardedCheckpointStore::ShardedCheckpointStore(std::string dir, int keep_last, C
 
 std::string ShardedCheckpointStore::shard_file_name() const { return shard_name(tp_rank_, dp_rank_); }
 
+SafetensorsFile ShardedCheckpointStore::open_shard(const LoadedCheckpoint& loaded, int tp_rank, int dp_rank) const {
+  return SafetensorsFile::open((fs::path(loaded.folder) / shard_name(tp_rank, dp_rank)).string());
+}
+
 void ShardedCheckpointStore::barrier() {
   torch::Tensor token = torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
   world_->all_reduce_sum(token);

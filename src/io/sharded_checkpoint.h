@@ -62,6 +62,9 @@ class ShardedCheckpointStore {
   // newest readable checkpoint was made for another model or grid.
   std::optional<LoadedCheckpoint> load_latest(const CheckpointIdentity& expected, std::vector<std::string>* notes);
 
+  // Another rank's file of a loaded checkpoint (load_latest verified every rank's file against the manifest).
+  SafetensorsFile open_shard(const LoadedCheckpoint& loaded, int tp_rank, int dp_rank) const;
+
   // Complete checkpoint folders, newest first (manifest present), as seen by this rank.
   std::vector<std::pair<int64_t, std::string>> complete_checkpoints() const;
 

@@ -474,9 +474,13 @@ void TrainingJob::resume_or_start() {
   // Optimizer state (fp32 master weights and moments: the parameters are written back from them), RNG streams,
   // the sampler's position and the loss scale: exactly the state the uninterrupted run had after this step.
   const SafetensorsFile& shard = loaded->shard;
+  // Without ZeRO-1 the optimizer state is the same on every DP rank, and DP rank 0 alone wrote it.
+  std::optional<SafetensorsFile> replica_zero;
+  if (!shard.contains("optimizer.step")) replica_zero = checkpoints_->open_shard(*loaded, grid_.tp_rank, 0);
+  const SafetensorsFile& optimizer_file = replica_zero ? *replica_zero : shard;
   OptimizerState state = trainer_->optimizer().state();
   OptimizerState saved;
-  for (const auto& [name, tensor] : state) saved.emplace_back(name, shard.read("optimizer." + name));
+  for (const auto& [name, tensor] : state) saved.emplace_back(name, optimizer_file.read("optimizer." + name));
   trainer_->optimizer().load_state(saved);
   ParallelRng::State rng_state{shard.read("rng.default"), shard.read("rng.tensor_parallel")};
   rng_->set_state(rng_state);
@@ -609,7 +613,12 @@ void TrainingJob::evaluate_now(bool final_evaluation) {
 
 NamedTensors TrainingJob::checkpoint_tensors() {
   NamedTensors tensors;
-  for (auto& [name, tensor] : trainer_->optimizer().state()) tensors.emplace_back("optimizer." + name, tensor);
+  // Without ZeRO-1 every DP rank holds the same optimizer state (the same reduced gradients, the same update):
+  // DP rank 0 writes it for its TP rank, the others only their own RNG streams.
+  const bool writes_optimizer_state = config_.parallel.zero1 || grid_.dp_rank == 0;
+  if (writes_optimizer_state) {
+    for (auto& [name, tensor] : trainer_->optimizer().state()) tensors.emplace_back("optimizer." + name, tensor);
+  }
   const ParallelRng::State rng = rng_->get_state();
   tensors.emplace_back("rng.default", rng.default_generator);
   tensors.emplace_back("rng.tensor_parallel", rng.tensor_parallel);

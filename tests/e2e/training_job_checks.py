@@ -17,6 +17,9 @@
                 parallel.device_memory_gib that the run without checkpointing does not fit it chooses every k-th
                 block, says so, records k in the run file, and trains as the run configured with that k does, loss
                 for loss; the predictions recorded are the cost model's for each
+  resume_replicated
+                the same without ZeRO-1 (optimizer state replicated over DP): only DP rank 0 writes it, and the
+                resumed run still equals the uninterrupted one bit for bit
   failures      the job goes down through each failure path (an exception on rank 1, bad data met mid-run on rank
                 0, a stalled rank): the run file says failed with the error and the step where rank 0 could
                 write it, and rank 1's failure note says it where rank 0 could not; the analysis reads both
@@ -96,9 +99,27 @@ def text(value):
 
 
 def scenario_resume(job):
+    resume_after_kill(job, ["parallel.tp=2", "train.grad_accumulation=2", "parallel.zero1=true"])
+
+
+def scenario_resume_replicated(job):
+    # Without ZeRO-1 the optimizer state is replicated over DP: DP rank 0 of each TP rank writes it, the other
+    # DP ranks write their RNG streams only, and read the state back from DP rank 0's file.
+    resume_after_kill(job, ["parallel.tp=2", "train.grad_accumulation=2", "parallel.zero1=false"])
+    checkpoint = os.path.join(job.work, "killed.ckpt", "step_00000060")
+    sizes = {name: os.path.getsize(os.path.join(checkpoint, name)) for name in os.listdir(checkpoint)
+             if name.endswith(".safetensors")}
+    for tp in (0, 1):
+        holder, other = sizes[f"rank_tp{tp}_dp0.safetensors"], sizes[f"rank_tp{tp}_dp1.safetensors"]
+        check(other * 100 < holder, f"TP rank {tp}: DP rank 1 wrote {other} bytes beside DP rank 0's {holder}: "
+                                    "the replicated optimizer state twice")
+    print(f"resume_replicated: shard sizes {sizes}")
+
+
+def resume_after_kill(job, layout):
     job.prep()
-    grid = ["parallel.tp=2", "train.grad_accumulation=2", "parallel.zero1=true", "train.max_steps=60",
-            "checkpoint.every_steps=10", "telemetry.flush_every_steps=1", "data.sampling=sortish"]
+    grid = layout + ["train.max_steps=60", "checkpoint.every_steps=10", "telemetry.flush_every_steps=1",
+                     "data.sampling=sortish"]
     job.run(4, "uninterrupted", *grid)
 
     # The same run, killed with SIGKILL (every rank and mpirun) once its first checkpoint is on disk.
@@ -508,7 +529,8 @@ def scenario_checkpointing_auto(job):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse", "prep_to_train", "eval_only",
-                                             "diverge", "vocab_beyond", "failures", "checkpointing_auto"])
+                                             "diverge", "vocab_beyond", "failures", "checkpointing_auto",
+                                             "resume_replicated"])
     parser.add_argument("--bin", required=True)
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--work", required=True)
