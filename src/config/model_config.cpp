@@ -1,6 +1,7 @@
 #include "config/model_config.h"
 
 #include <map>
+#include <regex>
 
 #include "core/check.h"
 
@@ -146,6 +147,67 @@ int64_t parameter_count(const ModelConfig& c) {
   const int64_t decoder = c.num_decoder_layers * (2 * attention + feed_forward + 3 * norm) + bias_table + norm;
   const int64_t embeddings = c.vocab_size * c.d_model * (c.tie_word_embeddings ? 1 : 2);
   return encoder + decoder + embeddings;
+}
+
+std::vector<ParameterElements> parameter_elements(const ModelConfig& c, int64_t tp) {
+  T5S_CHECK(tp >= 1, "tp must be at least 1, got ", tp);
+  std::vector<ParameterElements> out;
+  auto add = [&](const std::string& name, int64_t full, bool split) { out.push_back({name, split ? full / tp : full}); };
+  const int64_t projection = c.d_model * c.inner_dim();
+  const int64_t ff_weight = c.d_model * c.d_ff;
+  auto attention = [&](const std::string& prefix) {
+    for (const char* p : {"q", "k", "v", "o"}) add(prefix + "." + p + ".weight", projection, true);
+  };
+  auto stack = [&](const std::string& stack_name, int64_t blocks, bool is_decoder) {
+    add(stack_name + ".relative_attention_bias.weight", c.relative_attention_num_buckets * c.num_heads, true);
+    for (int64_t i = 0; i < blocks; ++i) {
+      const std::string block = stack_name + ".blocks." + std::to_string(i);
+      add(block + ".self_attn_norm.weight", c.d_model, false);
+      attention(block + ".self_attn");
+      if (is_decoder) {
+        add(block + ".cross_attn_norm.weight", c.d_model, false);
+        attention(block + ".cross_attn");
+      }
+      add(block + ".ff_norm.weight", c.d_model, false);
+      if (c.feed_forward == FeedForwardKind::kGatedGelu) {
+        add(block + ".ff.wi_0.weight", ff_weight, true);
+        add(block + ".ff.wi_1.weight", ff_weight, true);
+      } else {
+        add(block + ".ff.wi.weight", ff_weight, true);
+      }
+      add(block + ".ff.wo.weight", ff_weight, true);
+    }
+    add(stack_name + ".final_norm.weight", c.d_model, false);
+  };
+  add("shared.weight", c.vocab_size * c.d_model, true);
+  stack("encoder", c.num_layers, false);
+  stack("decoder", c.num_decoder_layers, true);
+  if (!c.tie_word_embeddings) add("lm_head.weight", c.vocab_size * c.d_model, true);
+  return out;
+}
+
+std::vector<std::string> frozen_parameter_names(const std::vector<std::string>& names, const FreezeOptions& freeze) {
+  std::regex pattern;
+  if (!freeze.pattern.empty()) {
+    try {
+      pattern = std::regex(freeze.pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw Error(msg("train.freeze_pattern '", freeze.pattern, "' is not a valid regular expression: ", e.what()));
+    }
+  }
+  std::vector<std::string> frozen;
+  bool pattern_matched = false;
+  for (const std::string& name : names) {
+    const bool by_pattern = !freeze.pattern.empty() && std::regex_search(name, pattern);
+    pattern_matched = pattern_matched || by_pattern;
+    if (by_pattern || (freeze.embeddings && name == "shared.weight") ||
+        (freeze.encoder && name.rfind("encoder.", 0) == 0)) {
+      frozen.push_back(name);
+    }
+  }
+  T5S_CHECK(freeze.pattern.empty() || pattern_matched, "train.freeze_pattern '", freeze.pattern,
+            "' matches no parameter name (names look like 'encoder.blocks.0.self_attn.q.weight')");
+  return frozen;
 }
 
 }  // namespace t5scale

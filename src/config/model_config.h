@@ -50,4 +50,31 @@ ModelConfig tiny_model_config(int64_t vocab_size);
 // Parameter count of the full (unsharded) model, computed from the shape alone.
 int64_t parameter_count(const ModelConfig& config);
 
+// The model's parameters as T5Model names them, in its order, with the elements one TP rank holds: everything
+// but the norms is split over tp (q/k/v/o by heads, wi/wo by d_ff, the relative-position bias tables by heads,
+// the embedding and the untied LM head by vocabulary). Known without building the model, for the planner.
+struct ParameterElements {
+  std::string name;  // "encoder.blocks.0.self_attn.q.weight"
+  int64_t per_rank = 0;
+};
+std::vector<ParameterElements> parameter_elements(const ModelConfig& config, int64_t tp);
+
+// Parameters to freeze: they get requires_grad false, stay out of the gradient buckets, the gradient norm and the
+// optimizer, and never change.
+struct FreezeOptions {
+  // The input embedding table, shared.weight (in v1.0 models, whose LM head is tied to it, the LM head too). The
+  // untied lm_head.weight of v1.1 models is an output projection and stays trainable; the pattern freezes it.
+  bool embeddings = false;
+  // Every encoder.* parameter: the encoder blocks, its relative position bias and final norm; not the shared
+  // embedding table the encoder reads (that is `embeddings`).
+  bool encoder = false;
+  // An ECMAScript regular expression searched in each parameter name (std::regex_search: "ff[.]wo" matches
+  // "decoder.blocks.0.ff.wo.weight", "^decoder[.]blocks[.]0[.]" the first decoder block); "" freezes nothing by name.
+  std::string pattern;
+};
+
+// The names among `names` that `freeze` selects, in their order. Throws when the pattern is not a valid regular
+// expression, or is set and selects none of the names (a typo would otherwise train everything).
+std::vector<std::string> frozen_parameter_names(const std::vector<std::string>& names, const FreezeOptions& freeze);
+
 }  // namespace t5scale

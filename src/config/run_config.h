@@ -196,6 +196,11 @@ inline int64_t requested_checkpoint_every_blocks(const ParallelSettings& p) {
   return 0;
 }
 
+// The parameters train.freeze_* selects.
+inline FreezeOptions freeze_options(const TrainSettings& t) {
+  return FreezeOptions{t.freeze_embeddings, t.freeze_encoder, t.freeze_pattern};
+}
+
 // Key by key, through the registry; doubles compare exactly (a YAML round trip keeps every bit).
 bool operator==(const RunConfig& a, const RunConfig& b);
 inline bool operator!=(const RunConfig& a, const RunConfig& b) { return !(a == b); }

@@ -34,12 +34,21 @@ double forward_flops(const ModelConfig& m, const BatchShape& batch) {
 double training_flops(const ModelConfig& model, const BatchShape& batch) { return 3.0 * forward_flops(model, batch); }
 
 int64_t parameters_per_rank(const ModelConfig& c, int tp) {
-  T5S_CHECK(tp >= 1, "tp must be at least 1, got ", tp);
-  // Everything but the norms is split over TP: q/k/v/o by heads, wi/wo by d_ff columns, the relative-position
-  // bias tables by heads, the embedding and LM head by vocabulary (the grid validation checks divisibility).
-  const int64_t full = parameter_count(c);
-  const int64_t norms = c.d_model * (2 * c.num_layers + 1 + 3 * c.num_decoder_layers + 1);
-  return norms + (full - norms) / tp;
+  int64_t total = 0;
+  for (const ParameterElements& p : parameter_elements(c, tp)) total += p.per_rank;
+  return total;
+}
+
+int64_t frozen_parameters_per_rank(const ModelConfig& c, int tp, const FreezeOptions& freeze) {
+  const std::vector<ParameterElements> elements = parameter_elements(c, tp);
+  std::vector<std::string> names;
+  for (const ParameterElements& p : elements) names.push_back(p.name);
+  const std::vector<std::string> frozen = frozen_parameter_names(names, freeze);
+  int64_t total = 0;
+  for (const ParameterElements& p : elements) {
+    if (std::find(frozen.begin(), frozen.end(), p.name) != frozen.end()) total += p.per_rank;
+  }
+  return total;
 }
 
 MemoryPrediction predict_memory(const ModelConfig& c, const MemoryInputs& in) {
@@ -47,14 +56,18 @@ MemoryPrediction predict_memory(const ModelConfig& c, const MemoryInputs& in) {
   T5S_CHECK(in.compute_bytes_per_element == 2 || in.compute_bytes_per_element == 4,
             "compute bytes per element must be 2 or 4, got ", in.compute_bytes_per_element);
   MemoryPrediction p;
-  const int64_t n = parameters_per_rank(c, in.tp);
+  const int64_t all = parameters_per_rank(c, in.tp);
+  T5S_CHECK(in.frozen_parameters_per_rank >= 0 && in.frozen_parameters_per_rank < all, "frozen parameters (",
+            in.frozen_parameters_per_rank, ") must be fewer than the rank's ", all);
+  const int64_t n = all - in.frozen_parameters_per_rank;  // trained: gradients and optimizer state
   const int64_t e = in.compute_bytes_per_element;
-  p.parameters_per_rank = n;
-  // fp32 training without ZeRO-1: the parameters are the fp32 master weights themselves (DistributedOptimizer
-  // makes them views of its buckets), one buffer counted in optimizer_bytes below, not a second copy.
+  p.parameters_per_rank = all;
+  // fp32 training without ZeRO-1: the trained parameters are the fp32 master weights themselves
+  // (DistributedOptimizer makes them views of its buckets), counted in optimizer_bytes below, not twice; frozen
+  // parameters have no master and are held as they are.
   const bool parameters_are_masters = e == 4 && !in.zero1;
-  p.weights_bytes = parameters_are_masters ? 0 : n * e;
-  p.gradients_bytes = n * 4 + n * e;  // fp32 buckets, and each parameter's .grad in the compute dtype
+  p.weights_bytes = parameters_are_masters ? in.frozen_parameters_per_rank * e : all * e;
+  p.gradients_bytes = n * 4 + n * e;  // fp32 buckets, and each trained parameter's .grad in the compute dtype
   if (in.adafactor) {
     // fp32 master weights, plus factored moments: one row and one column vector per matrix, a full vector for
     // the norms; bounded above by 1/64 of the parameters for T5's shapes, counted as such.

@@ -34,6 +34,7 @@ struct MemoryInputs {
   int64_t checkpoint_every_blocks = 0;    // activation checkpointing: 0 none, k: blocks 0, k, 2k, ... of each stack
   BatchShape micro_batch;
   bool on_gpu = true;                    // adds the CUDA context and communication buffers
+  int64_t frozen_parameters_per_rank = 0;  // of this rank's shard: no gradients, no optimizer state
 };
 
 // Bytes per rank, by what holds them.
@@ -52,6 +53,8 @@ struct MemoryPrediction {
 
 // Parameters held by one rank of a TP group: tensors split by TP count 1/tp, the norms count fully.
 int64_t parameters_per_rank(const ModelConfig& model, int tp);
+// Of those, the ones `freeze` selects (throws as frozen_parameter_names does).
+int64_t frozen_parameters_per_rank(const ModelConfig& model, int tp, const FreezeOptions& freeze);
 
 // An estimate (the activation term follows Korthikanti et al. 2022, adapted to T5's blocks; it is a model, and
 // the run file shows prediction and measurement side by side).

@@ -237,6 +237,7 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
     m.micro_batch = typical;
     m.on_gpu = !study.spec.slurm.cpu_only();
     try {
+      m.frozen_parameters_per_rank = frozen_parameters_per_rank(*model, m.tp, freeze_options(c.train));
       // auto: what the trainer will choose on a device of this memory (none where the plan does not know it).
       const int64_t device_bytes = static_cast<int64_t>(p.device_memory_gib * 1024.0 * 1024.0 * 1024.0);
       const CheckpointingChoice checkpointing = resolve_activation_checkpointing(*model, m, device_bytes);

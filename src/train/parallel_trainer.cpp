@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
-#include <regex>
 
 #include "core/check.h"
 #include "model/vocab_parallel_cross_entropy.h"
@@ -38,30 +37,6 @@ std::vector<Seq2SeqBatch> replica_micro_batches(const Seq2SeqBatch& global, cons
                    global.labels.narrow(0, begin, per_micro)});
   }
   return out;
-}
-
-std::vector<std::string> frozen_parameter_names(const std::vector<std::string>& names, const FreezeOptions& freeze) {
-  std::regex pattern;
-  if (!freeze.pattern.empty()) {
-    try {
-      pattern = std::regex(freeze.pattern, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      throw Error(msg("train.freeze_pattern '", freeze.pattern, "' is not a valid regular expression: ", e.what()));
-    }
-  }
-  std::vector<std::string> frozen;
-  bool pattern_matched = false;
-  for (const std::string& name : names) {
-    const bool by_pattern = !freeze.pattern.empty() && std::regex_search(name, pattern);
-    pattern_matched = pattern_matched || by_pattern;
-    if (by_pattern || (freeze.embeddings && name == "shared.weight") ||
-        (freeze.encoder && name.rfind("encoder.", 0) == 0)) {
-      frozen.push_back(name);
-    }
-  }
-  T5S_CHECK(freeze.pattern.empty() || pattern_matched, "train.freeze_pattern '", freeze.pattern,
-            "' matches no parameter name (names look like 'encoder.blocks.0.self_attn.q.weight')");
-  return frozen;
 }
 
 ParallelTrainer::ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTrainingOptions options)

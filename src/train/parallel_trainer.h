@@ -28,23 +28,7 @@ torch::ScalarType compute_dtype(Precision precision);
 
 enum class OptimizerKind { kAdamW, kAdafactor };
 
-// Parameters to freeze: they get requires_grad false, stay out of the gradient buckets, the gradient norm and the
-// optimizer, and never change.
-struct FreezeOptions {
-  // The input embedding table, shared.weight (in v1.0 models, whose LM head is tied to it, the LM head too). The
-  // untied lm_head.weight of v1.1 models is an output projection and stays trainable; the pattern freezes it.
-  bool embeddings = false;
-  // Every encoder.* parameter: the encoder blocks, its relative position bias and final norm; not the shared
-  // embedding table the encoder reads (that is `embeddings`).
-  bool encoder = false;
-  // An ECMAScript regular expression searched in each parameter name (std::regex_search: "ff[.]wo" matches
-  // "decoder.blocks.0.ff.wo.weight", "^decoder[.]blocks[.]0[.]" the first decoder block); "" freezes nothing by name.
-  std::string pattern;
-};
-
-// The names among `names` that `freeze` selects, in their order. Throws when the pattern is not a valid regular
-// expression, or is set and selects none of the names (a typo would otherwise train everything).
-std::vector<std::string> frozen_parameter_names(const std::vector<std::string>& names, const FreezeOptions& freeze);
+// FreezeOptions and frozen_parameter_names: config/model_config.h (the planner predicts memory with them too).
 
 struct ParallelTrainingOptions {
   OptimizerKind optimizer = OptimizerKind::kAdamW;

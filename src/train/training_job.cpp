@@ -358,9 +358,7 @@ void TrainingJob::set_up_model_and_trainer() {
   options.adafactor.eps1 = o.adafactor_eps1;
   options.adafactor.eps2 = o.adafactor_eps2;
   options.adafactor.weight_decay = o.weight_decay;
-  options.freeze.embeddings = config_.train.freeze_embeddings;
-  options.freeze.encoder = config_.train.freeze_encoder;
-  options.freeze.pattern = config_.train.freeze_pattern;
+  options.freeze = freeze_options(config_.train);
   options.max_grad_norm = config_.train.max_grad_norm;
   options.zero1 = config_.parallel.zero1;
   options.bucket_bytes = static_cast<int64_t>(config_.parallel.bucket_mib * 1024 * 1024);
@@ -418,6 +416,8 @@ MemoryInputs TrainingJob::memory_inputs() const {
   memory.zero1 = config_.parallel.zero1;
   memory.adafactor = config_.optimizer.name == OptimizerSettings::Name::kAdafactor;
   memory.checkpoint_every_blocks = requested_checkpoint_every_blocks(config_.parallel);
+  memory.frozen_parameters_per_rank =
+      frozen_parameters_per_rank(model_config_, grid_.tp_size, freeze_options(config_.train));
   memory.micro_batch = BatchShape{batch_.micro_batch > 0 ? batch_.micro_batch : 1,
                                   config_.data.max_source_length > 0 ? config_.data.max_source_length : 512,
                                   config_.data.max_target_length > 0 ? config_.data.max_target_length : 128};

@@ -99,6 +99,49 @@ TEST(CostModel, MemoryPredictionMovesTheWayEachSwitchShould) {
   EXPECT_NE(plain.describe().find(" GiB"), std::string::npos);
 }
 
+// Frozen parameters keep their weights but have no gradients and no optimizer state; in fp32 without ZeRO-1 they
+// are the only weights not held as master buckets.
+TEST(CostModel, FrozenParametersHaveNoGradientsAndNoOptimizerState) {
+  const ModelConfig model = named_model_config("t5-v1_1-base");
+  MemoryInputs base;
+  base.tp = 2;
+  base.compute_bytes_per_element = 2;
+  base.micro_batch = {4, 512, 128};
+  FreezeOptions encoder;
+  encoder.encoder = true;
+  const int64_t frozen = frozen_parameters_per_rank(model, 2, encoder);
+  int64_t encoder_elements = 0;
+  for (const ParameterElements& p : parameter_elements(model, 2)) {
+    if (p.name.rfind("encoder.", 0) == 0) encoder_elements += p.per_rank;
+  }
+  EXPECT_EQ(frozen, encoder_elements);
+  EXPECT_GT(frozen, parameters_per_rank(model, 2) / 4);  // about a third of v1.1-base is its encoder
+
+  MemoryInputs freezing = base;
+  freezing.frozen_parameters_per_rank = frozen;
+  const MemoryPrediction all = predict_memory(model, base), some = predict_memory(model, freezing);
+  EXPECT_EQ(some.weights_bytes, all.weights_bytes);
+  EXPECT_EQ(all.gradients_bytes - some.gradients_bytes, frozen * (4 + 2));
+  EXPECT_EQ(all.optimizer_bytes - some.optimizer_bytes, frozen * 12);
+  EXPECT_EQ(some.activations_bytes, all.activations_bytes);
+
+  MemoryInputs fp32 = freezing;
+  fp32.compute_bytes_per_element = 4;
+  EXPECT_EQ(predict_memory(model, fp32).weights_bytes, frozen * 4);
+
+  FreezeOptions pattern;
+  pattern.pattern = "ff[.]wo";
+  int64_t wo_elements = 0;
+  for (const ParameterElements& p : parameter_elements(model, 2)) {
+    if (p.name.find(".ff.wo.") != std::string::npos) wo_elements += p.per_rank;
+  }
+  EXPECT_EQ(frozen_parameters_per_rank(model, 2, pattern), wo_elements);
+  pattern.pattern = "no_such_parameter";
+  EXPECT_THROW(frozen_parameters_per_rank(model, 2, pattern), std::exception);
+  freezing.frozen_parameters_per_rank = parameters_per_rank(model, 2);
+  EXPECT_THROW(predict_memory(model, freezing), std::exception);  // nothing left to train
+}
+
 // The planner's choice is the least recomputation that fits 95% of the device: none when everything fits, every
 // block (and "does not fit") when nothing does, and otherwise a k whose next-larger k would not fit.
 TEST(CostModel, ActivationCheckpointingChoiceIsTheLeastThatFits) {

@@ -574,6 +574,29 @@ slurm: {gpu: none}
       << errors_of(plan.runs[2]);
 }
 
+// Freezing shows in the plan's memory: the frozen parameters' gradients and optimizer state are not predicted.
+TEST(StudyPlan, FrozenParametersLowerThePredictedMemory) {
+  const StudyPlan plan = plan_study(spec_from(R"(
+study: freezing
+base:
+  model.name: t5-v1_1-base
+  precision: bf16
+  train: {max_steps: 3, batch_mode: fixed_micro, micro_batch: 4}
+mode: list
+runs:
+  - name: all
+  - name: encoder
+    set: {train.freeze_encoder: true}
+slurm: {gpu: H100-80GB, gpus_per_node: 1}
+)"));
+  ASSERT_EQ(plan.runs.size(), 2u);
+  ASSERT_TRUE(plan.runs[0].memory_known && plan.runs[1].memory_known);
+  FreezeOptions encoder;
+  encoder.encoder = true;
+  const int64_t frozen = frozen_parameters_per_rank(named_model_config("t5-v1_1-base"), 1, encoder);
+  EXPECT_EQ(plan.runs[0].memory.total_bytes() - plan.runs[1].memory.total_bytes(), frozen * (4 + 2 + 12));
+}
+
 TEST(StudyPlan, GpuMemoryComesFromTheTableTheOverrideOrNothingOnCpu) {
   SlurmSpec s;
   EXPECT_DOUBLE_EQ(gpu_memory_gib(s), 80.0);

@@ -160,6 +160,29 @@ TEST(T5Model, SplitsThatDoNotDivideAreRefusedWithBothNumbers) {
 }
 
 
+// The planner's list of parameters (config/model_config.h, no LibTorch) is the model's: the same names in the same
+// order, the same elements on every TP rank, for both feed-forward kinds, tied and untied, at every TP size.
+TEST(T5Model, ParameterElementsAreTheModelsParameters) {
+  for (bool tied : {true, false}) {
+    ModelConfig config = small_config(tied ? FeedForwardKind::kRelu : FeedForwardKind::kGatedGelu, tied);
+    config.num_heads = 4;
+    config.vocab_size = 48;
+    for (int tp : {1, 2, 4}) {
+      T5Model model(config, std::make_shared<StandInGroup>(tp - 1, tp), torch::TensorOptions().device(torch::kMeta));
+      const auto params = model->named_parameters();
+      const std::vector<ParameterElements> listed = parameter_elements(config, tp);
+      ASSERT_EQ(listed.size(), params.size()) << "tp " << tp;
+      int64_t total = 0;
+      for (size_t i = 0; i < listed.size(); ++i) {
+        EXPECT_EQ(listed[i].name, params[i].key()) << "tp " << tp;
+        EXPECT_EQ(listed[i].per_rank, params[i].value().numel()) << listed[i].name << " at tp " << tp;
+        total += params[i].value().numel();
+      }
+      if (tp == 1) EXPECT_EQ(total, parameter_count(config)) << (tied ? "tied" : "untied");
+    }
+  }
+}
+
 // Each TP rank draws only its own shard of the initial weights, and the shards of every TP size put together are
 // the tensors one rank draws (the grid tests rely on it: every grid starts from the same model).
 TEST(T5Model, InitialisationDrawsEachShardOfTheOneRankTensors) {
