@@ -66,8 +66,8 @@ torch::Device ProcessGrid::device() const {
 
 ProcessGrid ProcessGrid::create(const GridOptions& options) {
   int world_rank = 0, world_size = 1;
-  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
-  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+  MPI_CHECK(MPI_Comm_rank(options.ranks, &world_rank));
+  MPI_CHECK(MPI_Comm_size(options.ranks, &world_size));
   T5S_CHECK(options.tp >= 1 && world_size % options.tp == 0, "world size ", world_size, " is not divisible by tp ",
             options.tp, " (world = tp x dp)");
   ProcessGrid grid;
@@ -78,11 +78,11 @@ ProcessGrid ProcessGrid::create(const GridOptions& options) {
 
   // Colour = the group, key = the rank inside it.
   MPI_Comm tp_comm, dp_comm, world_comm;
-  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, grid.dp_rank, grid.tp_rank, &tp_comm));
-  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, grid.tp_rank, grid.dp_rank, &dp_comm));
-  MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_comm));
+  MPI_CHECK(MPI_Comm_split(options.ranks, grid.dp_rank, grid.tp_rank, &tp_comm));
+  MPI_CHECK(MPI_Comm_split(options.ranks, grid.tp_rank, grid.dp_rank, &dp_comm));
+  MPI_CHECK(MPI_Comm_dup(options.ranks, &world_comm));
   // Checked again here, against the hosts the launch gave (the planner checked the layout it expected).
-  if (const auto spanning = tp_group_spanning_hosts(hosts_of_world_ranks(), options.tp)) {
+  if (const auto spanning = tp_group_spanning_hosts(hosts_of_ranks(options.ranks), options.tp)) {
     throw Error(msg("parallel.tp ", options.tp, ": ", *spanning, "; a TP group must stay inside a node (its "
                     "all-reduces need the node's NVLink): start a multiple of tp ranks per node, filled node by "
                     "node (srun --ntasks-per-node, mpirun --map-by slot), or make parallel.tp divide the ranks "
@@ -141,12 +141,14 @@ std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& mi
   return out;
 }
 
-std::vector<std::string> hosts_of_world_ranks() {
+std::vector<std::string> hosts_of_ranks(MPI_Comm comm) {
   char host[MPI_MAX_PROCESSOR_NAME] = {};
   int length = 0;
   MPI_CHECK(MPI_Get_processor_name(host, &length));
-  return all_gather_strings(MPI_COMM_WORLD, std::string(host, static_cast<size_t>(length)));
+  return all_gather_strings(comm, std::string(host, static_cast<size_t>(length)));
 }
+
+std::vector<std::string> hosts_of_world_ranks() { return hosts_of_ranks(MPI_COMM_WORLD); }
 
 int cuda_device_index(int local_rank, int local_size, int device_count) {
   T5S_CHECK(device_count > 0, "the NCCL backend needs a CUDA device, and none is visible to this rank "

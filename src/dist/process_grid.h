@@ -24,14 +24,15 @@ struct GridOptions {
   CommBackend backend = CommBackend::kMpi;
   double collective_timeout_s = 600.0;  // a collective pending longer than this aborts the job
   int cuda_device = -1;                 // NCCL: the GPU this rank drives (-1: the node-local choice, see below)
+  MPI_Comm ranks = MPI_COMM_WORLD;      // the processes the grid is made of (tests form grids on fewer)
 };
 
 class ProcessGrid {
  public:
   // Every reason a grid cannot work for this model, each naming the numbers (empty when it can).
   static std::vector<std::string> validate(int world_size, int tp, const ModelConfig& model);
-  // Splits MPI_COMM_WORLD into TP and DP groups. Call validate() first; this throws on the first problem, and
-  // when a TP group's ranks sit on more than one host (config/placement.h).
+  // Splits options.ranks into TP and DP groups. Call validate() first; this throws on the first problem, and when
+  // a TP group's ranks sit on more than one host (config/placement.h).
   // NCCL: makes options.cuda_device (or, when it is -1, select_node_local_cuda_device()) this thread's current
   // device before the communicators are built on it.
   static ProcessGrid create(const GridOptions& options);
@@ -70,8 +71,9 @@ class NodeGroup {
 
 // Every rank's `mine` in `comm`, in rank order (collective).
 std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& mine);
-// Every rank's host name (MPI_Get_processor_name), in world rank order (collective over MPI_COMM_WORLD).
-std::vector<std::string> hosts_of_world_ranks();
+// Every rank's host name (MPI_Get_processor_name), in rank order (collective over `comm`).
+std::vector<std::string> hosts_of_ranks(MPI_Comm comm);
+std::vector<std::string> hosts_of_world_ranks();  // over MPI_COMM_WORLD
 
 // The CUDA device index of the rank with this node-local rank: the local rank itself, one rank per visible GPU.
 // With one visible device and several local ranks the device is 0 (Slurm's --gpus-per-task gives each rank its own

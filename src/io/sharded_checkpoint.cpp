@@ -17,7 +17,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFormat = "t5scale-checkpoint";
-constexpr int kFormatVersion = 1;
+// 2: the manifest has the optimizer layout, so a checkpoint resumes on any grid. 1 resumes on its own grid only.
+constexpr int kFormatVersion = 2;
+constexpr int kOldestReadableVersion = 1;
 
 std::string step_folder_name(int64_t step) {
   char name[32];
@@ -48,19 +50,14 @@ void write_text_file_atomically(const std::string& path, const std::string& text
   fs::rename(temporary, path);
 }
 
-std::string shard_name(int tp_rank, int dp_rank) {
+}  // namespace
+
+std::string checkpoint_shard_name(int tp_rank, int dp_rank) {
   return msg("rank_tp", tp_rank, "_dp", dp_rank, ".safetensors");
 }
 
-}  // namespace
-
 std::vector<std::string> CheckpointIdentity::differences_from(const CheckpointIdentity& saved) const {
   std::vector<std::string> differences;
-  if (saved.tp != tp) {
-    differences.push_back(msg("it was written with tp ", saved.tp, ", this job has tp ", tp,
-                              " (resharding to another TP size is not supported)"));
-  }
-  if (saved.dp != dp) differences.push_back(msg("it was written with dp ", saved.dp, ", this job has dp ", dp));
   if (saved.model_name != model_name) {
     differences.push_back(msg("it holds model '", saved.model_name, "', this job trains '", model_name, "'"));
   }
@@ -135,10 +132,10 @@ ShardedCheckpointStore::ShardedCheckpointStore(std::string dir, int keep_last, C
   T5S_CHECK(!dir_.empty(), "the checkpoint folder is empty");
 }
 
-std::string ShardedCheckpointStore::shard_file_name() const { return shard_name(tp_rank_, dp_rank_); }
+std::string ShardedCheckpointStore::shard_file_name() const { return checkpoint_shard_name(tp_rank_, dp_rank_); }
 
 SafetensorsFile ShardedCheckpointStore::open_shard(const LoadedCheckpoint& loaded, int tp_rank, int dp_rank) const {
-  return SafetensorsFile::open((fs::path(loaded.folder) / shard_name(tp_rank, dp_rank)).string());
+  return SafetensorsFile::open((fs::path(loaded.folder) / checkpoint_shard_name(tp_rank, dp_rank)).string());
 }
 
 void ShardedCheckpointStore::barrier() {
@@ -159,7 +156,8 @@ std::vector<std::pair<int64_t, std::string>> ShardedCheckpointStore::complete_ch
 }
 
 std::string ShardedCheckpointStore::save(int64_t step, const NamedTensors& rank_tensors,
-                                         const CheckpointIdentity& identity, const nlohmann::json& run_state) {
+                                         const CheckpointIdentity& identity, const nlohmann::json& run_state,
+                                         const nlohmann::json& optimizer_layout) {
   const bool rank0 = world_->rank() == 0;
   const fs::path final_folder = fs::path(dir_) / step_folder_name(step);
   const fs::path temporary_folder = fs::path(dir_) / (step_folder_name(step) + ".tmp");
@@ -193,13 +191,13 @@ std::string ShardedCheckpointStore::save(int64_t step, const NamedTensors& rank_
                              static_cast<uint64_t>(row[4].item<int64_t>());
       std::ostringstream hex;
       hex << std::hex << std::setw(16) << std::setfill('0') << value;
-      files[shard_name(static_cast<int>(row[0].item<int64_t>()), static_cast<int>(row[1].item<int64_t>()))] = {
+      files[checkpoint_shard_name(static_cast<int>(row[0].item<int64_t>()), static_cast<int>(row[1].item<int64_t>()))] = {
           {"bytes", row[2].item<int64_t>()}, {"checksum", hex.str()}};
     }
     const nlohmann::json manifest = {{"format", kFormat},         {"format_version", kFormatVersion},
                                      {"step", step},              {"created_utc", utc_iso_time()},
                                      {"identity", to_json(identity)}, {"run_state", run_state},
-                                     {"files", files}};
+                                     {"optimizer_layout", optimizer_layout}, {"files", files}};
     write_text_file_atomically((temporary_folder / "manifest.json").string(), manifest.dump(2));
     if (fs::exists(final_folder)) {
       // The same step saved again (after a resume): swap so that a complete checkpoint exists at every moment.
@@ -252,16 +250,23 @@ std::optional<LoadedCheckpoint> ShardedCheckpointStore::load_latest(const Checkp
       T5S_CHECK(in.good(), "cannot read ", (folder / "manifest.json").string());
       manifest = nlohmann::json::parse(in);
       T5S_CHECK(manifest.value("format", "") == kFormat, "not a t5scale checkpoint manifest");
-      T5S_CHECK(manifest.at("format_version").get<int>() == kFormatVersion, "manifest format_version ",
-                manifest.at("format_version").dump(), " (this build reads ", kFormatVersion, ")");
-      const auto& file = manifest.at("files").at(shard_file_name());
-      const fs::path shard_path = folder / shard_file_name();
-      T5S_CHECK(fs::exists(shard_path), "missing ", shard_path.string());
-      T5S_CHECK(static_cast<int64_t>(fs::file_size(shard_path)) == file.at("bytes").get<int64_t>(), shard_path.string(),
-                " has ", fs::file_size(shard_path), " bytes, the manifest says ", file.at("bytes").get<int64_t>());
-      const std::string checksum = file_checksum(shard_path.string());
-      T5S_CHECK(checksum == file.at("checksum").get<std::string>(), shard_path.string(), " checksum ", checksum,
-                " differs from the manifest's ", file.at("checksum").get<std::string>());
+      const int version = manifest.at("format_version").get<int>();
+      T5S_CHECK(version >= kOldestReadableVersion && version <= kFormatVersion, "manifest format_version ", version,
+                " (this build reads ", kOldestReadableVersion, " to ", kFormatVersion, ")");
+      // The files are shared out over this job's ranks (its grid may differ from the writer's): each is read
+      // through once, by one rank.
+      int index = 0;
+      for (const auto& [name, file] : manifest.at("files").items()) {
+        if (index++ % world_->size() != world_->rank()) continue;
+        const fs::path shard_path = folder / name;
+        T5S_CHECK(fs::exists(shard_path), "missing ", shard_path.string());
+        T5S_CHECK(static_cast<int64_t>(fs::file_size(shard_path)) == file.at("bytes").get<int64_t>(),
+                  shard_path.string(), " has ", fs::file_size(shard_path), " bytes, the manifest says ",
+                  file.at("bytes").get<int64_t>());
+        const std::string checksum = file_checksum(shard_path.string());
+        T5S_CHECK(checksum == file.at("checksum").get<std::string>(), shard_path.string(), " checksum ", checksum,
+                  " differs from the manifest's ", file.at("checksum").get<std::string>());
+      }
     } catch (const std::exception& e) {
       problem = e.what();
     }
@@ -270,7 +275,7 @@ std::optional<LoadedCheckpoint> ShardedCheckpointStore::load_latest(const Checkp
     if (bad.item<int64_t>() != 0) {
       if (notes) {
         notes->push_back(msg("checkpoint ", folder.string(), " skipped: ",
-                             problem.empty() ? "another rank cannot read its shard" : problem));
+                             problem.empty() ? "another rank found a file missing or damaged" : problem));
       }
       continue;
     }
@@ -282,8 +287,11 @@ std::optional<LoadedCheckpoint> ShardedCheckpointStore::load_latest(const Checkp
       message += "\n(use another checkpoint.dir, or checkpoint.resume: never to start afresh)";
       throw Error(message);
     }
-    LoadedCheckpoint loaded{step, folder.string(), manifest.at("run_state"),
-                            SafetensorsFile::open((folder / shard_file_name()).string())};
+    LoadedCheckpoint loaded{step, folder.string(), saved, manifest.at("run_state"),
+                            manifest.value("optimizer_layout", nlohmann::json()), std::nullopt};
+    if (manifest.at("files").contains(shard_file_name())) {
+      loaded.shard = SafetensorsFile::open((folder / shard_file_name()).string());
+    }
     return loaded;
   }
   return std::nullopt;

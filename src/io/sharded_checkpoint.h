@@ -1,13 +1,15 @@
 // Sharded training checkpoints: one safetensors file per rank plus a manifest, in a folder per step.
 //
-//   <dir>/step_00000100/manifest.json               rank 0: format, step, grid, model, run state, file checksums
-//   <dir>/step_00000100/rank_tp0_dp0.safetensors    each rank: its tensors (model shard, optimizer shard, RNG)
+//   <dir>/step_00000100/manifest.json               rank 0: format, step, grid, model, run state, optimizer layout,
+//                                                   file checksums
+//   <dir>/step_00000100/rank_tp0_dp0.safetensors    each rank: its tensors (optimizer shard, RNG)
 //
-// Every rank writes into step_<N>.tmp.<job>/; once all files are written and checksummed, rank 0 writes the
-// manifest and renames the folder to step_<N>, then removes all but the newest `keep_last` checkpoints. A job
-// killed at any moment leaves either a complete checkpoint or a .tmp folder that is never read. Resuming
-// picks the newest complete checkpoint whose files all pass their checksums on every rank, and refuses one
-// made for another model or grid, naming what differs (resharding to another TP size is not supported).
+// Every rank writes into step_<N>.tmp/; once all files are written and checksummed, rank 0 writes the manifest and
+// renames the folder to step_<N>, then removes all but the newest `keep_last` checkpoints. A job killed at any
+// moment leaves either a complete checkpoint or a .tmp folder that is never read. Resuming picks the newest
+// complete checkpoint whose files all pass their checksums (each file checked by one rank of the resuming job,
+// which may have another grid), and refuses one made for another model, naming what differs. The grid may
+// differ: the optimizer layout in the manifest lets the state be cut again (train/optimizer_resharding.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -23,14 +25,14 @@
 
 namespace t5scale {
 
-// What a checkpoint must match to be resumed: the grid and the model.
+// The model a checkpoint holds (which must match to resume it) and the grid that wrote it (which need not).
 struct CheckpointIdentity {
   int tp = 1;
   int dp = 1;
   std::string model_name;
   int64_t parameter_count = 0;
   nlohmann::json model_config;  // ModelConfig as JSON (HF field names)
-  // Empty when it matches, otherwise every difference, each naming both values.
+  // Empty when the model matches, otherwise every difference, each naming both values. The grid is not compared.
   std::vector<std::string> differences_from(const CheckpointIdentity& saved) const;
 };
 nlohmann::json to_json(const CheckpointIdentity& identity);
@@ -41,8 +43,10 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 struct LoadedCheckpoint {
   int64_t step = 0;
   std::string folder;
-  nlohmann::json state;   // what save() was given as run_state (sampler position, loss scale, ...)
-  SafetensorsFile shard;  // this rank's tensors
+  CheckpointIdentity saved;         // the model and the grid that wrote it
+  nlohmann::json state;             // what save() was given as run_state (sampler position, loss scale, ...)
+  nlohmann::json optimizer_layout;  // what save() was given as optimizer_layout (null in format 1 checkpoints)
+  std::optional<SafetensorsFile> shard;  // the tensors written by the rank at this rank's grid place, if it existed
 };
 
 class ShardedCheckpointStore {
@@ -52,14 +56,14 @@ class ShardedCheckpointStore {
   ShardedCheckpointStore(std::string dir, int keep_last, CommunicatorPtr world, int tp_rank, int dp_rank,
                          torch::Device device = torch::kCPU);
 
-  // Collective. Writes this rank's tensors and, on rank 0, the manifest with `identity` and `run_state`.
-  // Returns the folder of the new checkpoint.
+  // Collective. Writes this rank's tensors and, on rank 0, the manifest with `identity`, `run_state` and
+  // `optimizer_layout` (how the optimizer state is spread over the ranks' files). Returns the folder.
   std::string save(int64_t step, const NamedTensors& rank_tensors, const CheckpointIdentity& identity,
-                   const nlohmann::json& run_state);
+                   const nlohmann::json& run_state, const nlohmann::json& optimizer_layout);
 
-  // Collective. The newest complete checkpoint whose files pass their checksums on every rank; std::nullopt
-  // when there is none. Skipped (incomplete or corrupt) checkpoints are described in `notes`. Throws when the
-  // newest readable checkpoint was made for another model or grid.
+  // Collective. The newest complete checkpoint whose files all pass their checksums; std::nullopt when there is
+  // none. Skipped (incomplete or corrupt) checkpoints are described in `notes`. Throws when the newest readable
+  // checkpoint was made for another model.
   std::optional<LoadedCheckpoint> load_latest(const CheckpointIdentity& expected, std::vector<std::string>* notes);
 
   // Another rank's file of a loaded checkpoint (load_latest verified every rank's file against the manifest).
@@ -80,6 +84,9 @@ class ShardedCheckpointStore {
   int tp_rank_, dp_rank_;
   torch::Device device_;
 };
+
+// The file name of rank (tp_rank, dp_rank)'s tensors in a checkpoint folder: rank_tp<t>_dp<d>.safetensors.
+std::string checkpoint_shard_name(int tp_rank, int dp_rank);
 
 // A fast 64-bit checksum of a file's bytes (detects truncation and corruption, not tampering), as hex.
 std::string file_checksum(const std::string& path);

@@ -580,13 +580,14 @@ double max_of(const TableRows& rows, const Table& table, const std::string& name
   return result;
 }
 
-std::string unreadable_name(const std::string& path) {
+// Where a run file that cannot be continued is kept: <path>.<why>.<UTC stamp>, a name the analysis does not read.
+std::string set_aside_name(const std::string& path, const std::string& why) {
   std::string stamp = utc_iso_time();
   stamp.erase(std::remove_if(stamp.begin(), stamp.end(), [](char c) { return c == '-' || c == ':'; }),
               stamp.end());
-  std::string candidate = path + ".unreadable." + stamp;
+  std::string candidate = path + "." + why + "." + stamp;
   for (int i = 1; std::filesystem::exists(candidate); ++i) {
-    candidate = path + ".unreadable." + stamp + "." + std::to_string(i);
+    candidate = path + "." + why + "." + stamp + "." + std::to_string(i);
   }
   return candidate;
 }
@@ -900,8 +901,8 @@ RunFile RunFile::resume(const std::string& path, const RunAttributes& attributes
     impl->build_and_open();
     return RunFile(std::move(impl));
   };
-  auto set_aside = [&](const std::string& reason) {
-    const std::string aside = unreadable_name(path);
+  auto set_aside = [&](const std::string& reason, const std::string& why) {
+    const std::string aside = set_aside_name(path, why);
     std::error_code error;
     std::filesystem::rename(path, aside, error);
     T5S_CHECK(!error, "run file '", path, "' cannot be read (", reason, ") and cannot be renamed to '", aside,
@@ -915,7 +916,7 @@ RunFile RunFile::resume(const std::string& path, const RunAttributes& attributes
   const hid_t old_id = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
   if (old_id < 0) {
     const std::string reason = detail::hdf5_error_stack_text();
-    return start_fresh(set_aside(reason));
+    return start_fresh(set_aside(reason, "unreadable"));
   }
   H5Handle old(old_id);
   const auto format = read_attribute(old.get(), "format", path);
@@ -926,10 +927,16 @@ RunFile RunFile::resume(const std::string& path, const RunAttributes& attributes
   T5S_CHECK(schema && std::holds_alternative<int64_t>(*schema) && std::get<int64_t>(*schema) == kSchemaVersion,
             "run file '", path, "' has another schema_version than ", kSchemaVersion, "; it is left as it is");
   const auto old_world = read_attribute(old.get(), "world_size", path);
-  T5S_CHECK(old_world && std::holds_alternative<int64_t>(*old_world) &&
-                std::get<int64_t>(*old_world) == static_cast<int64_t>(impl->world),
-            "run file '", path, "' was written by a run with another world_size than ", impl->world,
-            "; it is left as it is");
+  T5S_CHECK(old_world && std::holds_alternative<int64_t>(*old_world), "run file '", path,
+            "' has no world_size attribute; it is left as it is");
+  if (std::get<int64_t>(*old_world) != static_cast<int64_t>(impl->world)) {
+    // A checkpoint resumed on another grid: the per-rank columns have another width. The file is kept whole.
+    const std::string why = msg("world", std::get<int64_t>(*old_world));
+    old.reset();
+    return start_fresh(set_aside(msg("its rows have a column per rank of world size ", std::get<int64_t>(*old_world),
+                                     ", this run has ", impl->world),
+                                 why));
+  }
 
   TableRows step_rows, eval_rows;
   std::optional<AttributeValue> old_attempt, old_start;
@@ -940,7 +947,7 @@ RunFile RunFile::resume(const std::string& path, const RunAttributes& attributes
     old_start = read_attribute(old.get(), "start_time_utc", path);
   } catch (const Error& e) {
     old.reset();
-    return start_fresh(set_aside(e.what()));
+    return start_fresh(set_aside(e.what(), "unreadable"));
   }
   old.reset();
 

@@ -2,4 +2,5 @@
 target_sources(t5scale_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/distributed_optimizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/distributed_adafactor.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/optimizer_resharding.cpp
 )

@@ -171,6 +171,19 @@ double DistributedAdafactor::update(double learning_rate) {
   return step_size;
 }
 
+ParameterLayout DistributedAdafactor::state_layout(const ParameterLayout& parameter, const std::string& kind) const {
+  int64_t dropped = -1;
+  const int64_t dims = static_cast<int64_t>(parameter.full_shape.size());
+  if (kind == "exp_avg_sq_row") dropped = dims - 1;
+  if (kind == "exp_avg_sq_col") dropped = dims - 2;
+  if (dropped < 0) return parameter;
+  ParameterLayout layout = parameter;
+  layout.full_shape.erase(layout.full_shape.begin() + dropped);
+  if (parameter.split_dim == dropped) layout.split_dim = -1;
+  if (parameter.split_dim > dropped) layout.split_dim = parameter.split_dim - 1;
+  return layout;
+}
+
 OptimizerState DistributedAdafactor::own_state() {
   OptimizerState out;
   const auto& slots = gradients_.slots();

@@ -43,6 +43,10 @@ class DistributedAdafactor final : public DistributedOptimizer {
   // The step size before the parameter scale, for step number `step` (>= 1) and a given learning rate.
   double relative_step_size(int64_t step, double learning_rate) const;
 
+  // exp_avg_sq_row drops the parameter's last dimension, exp_avg_sq_col the one before it: a split along a
+  // dropped dimension leaves the statistic replicated (it was completed over TP).
+  ParameterLayout state_layout(const ParameterLayout& parameter, const std::string& kind) const override;
+
  protected:
   double update(double learning_rate) override;
   OptimizerState own_state() override;

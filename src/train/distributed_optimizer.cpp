@@ -11,6 +11,20 @@ bool weight_decay_applies(const std::string& parameter_name) {
   return parameter_name.find("norm") == std::string::npos && parameter_name.find("bias") == std::string::npos;
 }
 
+StateName parse_state_name(const std::string& name) {
+  if (name == "step") return {"step", -1, ""};
+  const size_t dot = name.rfind('.');
+  T5S_CHECK(dot != std::string::npos && dot > 0 && dot + 1 < name.size(), "optimizer state name '", name,
+            "' is neither 'step', '<kind>.<bucket>' nor '<parameter>.<kind>'");
+  const std::string head = name.substr(0, dot), tail = name.substr(dot + 1);
+  if (tail.find_first_not_of("0123456789") == std::string::npos) return {head, std::stoll(tail), ""};
+  return {tail, -1, head};
+}
+
+ParameterLayout DistributedOptimizer::state_layout(const ParameterLayout& parameter, const std::string&) const {
+  return parameter;
+}
+
 DistributedOptimizer::DistributedOptimizer(GradientBuckets& gradients, const ProcessGrid& grid)
     : gradients_(gradients), tp_(grid.tp), world_(grid.world) {
   T5S_CHECK(tp_ != nullptr && world_ != nullptr, "the optimizer needs the grid's TP and world groups");

@@ -43,7 +43,21 @@ struct StepOutcome {
 };
 
 // Optimizer state as named tensors, for checkpoints: the live tensors, so that loading copies into them.
+// Three kinds of name:
+//   "step"                     the step count, a 0-d int64 tensor;
+//   "<kind>.<bucket>"          bucket-wise state ("master.3", AdamW's "exp_avg.3"): bucket 3's owned range, element
+//                              for element beside the master weights;
+//   "<parameter>.<kind>"       parameter-wise state (Adafactor's "...q.weight.exp_avg_sq_row"): one parameter's
+//                              TP shard, laid out as DistributedOptimizer::state_layout() says.
 using OptimizerState = std::vector<std::pair<std::string, torch::Tensor>>;
+
+struct StateName {
+  std::string kind;       // "step", "master", "exp_avg", "exp_avg_sq_row", ...
+  int64_t bucket = -1;    // bucket-wise state: the bucket
+  std::string parameter;  // parameter-wise state: the parameter
+};
+// The parts of a state() name (a name ending in ".<digits>" is bucket-wise: parameter names end in a word).
+StateName parse_state_name(const std::string& name);
 
 class DistributedOptimizer {
  public:
@@ -72,6 +86,13 @@ class DistributedOptimizer {
   // Copies a state saved by state() of an optimizer of the same kind over the same buckets; the parameters
   // receive the loaded master weights. Names and shapes must match.
   void load_state(const OptimizerState& saved);
+  // How parameter-wise state of `kind` is laid out over TP, for a parameter laid out as `parameter` (its full shape
+  // and split dimension): the parameter's own layout unless the kind drops dimensions (Adafactor's factored
+  // moments).
+  virtual ParameterLayout state_layout(const ParameterLayout& parameter, const std::string& kind) const;
+
+  GradientBuckets& gradients() { return gradients_; }
+  Communicator& tp() { return *tp_; }
 
  protected:
   DistributedOptimizer(GradientBuckets& gradients, const ProcessGrid& grid);

@@ -205,7 +205,7 @@ void RunRecord::start(int64_t resumed_from_step) {
     fs::create_directories(fs::path(path_).parent_path().empty() ? fs::path(".") : fs::path(path_).parent_path());
     RunFileOptions options;
     options.flush_every_steps = config_.telemetry.flush_every_steps;
-    if (resumed_from_step < 0 || !fs::exists(path_)) {
+    if (resumed_from_step < 0) {
       file_.emplace(RunFile::create(path_, attributes, options));
     } else {
       std::string warning;

@@ -28,6 +28,7 @@
 #include "train/device_probe.h"
 #include "train/evaluation.h"
 #include "train/lr_schedule.h"
+#include "train/optimizer_resharding.h"
 #include "train/parallel_trainer.h"
 #include "train/preemption.h"
 #include "train/run_record.h"
@@ -118,6 +119,7 @@ class TrainingJob {
   MemoryInputs memory_inputs() const;
   CheckpointingChoice resolve_checkpointing() const;
   void resume_or_start();
+  void restore_rng(const LoadedCheckpoint& loaded);
   bool train_step();  // false: stop (diverged)
   void evaluate_now(bool final_evaluation);
   void save_checkpoint();
@@ -458,6 +460,27 @@ CheckpointIdentity TrainingJob::checkpoint_identity() const {
   return identity;
 }
 
+// The dropout streams of the rank at this rank's place in the writer's grid. A place that grid did not have takes
+// its replicated (default) stream from the rank at the same place modulo the writer's grid (that stream is seeded
+// alike on every rank), and keeps the tensor-parallel stream it was seeded with when the TP size changed (each TP
+// rank's stream then stays its own). Dropout masks of TP-split activations depend on the TP size anyway: only
+// without dropout does a run continue on another grid as it would have on its own.
+void TrainingJob::restore_rng(const LoadedCheckpoint& loaded) {
+  const int saved_tp = loaded.saved.tp, saved_dp = loaded.saved.dp;
+  const SafetensorsFile replicated_source =
+      loaded.shard ? *loaded.shard
+                   : checkpoints_->open_shard(loaded, grid_.tp_rank % saved_tp, grid_.dp_rank % saved_dp);
+  ParallelRng::State state = rng_->get_state();
+  state.default_generator = replicated_source.read("rng.default");
+  if (saved_tp == grid_.tp_size) {
+    state.tensor_parallel = replicated_source.read("rng.tensor_parallel");
+  } else {
+    log(msg("[t5scale] tp changed from ", saved_tp, " to ", grid_.tp_size,
+            ": the tensor-parallel dropout streams start afresh from run.seed"));
+  }
+  rng_->set_state(state);
+}
+
 void TrainingJob::resume_or_start() {
   const CheckpointIdentity identity = checkpoint_identity();
   std::optional<LoadedCheckpoint> loaded;
@@ -472,18 +495,11 @@ void TrainingJob::resume_or_start() {
     return;
   }
   // Optimizer state (fp32 master weights and moments: the parameters are written back from them), RNG streams,
-  // the sampler's position and the loss scale: exactly the state the uninterrupted run had after this step.
-  const SafetensorsFile& shard = loaded->shard;
-  // Without ZeRO-1 the optimizer state is the same on every DP rank, and DP rank 0 alone wrote it.
-  std::optional<SafetensorsFile> replica_zero;
-  if (!shard.contains("optimizer.step")) replica_zero = checkpoints_->open_shard(*loaded, grid_.tp_rank, 0);
-  const SafetensorsFile& optimizer_file = replica_zero ? *replica_zero : shard;
-  OptimizerState state = trainer_->optimizer().state();
-  OptimizerState saved;
-  for (const auto& [name, tensor] : state) saved.emplace_back(name, optimizer_file.read("optimizer." + name));
-  trainer_->optimizer().load_state(saved);
-  ParallelRng::State rng_state{shard.read("rng.default"), shard.read("rng.tensor_parallel")};
-  rng_->set_state(rng_state);
+  // the sampler's position and the loss scale: exactly the state the uninterrupted run had after this step. On
+  // another grid the optimizer state is cut again; the sampler's position and the global batches do not depend on
+  // the grid.
+  log("[t5scale] " + load_optimizer_state(*loaded, trainer_->optimizer()));
+  restore_rng(*loaded);
   const nlohmann::json& s = loaded->state;
   sampler_->restore(s.at("sampler").get<SamplerPosition>());
   trainer_->set_loss_scale_state(s.at("loss_scale").get<double>(), s.at("steps_since_overflow").get<int64_t>());
@@ -612,13 +628,8 @@ void TrainingJob::evaluate_now(bool final_evaluation) {
 }
 
 NamedTensors TrainingJob::checkpoint_tensors() {
-  NamedTensors tensors;
-  // Without ZeRO-1 every DP rank holds the same optimizer state (the same reduced gradients, the same update):
-  // DP rank 0 writes it for its TP rank, the others only their own RNG streams.
-  const bool writes_optimizer_state = config_.parallel.zero1 || grid_.dp_rank == 0;
-  if (writes_optimizer_state) {
-    for (auto& [name, tensor] : trainer_->optimizer().state()) tensors.emplace_back("optimizer." + name, tensor);
-  }
+  // Every rank writes its RNG streams; the optimizer state once per TP rank without ZeRO-1.
+  NamedTensors tensors = optimizer_checkpoint_tensors(trainer_->optimizer());
   const ParallelRng::State rng = rng_->get_state();
   tensors.emplace_back("rng.default", rng.default_generator);
   tensors.emplace_back("rng.tensor_parallel", rng.tensor_parallel);
@@ -639,7 +650,8 @@ void TrainingJob::save_checkpoint() {
   const auto start = Clock::now();
   const CheckpointIdentity identity = checkpoint_identity();
   record_->flush();  // every step up to the checkpoint is on disk before it
-  const std::string folder = checkpoints_->save(step_, checkpoint_tensors(), identity, run_state());
+  const std::string folder = checkpoints_->save(step_, checkpoint_tensors(), identity, run_state(),
+                                                optimizer_layout(trainer_->optimizer()));
   last_checkpoint_ = Clock::now();
   last_checkpoint_step_ = step_;
   log(msg("[t5scale] checkpoint ", folder, " (", format_duration(seconds_since(start)), ")"));

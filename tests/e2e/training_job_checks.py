@@ -20,6 +20,10 @@
   resume_replicated
                 the same without ZeRO-1 (optimizer state replicated over DP): only DP rank 0 writes it, and the
                 resumed run still equals the uninterrupted one bit for bit
+  reshard       a checkpoint of a tp 2 x dp 2 AdamW job with ZeRO-1 continues on 1 rank, on tp 1 x dp 4 without
+                ZeRO-1 and on tp 4 x dp 1, each loss for loss as the job continued on its own grid (fp32: 1e-6
+                relative; without dropout, whose masks depend on the TP size); an Adafactor job's checkpoint
+                (tp 2 x dp 2) continues on tp 1 x dp 2 likewise
   failures      the job goes down through each failure path (an exception on rank 1, bad data met mid-run on rank
                 0, a stalled rank): the run file says failed with the error and the step where rank 0 could
                 write it, and rank 1's failure note says it where rank 0 could not; the analysis reads both
@@ -114,6 +118,49 @@ def scenario_resume_replicated(job):
         check(other * 100 < holder, f"TP rank {tp}: DP rank 1 wrote {other} bytes beside DP rank 0's {holder}: "
                                     "the replicated optimizer state twice")
     print(f"resume_replicated: shard sizes {sizes}")
+
+
+def scenario_reshard(job):
+    job.prep()
+    common = ["train.max_steps=16", "checkpoint.every_steps=8", "telemetry.flush_every_steps=1",
+              "data.sampling=sortish", "model.dropout_rate=0", "checkpoint.keep_last=2"]
+    cases = {"adamw": (["parallel.tp=2", "parallel.zero1=true", "train.grad_accumulation=2"],
+                       [(1, ["parallel.tp=1", "parallel.zero1=false", "train.grad_accumulation=4"]),
+                        (4, ["parallel.tp=1", "parallel.zero1=false"]),
+                        (4, ["parallel.tp=4", "parallel.zero1=true"])]),
+             "adafactor": (["parallel.tp=2", "optimizer.name=adafactor"],
+                           [(2, ["parallel.tp=1", "optimizer.name=adafactor"])])}
+    for optimizer, (source_layout, targets) in cases.items():
+        source = f"{optimizer}_source"
+        job.run(4, source, *source_layout, *common)
+        want, _ = read_steps(job.run_file(source))
+        check(np.array_equal(want["step"], np.arange(1, 17)), f"{source} steps: {want['step']}")
+        for ranks, layout in targets:
+            name = f"{optimizer}_on_{ranks}_ranks_" + "_".join(s.split("=")[1] for s in layout)
+            folder = os.path.join(job.work, f"{name}.ckpt")
+            shutil.copytree(os.path.join(job.work, f"{source}.ckpt"), folder)
+            shutil.rmtree(os.path.join(folder, "step_00000016"))  # resume from step 8
+            if ranks != 4:  # the source's run file, with a column per rank of 4: kept aside, a new one started
+                shutil.copy(job.run_file(source), job.run_file(name))
+            log_path = job.run(ranks, name, *layout, *common, f"checkpoint.dir={folder}")
+            if ranks != 4:
+                aside = [f for f in os.listdir(job.work) if f.startswith(f"{name}.h5.world4.")]
+                check(len(aside) == 1, f"{name}: the 4-rank run file was not kept aside: {os.listdir(job.work)}")
+            with open(log_path) as f:
+                log = f.read()
+            check("optimizer state resharded from tp 2 x dp 2" in log, f"{name}: the log does not say it resharded")
+            got, attrs = read_steps(job.run_file(name))
+            check(np.array_equal(got["step"], np.arange(9, 17)), f"{name} steps: {got['step']}")
+            check(int(attrs["resumed_from_step"]) == 8, f"{name}: resumed_from_step {attrs['resumed_from_step']}")
+            for column in ("loss", "grad_norm"):
+                reference = want[column][8:]
+                error = np.max(np.abs(got[column] - reference) / np.abs(reference))
+                check(error <= 1e-6, f"{name}: {column} differs from the source's own continuation by {error:.3g} "
+                                     f"(relative): {got[column]} vs {reference}")
+            check(np.array_equal(got["samples"], want["samples"][8:]) and
+                  np.array_equal(got["target_tokens"], want["target_tokens"][8:]), f"{name}: other global batches")
+            print(f"reshard: {optimizer} tp 2 x dp 2 -> {ranks} rank(s) {' '.join(layout)}: steps 9-16 equal, "
+                  f"worst loss error {np.max(np.abs(got['loss'] - want['loss'][8:]) / want['loss'][8:]):.2g}")
 
 
 def resume_after_kill(job, layout):
@@ -530,7 +577,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse", "prep_to_train", "eval_only",
                                              "diverge", "vocab_beyond", "failures", "checkpointing_auto",
-                                             "resume_replicated"])
+                                             "resume_replicated", "reshard"])
     parser.add_argument("--bin", required=True)
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--work", required=True)

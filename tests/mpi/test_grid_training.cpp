@@ -4,16 +4,21 @@
 // optimizer steps; also with activation checkpointing, with 4 micro-batches of accumulation against one large
 // batch, with ZeRO-1, and with Adafactor (fixed step size; and T5's relative step with the parameter scale and
 // momentum), whose row/column means and RMS values span the TP-split dimensions. Weight decay and gradient
-// clipping are on, so both take part in what is compared.
+// clipping are on, so both take part in what is compared. And a checkpoint written on any grid continues on any
+// other grid (ZeRO-1 on or off on either side) exactly as on its own (GridResharding, at the end).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
+#include <optional>
 
 #include "data/synthetic_task.h"
 #include "model/t5_model.h"
 #include "mpi_test_support.h"
 #include "test_support.h"
 #include "core/check.h"
+#include "io/sharded_checkpoint.h"
+#include "train/optimizer_resharding.h"
 #include "train/parallel_trainer.h"
 
 namespace t5scale {
@@ -83,31 +88,66 @@ struct Snapshot {
   std::map<std::string, torch::Tensor> weights;    // after the last step, full tensors
 };
 
+// One model training on a grid, one global batch of the synthetic task per step.
+class TrainingRun {
+ public:
+  TrainingRun(const ModelConfig& config, ProcessGrid grid, const Variant& variant, torch::ScalarType dtype,
+              uint64_t init_seed = 31)
+      : model_(config, grid.tp, dtype), task_(task_options(config)), micro_batches_(variant.micro_batches) {
+    model_->initialize_weights(init_seed);
+    model_->set_activation_checkpointing(variant.checkpoint_every);
+    trainer_ = std::make_unique<ParallelTrainer>(model_, std::move(grid), training_options(variant));
+  }
+
+  StepResult step() {
+    const Seq2SeqBatch global = task_.next_batch(kGlobalBatch);
+    return trainer_->step(replica_micro_batches(global, trainer_->grid(), micro_batches_), kLearningRate);
+  }
+  void skip_batches(int count) {
+    for (int i = 0; i < count; ++i) task_.next_batch(kGlobalBatch);
+  }
+  // Full tensors, gathered over TP.
+  std::map<std::string, torch::Tensor> gradients() {
+    std::map<std::string, torch::Tensor> out;
+    const auto& slots = trainer_->gradients().slots();
+    for (size_t k = 0; k < slots.size(); ++k) {
+      out[slots[k].name] =
+          testing::gather_shards(trainer_->gradients().gathered_grad(k), slots[k].layout, *trainer_->grid().tp);
+    }
+    return out;
+  }
+  std::map<std::string, torch::Tensor> weights() {
+    std::map<std::string, torch::Tensor> out;
+    auto params = model_->named_parameters();
+    for (const ParameterLayout& layout : model_->parameter_layouts()) {
+      out[layout.name] = testing::gather_shards(params[layout.name], layout, *trainer_->grid().tp);
+    }
+    return out;
+  }
+  ParallelTrainer& trainer() { return *trainer_; }
+
+ private:
+  static SyntheticTaskOptions task_options(const ModelConfig& config) {
+    SyntheticTaskOptions options;
+    options.vocab_size = config.vocab_size;
+    return options;
+  }
+
+  T5Model model_;
+  SyntheticTask task_;
+  int64_t micro_batches_;
+  std::unique_ptr<ParallelTrainer> trainer_;
+};
+
 Snapshot train_run(const ModelConfig& config, ProcessGrid grid, const Variant& variant, int steps,
                    torch::ScalarType dtype) {
-  T5Model model(config, grid.tp, dtype);
-  model->initialize_weights(31);
-  model->set_activation_checkpointing(variant.checkpoint_every);
-  ParallelTrainer trainer(model, grid, training_options(variant));
-  SyntheticTaskOptions task_options;
-  task_options.vocab_size = config.vocab_size;
-  SyntheticTask task(task_options);
+  TrainingRun run(config, std::move(grid), variant, dtype);
   Snapshot snapshot;
   for (int s = 0; s < steps; ++s) {
-    const Seq2SeqBatch global = task.next_batch(kGlobalBatch);
-    snapshot.steps.push_back(trainer.step(replica_micro_batches(global, trainer.grid(), variant.micro_batches), kLearningRate));
-    if (s == 0) {
-      const auto& slots = trainer.gradients().slots();
-      for (size_t k = 0; k < slots.size(); ++k) {
-        snapshot.gradients[slots[k].name] =
-            testing::gather_shards(trainer.gradients().gathered_grad(k), slots[k].layout, *trainer.grid().tp);
-      }
-    }
+    snapshot.steps.push_back(run.step());
+    if (s == 0) snapshot.gradients = run.gradients();
   }
-  auto params = model->named_parameters();
-  for (const ParameterLayout& layout : model->parameter_layouts()) {
-    snapshot.weights[layout.name] = testing::gather_shards(params[layout.name], layout, *trainer.grid().tp);
-  }
+  snapshot.weights = run.weights();
   return snapshot;
 }
 
@@ -219,6 +259,133 @@ INSTANTIATE_TEST_SUITE_P(Variants, GridTraining,
                                            Variant{"all", 1, 4, true},
                                            Variant{"adafactor", 0, 1, false, Optimizer::kAdafactor},
                                            Variant{"adafactor_relative_step", 1, 4, false,
+                                                   Optimizer::kAdafactorRelativeStep}),
+                         [](const auto& info) { return info.param.name; });
+
+// ---- A checkpoint continues on any grid ----
+// Every grid of 1, 2 or 4 ranks that fits this world (1x1, 2x1, 1x2, 2x2, 4x1, 1x4 under 4 ranks; with DP, ZeRO-1
+// off and on), formed on the first ranks of the world, trains kStepsBeforeCheckpoint steps, writes a checkpoint and
+// continues kStepsAfterCheckpoint steps: the reference. Every grid then loads that checkpoint into a model initialised
+// from another seed (so that nothing but what was loaded can carry over) and continues the same global batches: the
+// loss and gradient norm of each step and the gathered weights at the end must equal the reference's, by the rule of
+// expect_same (fp64 to 1e-12, fp32 to 1e-6). World rank 0 is in every grid and compares.
+constexpr int kStepsBeforeCheckpoint = 2;
+constexpr int kStepsAfterCheckpoint = 2;
+
+struct GridShape {
+  int tp = 1, dp = 1;
+  bool zero1 = false;
+  std::string name() const { return msg(tp, "x", dp, zero1 ? " zero1" : ""); }
+};
+
+std::vector<GridShape> grid_shapes_within_world(bool with_zero1) {
+  std::vector<GridShape> shapes;
+  for (const auto& [tp, dp] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}, {1, 2}, {2, 2}, {4, 1}, {1, 4}}) {
+    if (tp * dp > testing::world_size()) continue;
+    shapes.push_back({tp, dp, false});
+    if (with_zero1 && dp > 1) shapes.push_back({tp, dp, true});
+  }
+  return shapes;
+}
+
+// The grid on the first tp x dp ranks of the world; std::nullopt on the others. Collective over the world.
+std::optional<ProcessGrid> grid_on_first_ranks(int tp, int dp) {
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm ranks = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank < tp * dp ? 0 : MPI_UNDEFINED, world_rank, &ranks);
+  if (ranks == MPI_COMM_NULL) return std::nullopt;
+  GridOptions options;
+  options.tp = tp;
+  options.collective_timeout_s = 300.0;
+  options.ranks = ranks;
+  ProcessGrid grid = ProcessGrid::create(options);
+  MPI_Comm_free(&ranks);
+  return grid;
+}
+
+CheckpointIdentity identity_of(const ProcessGrid& grid) {
+  CheckpointIdentity identity;
+  identity.tp = grid.tp_size;
+  identity.dp = grid.dp_size;
+  identity.model_name = "grid test model";
+  return identity;
+}
+
+// The steps after the checkpoint and the gathered weights at their end.
+Snapshot continuation(TrainingRun& run) {
+  Snapshot snapshot;
+  for (int s = 0; s < kStepsAfterCheckpoint; ++s) snapshot.steps.push_back(run.step());
+  snapshot.weights = run.weights();
+  return snapshot;
+}
+
+class GridResharding : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(GridResharding, ACheckpointContinuesOnEveryGridAsOnItsOwn) {
+  const Variant base = GetParam();
+  const bool adamw = base.optimizer == Optimizer::kAdamW;  // Adafactor has no ZeRO-1
+  const ModelConfig config = grid_model(/*v1_1=*/adamw);     // and runs the tied-embedding model
+  const std::vector<GridShape> shapes = grid_shapes_within_world(adamw);
+  const torch::ScalarType dtypes[2] = {torch::kFloat32, torch::kFloat64};
+  const std::filesystem::path root = msg("grid_resharding.w", testing::world_size(), ".", base.name);
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  int pairs = 0;
+  for (const GridShape& source : shapes) {
+    Reference reference;
+    const auto folder = [&](int i) {
+      return (root / msg(source.tp, "x", source.dp, source.zero1 ? "_zero1" : "", i ? "_fp64" : "_fp32")).string();
+    };
+    for (int i = 0; i < 2; ++i) {
+      const std::string dir = folder(i);
+      if (auto grid = grid_on_first_ranks(source.tp, source.dp)) {
+        Variant variant = base;
+        variant.zero1 = source.zero1;
+        TrainingRun run(config, *grid, variant, dtypes[i]);
+        for (int s = 0; s < kStepsBeforeCheckpoint; ++s) run.step();
+        ShardedCheckpointStore store(dir, 1, grid->world, grid->tp_rank, grid->dp_rank);
+        store.save(kStepsBeforeCheckpoint, optimizer_checkpoint_tensors(run.trainer().optimizer()),
+                   identity_of(*grid), {}, optimizer_layout(run.trainer().optimizer()));
+        (i ? reference.fp64 : reference.fp32) = continuation(run);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+    for (const GridShape& target : shapes) {
+      Snapshot got[2];
+      for (int i = 0; i < 2; ++i) {
+        const std::string dir = folder(i);
+        if (auto grid = grid_on_first_ranks(target.tp, target.dp)) {
+          Variant variant = base;
+          variant.zero1 = target.zero1;
+          TrainingRun run(config, *grid, variant, dtypes[i], /*init_seed=*/97);
+          run.skip_batches(kStepsBeforeCheckpoint);
+          ShardedCheckpointStore store(dir, 1, grid->world, grid->tp_rank, grid->dp_rank);
+          const auto loaded = store.load_latest(identity_of(*grid), nullptr);
+          T5S_CHECK(loaded.has_value(), "no checkpoint in ", dir);
+          const std::string how = load_optimizer_state(*loaded, run.trainer().optimizer());
+          const bool same_layout = source.tp == target.tp && source.dp == target.dp && source.zero1 == target.zero1;
+          EXPECT_EQ(how.find("resharded") == std::string::npos, same_layout) << how;
+          EXPECT_EQ(run.trainer().optimizer().step_count(), kStepsBeforeCheckpoint);
+          got[i] = continuation(run);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+      }
+      if (world_rank == 0) {
+        expect_same(got[0], got[1], reference, msg(base.name, " ", source.name(), " -> ", target.name()),
+                    /*compare_gradients=*/false);
+      }
+      ++pairs;
+    }
+  }
+  print_on_rank0(msg(base.name, ": ", pairs, " pairs of grids"));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank == 0) std::filesystem::remove_all(root);
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, GridResharding,
+                         ::testing::Values(Variant{"adamw", 0, 1, false},
+                                           Variant{"adafactor_relative_step", 0, 1, false,
                                                    Optimizer::kAdafactorRelativeStep}),
                          [](const auto& info) { return info.param.name; });
 

@@ -323,7 +323,7 @@ TEST(RunFile, AnUnreadableFileIsKeptAsideNotDeleted) {
   EXPECT_EQ(reader.doubles("/steps/step"), std::vector<double>{8});
 }
 
-TEST(RunFile, ResumeRefusesAnotherFormatOrWorldSizeAndLeavesTheFile) {
+TEST(RunFile, ResumeRefusesAnotherFormatAndLeavesTheFile) {
   TempDir dir;
   const std::string other = dir / "other.h5";
   H5Fclose(H5Fcreate(other.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
@@ -331,13 +331,31 @@ TEST(RunFile, ResumeRefusesAnotherFormatOrWorldSizeAndLeavesTheFile) {
   EXPECT_NE(error_of([&] { RunFile::resume(other, attributes(), 3); }).find("is not a t5scale run file"),
             std::string::npos);
   EXPECT_EQ(file_bytes(other), before);
+}
 
+// A checkpoint resumed on another grid: the old file's rows have a column per rank of the old world size. It is
+// kept whole under another name, and a new file starts from the checkpoint's step.
+TEST(RunFile, ResumeOnAnotherWorldSizeKeepsTheOldFileAsideAndStartsANewOne) {
+  TempDir dir;
   const std::string path = dir / "run.h5";
   { RunFile::create(path, attributes()).append_step(step(1)); }
-  const std::string message = error_of([&] { RunFile::resume(path, attributes(2, 1), 3); });
-  EXPECT_NE(message.find("another world_size than 2"), std::string::npos) << message;
+  const std::string before = file_bytes(path);
+  std::string warning;
+  {
+    RunFile resumed = RunFile::resume(path, attributes(2, 1), 3, {}, &warning);
+    EXPECT_EQ(resumed.resumed_from_step(), 3);
+  }
+  EXPECT_NE(warning.find("world size 4, this run has 2"), std::string::npos) << warning;
+  std::vector<std::string> aside;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("run.h5.world4.", 0) == 0) aside.push_back(entry.path().string());
+  }
+  ASSERT_EQ(aside.size(), 1u) << warning;
+  EXPECT_NE(warning.find(aside[0]), std::string::npos) << warning;
+  EXPECT_EQ(file_bytes(aside[0]), before);
   Reader reader(path);
-  EXPECT_EQ(reader.doubles("/steps/step"), std::vector<double>{1});
+  EXPECT_TRUE(reader.doubles("/steps/step").empty());
 }
 
 // ---- Bad input ----
