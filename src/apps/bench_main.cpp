@@ -13,6 +13,7 @@
 #include "config/config_registry.h"
 #include "config/hf_config.h"
 #include "core/check.h"
+#include "core/command_line.h"
 #include "plan/cost_model.h"
 #include "train/step_benchmark.h"
 
@@ -222,11 +223,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "t5scale-bench: error: %s\n", e.what());
-    return 2;
-  }
-}
+int main(int argc, char** argv) { return t5scale::guarded_main("t5scale-bench", argc, argv, run); }

@@ -19,10 +19,14 @@ ModelConfig read_hf_config(const std::string& path) {
   } catch (const json::exception& e) {
     throw Error(msg(path, ": not valid JSON: ", e.what()));
   }
+  return hf_config_from_json(j, path, fs::path(path).parent_path().filename().string());
+}
+
+ModelConfig hf_config_from_json(const json& j, const std::string& path, const std::string& name) {
   if (!j.is_object()) throw Error(msg(path, ": not a JSON object"));
   std::vector<std::string> errors;
   ModelConfig c;
-  c.name = fs::path(path).parent_path().filename().string();
+  c.name = name;
 
   auto integer = [&](const char* key, int64_t& field, bool required) {
     if (!j.contains(key) || j[key].is_null()) {

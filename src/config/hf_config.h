@@ -13,6 +13,8 @@ namespace t5scale {
 // Reads a T5 config.json. The shape fields (vocab_size, d_model, d_kv, d_ff, num_layers, num_heads) are
 // required; the others default as in Hugging Face's T5Config; keys t5scale does not use are ignored.
 ModelConfig read_hf_config(const std::string& config_json_path);
+// The same from parsed JSON; `source` names it in messages, `name` becomes the model's name.
+ModelConfig hf_config_from_json(const nlohmann::json& json, const std::string& source, const std::string& name);
 void write_hf_config(const ModelConfig& config, const std::string& config_json_path);
 // The config.json contents (Hugging Face's T5Config fields) as JSON.
 nlohmann::json hf_config_json(const ModelConfig& config);

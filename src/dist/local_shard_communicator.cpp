@@ -4,8 +4,10 @@
 
 namespace t5scale {
 
-LocalShardCommunicator::LocalShardCommunicator(int size, std::string name) : size_(size), name_(std::move(name)) {
+LocalShardCommunicator::LocalShardCommunicator(int size, std::string name, int rank)
+    : size_(size), rank_(rank), name_(std::move(name)) {
   T5S_CHECK(size_ >= 1, "a local shard group needs at least one rank, got ", size_);
+  T5S_CHECK(rank_ >= 0 && rank_ < size_, "rank ", rank_, " is not a rank of the ", name_, " group of ", size_);
 }
 
 torch::Tensor LocalShardCommunicator::all_gather(const torch::Tensor& tensor) {
@@ -21,7 +23,8 @@ void LocalShardCommunicator::broadcast(torch::Tensor& tensor, int root) {
 
 torch::Tensor LocalShardCommunicator::reduce_scatter_sum(const torch::Tensor& flat) {
   T5S_CHECK_DIVISIBLE(flat.numel(), size_);
-  return flat.reshape({-1}).narrow(0, 0, flat.numel() / size_).clone();  // (numel / size)
+  const int64_t chunk = flat.numel() / size_;
+  return flat.reshape({-1}).narrow(0, rank_ * chunk, chunk).clone();  // (numel / size)
 }
 
 std::unique_ptr<CollectiveWork> LocalShardCommunicator::all_reduce_sum_async(torch::Tensor& tensor) {
@@ -32,7 +35,7 @@ std::unique_ptr<CollectiveWork> LocalShardCommunicator::reduce_scatter_sum_async
                                                                                  torch::Tensor& chunk) {
   T5S_CHECK(chunk.numel() * size_ == flat.numel(), "reduce-scatter of ", flat.numel(), " elements over ", size_,
             " ranks needs a chunk of ", flat.numel() / size_, ", got ", chunk.numel());
-  chunk.copy_(flat.reshape({-1}).narrow(0, 0, chunk.numel()).view(chunk.sizes()));
+  chunk.copy_(flat.reshape({-1}).narrow(0, rank_ * chunk.numel(), chunk.numel()).view(chunk.sizes()));
   return std::make_unique<CompletedWork>();
 }
 

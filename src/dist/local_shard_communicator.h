@@ -1,14 +1,16 @@
-// A stand-in TP group for measuring one rank's share of a TP = N model on one device: it says it has N ranks and
-// is rank 0, so the model is built with exactly one rank's parameter shapes and does one rank's compute, while its
-// collectives are local operations that produce tensors of the shapes the real ones would, without any transfer:
+// A stand-in group for measuring one rank's share of a TP = N model on one device: it says it has N ranks and is
+// rank 0 (or a given rank), so the model is built with exactly one rank's parameter shapes and does one rank's
+// compute, while its collectives are local operations that produce tensors of the shapes the real ones would,
+// without any transfer:
 //
 //   all_reduce_sum / all_reduce_max   in place, the input left as it is (what NCCL does in place, minus the wire)
 //   all_gather                        (N, *shape): the input in every slot
-//   reduce_scatter_sum                the first chunk of the input (flat.numel() / N elements)
+//   reduce_scatter_sum                this rank's chunk of the input (flat.numel() / N elements)
 //   broadcast                         the input left as it is
 //
 // Results are not those of a real group (nothing is summed): it exists for timing compute and memory, never for
-// training. Megatron-LM measures the per-GPU compute of a TP model on one GPU the same way.
+// training. Megatron-LM measures the per-GPU compute of a TP model on one GPU the same way. t5scale-ckpt reshard
+// builds each rank of a target grid in one process with such groups, to lay out its optimizer state.
 #pragma once
 
 #include <memory>
@@ -20,10 +22,10 @@ namespace t5scale {
 
 class LocalShardCommunicator final : public Communicator {
  public:
-  // size: the TP size whose rank-0 share is measured (>= 1); name: the group's name in messages.
-  LocalShardCommunicator(int size, std::string name);
+  // size: the group size whose rank's share is built (>= 1); name: the group's name in messages.
+  LocalShardCommunicator(int size, std::string name, int rank = 0);
 
-  int rank() const override { return 0; }
+  int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return name_; }
 
@@ -37,6 +39,7 @@ class LocalShardCommunicator final : public Communicator {
 
  private:
   int size_;
+  int rank_;
   std::string name_;
 };
 

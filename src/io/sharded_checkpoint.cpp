@@ -50,6 +50,64 @@ void write_text_file_atomically(const std::string& path, const std::string& text
   fs::rename(temporary, path);
 }
 
+nlohmann::json read_manifest(const fs::path& folder) {
+  const fs::path path = folder / "manifest.json";
+  std::ifstream in(path);
+  T5S_CHECK(in.good(), "cannot read ", path.string());
+  nlohmann::json manifest;
+  try {
+    manifest = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(msg(path.string(), " is not valid JSON: ", e.what()));
+  }
+  T5S_CHECK(manifest.value("format", "") == kFormat, path.string(), " is not a t5scale checkpoint manifest");
+  const int version = manifest.at("format_version").get<int>();
+  T5S_CHECK(version >= kOldestReadableVersion && version <= kFormatVersion, path.string(), ": format_version ",
+            version, " (this build reads ", kOldestReadableVersion, " to ", kFormatVersion, ")");
+  return manifest;
+}
+
+// A rank's file against its manifest entry: present, of the recorded size and checksum.
+void check_shard_file(const fs::path& path, const nlohmann::json& entry) {
+  T5S_CHECK(fs::exists(path), "missing ", path.string());
+  T5S_CHECK(static_cast<int64_t>(fs::file_size(path)) == entry.at("bytes").get<int64_t>(), path.string(), " has ",
+            fs::file_size(path), " bytes, the manifest says ", entry.at("bytes").get<int64_t>());
+  const std::string checksum = file_checksum(path.string());
+  T5S_CHECK(checksum == entry.at("checksum").get<std::string>(), path.string(), " checksum ", checksum,
+            " differs from the manifest's ", entry.at("checksum").get<std::string>());
+}
+
+// Writes one rank's file; returns its manifest entry {"bytes", "checksum"}.
+nlohmann::json write_shard_file(const std::string& path, const NamedTensors& tensors, int64_t step, int tp_rank,
+                                int dp_rank) {
+  write_safetensors(path, tensors,
+                    {{"step", std::to_string(step)},
+                     {"tp_rank", std::to_string(tp_rank)},
+                     {"dp_rank", std::to_string(dp_rank)}});
+  return {{"bytes", static_cast<int64_t>(fs::file_size(path))}, {"checksum", file_checksum(path)}};
+}
+
+// The manifest into `temporary_folder`, then the folder renamed to `final_folder` (replacing one of the same
+// step so that a complete checkpoint exists at every moment).
+void complete_checkpoint_folder(const fs::path& temporary_folder, const fs::path& final_folder, int64_t step,
+                                const CheckpointIdentity& identity, const nlohmann::json& run_state,
+                                const nlohmann::json& optimizer_layout, const nlohmann::json& files) {
+  const nlohmann::json manifest = {{"format", kFormat},         {"format_version", kFormatVersion},
+                                   {"step", step},              {"created_utc", utc_iso_time()},
+                                   {"identity", to_json(identity)}, {"run_state", run_state},
+                                   {"optimizer_layout", optimizer_layout}, {"files", files}};
+  write_text_file_atomically((temporary_folder / "manifest.json").string(), manifest.dump(2));
+  if (fs::exists(final_folder)) {
+    const fs::path previous = final_folder.string() + ".old.tmp";
+    fs::remove_all(previous);
+    fs::rename(final_folder, previous);
+    fs::rename(temporary_folder, final_folder);
+    fs::remove_all(previous);
+  } else {
+    fs::rename(temporary_folder, final_folder);
+  }
+}
+
 }  // namespace
 
 std::string checkpoint_shard_name(int tp_rank, int dp_rank) {
@@ -168,47 +226,30 @@ std::string ShardedCheckpointStore::save(int64_t step, const NamedTensors& rank_
   }
   barrier();
 
-  const std::string shard_path = (temporary_folder / shard_file_name()).string();
-  write_safetensors(shard_path, rank_tensors,
-                    {{"step", std::to_string(step)},
-                     {"tp_rank", std::to_string(tp_rank_)},
-                     {"dp_rank", std::to_string(dp_rank_)}});
-  const std::string checksum = file_checksum(shard_path);
-  const int64_t bytes = static_cast<int64_t>(fs::file_size(shard_path));
+  const nlohmann::json mine = write_shard_file((temporary_folder / shard_file_name()).string(), rank_tensors, step,
+                                               tp_rank_, dp_rank_);
+  const int64_t bytes = mine.at("bytes").get<int64_t>();
+  const std::string checksum = mine.at("checksum").get<std::string>();
 
   // Rank 0 learns every rank's file: (tp_rank, dp_rank, bytes, checksum as two 32-bit halves).
   const uint64_t checksum_value = std::stoull(checksum, nullptr, 16);
-  torch::Tensor mine = torch::tensor({static_cast<int64_t>(tp_rank_), static_cast<int64_t>(dp_rank_), bytes,
-                                      static_cast<int64_t>(checksum_value >> 32),
-                                      static_cast<int64_t>(checksum_value & 0xFFFFFFFFull)},
-                                     torch::kInt64);
-  const torch::Tensor everyone = world_->all_gather(mine.to(device_)).cpu();
+  torch::Tensor row = torch::tensor({static_cast<int64_t>(tp_rank_), static_cast<int64_t>(dp_rank_), bytes,
+                                     static_cast<int64_t>(checksum_value >> 32),
+                                     static_cast<int64_t>(checksum_value & 0xFFFFFFFFull)},
+                                    torch::kInt64);
+  const torch::Tensor everyone = world_->all_gather(row.to(device_)).cpu();
   if (rank0) {
     nlohmann::json files = nlohmann::json::object();
     for (int64_t r = 0; r < everyone.size(0); ++r) {
-      const auto row = everyone[r];
-      const uint64_t value = (static_cast<uint64_t>(row[3].item<int64_t>()) << 32) |
-                             static_cast<uint64_t>(row[4].item<int64_t>());
+      const auto entry = everyone[r];
+      const uint64_t value = (static_cast<uint64_t>(entry[3].item<int64_t>()) << 32) |
+                             static_cast<uint64_t>(entry[4].item<int64_t>());
       std::ostringstream hex;
       hex << std::hex << std::setw(16) << std::setfill('0') << value;
-      files[checkpoint_shard_name(static_cast<int>(row[0].item<int64_t>()), static_cast<int>(row[1].item<int64_t>()))] = {
-          {"bytes", row[2].item<int64_t>()}, {"checksum", hex.str()}};
+      files[checkpoint_shard_name(static_cast<int>(entry[0].item<int64_t>()), static_cast<int>(entry[1].item<int64_t>()))] = {
+          {"bytes", entry[2].item<int64_t>()}, {"checksum", hex.str()}};
     }
-    const nlohmann::json manifest = {{"format", kFormat},         {"format_version", kFormatVersion},
-                                     {"step", step},              {"created_utc", utc_iso_time()},
-                                     {"identity", to_json(identity)}, {"run_state", run_state},
-                                     {"optimizer_layout", optimizer_layout}, {"files", files}};
-    write_text_file_atomically((temporary_folder / "manifest.json").string(), manifest.dump(2));
-    if (fs::exists(final_folder)) {
-      // The same step saved again (after a resume): swap so that a complete checkpoint exists at every moment.
-      const fs::path previous = fs::path(dir_) / (step_folder_name(step) + ".old.tmp");
-      fs::remove_all(previous);
-      fs::rename(final_folder, previous);
-      fs::rename(temporary_folder, final_folder);
-      fs::remove_all(previous);
-    } else {
-      fs::rename(temporary_folder, final_folder);
-    }
+    complete_checkpoint_folder(temporary_folder, final_folder, step, identity, run_state, optimizer_layout, files);
     // Keep the newest keep_last; drop folders of saves that never completed.
     const auto complete = complete_checkpoints();
     for (size_t i = static_cast<size_t>(keep_last_); i < complete.size(); ++i) fs::remove_all(complete[i].second);
@@ -246,26 +287,13 @@ std::optional<LoadedCheckpoint> ShardedCheckpointStore::load_latest(const Checkp
     std::string problem;
     nlohmann::json manifest;
     try {
-      std::ifstream in(folder / "manifest.json");
-      T5S_CHECK(in.good(), "cannot read ", (folder / "manifest.json").string());
-      manifest = nlohmann::json::parse(in);
-      T5S_CHECK(manifest.value("format", "") == kFormat, "not a t5scale checkpoint manifest");
-      const int version = manifest.at("format_version").get<int>();
-      T5S_CHECK(version >= kOldestReadableVersion && version <= kFormatVersion, "manifest format_version ", version,
-                " (this build reads ", kOldestReadableVersion, " to ", kFormatVersion, ")");
+      manifest = read_manifest(folder);
       // The files are shared out over this job's ranks (its grid may differ from the writer's): each is read
       // through once, by one rank.
       int index = 0;
       for (const auto& [name, file] : manifest.at("files").items()) {
         if (index++ % world_->size() != world_->rank()) continue;
-        const fs::path shard_path = folder / name;
-        T5S_CHECK(fs::exists(shard_path), "missing ", shard_path.string());
-        T5S_CHECK(static_cast<int64_t>(fs::file_size(shard_path)) == file.at("bytes").get<int64_t>(),
-                  shard_path.string(), " has ", fs::file_size(shard_path), " bytes, the manifest says ",
-                  file.at("bytes").get<int64_t>());
-        const std::string checksum = file_checksum(shard_path.string());
-        T5S_CHECK(checksum == file.at("checksum").get<std::string>(), shard_path.string(), " checksum ", checksum,
-                  " differs from the manifest's ", file.at("checksum").get<std::string>());
+        check_shard_file(folder / name, file);
       }
     } catch (const std::exception& e) {
       problem = e.what();
@@ -295,6 +323,55 @@ std::optional<LoadedCheckpoint> ShardedCheckpointStore::load_latest(const Checkp
     return loaded;
   }
   return std::nullopt;
+}
+
+CheckpointFolderWriter::CheckpointFolderWriter(std::string dir, int64_t step)
+    : dir_(std::move(dir)), step_(step), files_(nlohmann::json::object()) {
+  const fs::path final_folder = fs::path(dir_) / step_folder_name(step_);
+  T5S_CHECK(!fs::exists(final_folder), final_folder.string(), " exists; it is left as it is (choose another folder)");
+  fs::create_directories(dir_);
+  fs::remove_all(temporary_folder());  // left by an earlier attempt that did not complete
+  fs::create_directories(temporary_folder());
+}
+
+std::string CheckpointFolderWriter::temporary_folder() const {
+  return (fs::path(dir_) / (step_folder_name(step_) + ".tmp")).string();
+}
+
+void CheckpointFolderWriter::write_shard(int tp_rank, int dp_rank, const NamedTensors& tensors) {
+  const std::string name = checkpoint_shard_name(tp_rank, dp_rank);
+  files_[name] = write_shard_file((fs::path(temporary_folder()) / name).string(), tensors, step_, tp_rank, dp_rank);
+}
+
+std::string CheckpointFolderWriter::finish(const CheckpointIdentity& identity, const nlohmann::json& run_state,
+                                           const nlohmann::json& optimizer_layout) {
+  const fs::path final_folder = fs::path(dir_) / step_folder_name(step_);
+  complete_checkpoint_folder(temporary_folder(), final_folder, step_, identity, run_state, optimizer_layout, files_);
+  return final_folder.string();
+}
+
+OpenedCheckpoint open_checkpoint(const std::string& path) {
+  fs::path folder = path;
+  T5S_CHECK(fs::is_directory(folder), path, " is not a folder");
+  if (!fs::exists(folder / "manifest.json")) {  // a checkpoint folder: its newest complete step
+    int64_t newest = -1;
+    for (const auto& entry : fs::directory_iterator(folder)) {
+      const int64_t step = parse_step_folder(entry.path().filename().string());
+      if (step > newest && fs::exists(entry.path() / "manifest.json")) {
+        newest = step;
+        folder = entry.path();
+      }
+    }
+    T5S_CHECK(newest >= 0, path, " holds no complete checkpoint (no manifest.json in it or in a step_N folder)");
+  }
+  OpenedCheckpoint opened;
+  opened.manifest = read_manifest(folder);
+  const nlohmann::json& m = opened.manifest;
+  for (const auto& [name, entry] : m.at("files").items()) check_shard_file(folder / name, entry);
+  opened.loaded = LoadedCheckpoint{m.at("step").get<int64_t>(), folder.string(),
+                                   checkpoint_identity_from_json(m.at("identity")), m.at("run_state"),
+                                   m.value("optimizer_layout", nlohmann::json()), std::nullopt};
+  return opened;
 }
 
 }  // namespace t5scale

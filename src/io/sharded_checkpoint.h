@@ -85,6 +85,32 @@ class ShardedCheckpointStore {
   torch::Device device_;
 };
 
+// A checkpoint folder written by one process for every rank of a grid (t5scale-ckpt reshard): the same files and
+// manifest as ShardedCheckpointStore::save(), made under <dir>/step_N.tmp and renamed when complete.
+class CheckpointFolderWriter {
+ public:
+  // Refuses when <dir>/step_N exists (nothing is overwritten).
+  CheckpointFolderWriter(std::string dir, int64_t step);
+  void write_shard(int tp_rank, int dp_rank, const NamedTensors& tensors);
+  // The manifest, then the rename. Returns the step folder.
+  std::string finish(const CheckpointIdentity& identity, const nlohmann::json& run_state,
+                     const nlohmann::json& optimizer_layout);
+
+ private:
+  std::string temporary_folder() const;
+  std::string dir_;
+  int64_t step_;
+  nlohmann::json files_;
+};
+
+// Offline (one process): the checkpoint at `path`, a step folder or a checkpoint folder (its newest complete step),
+// with every file checked against the manifest (size and checksum). Throws naming the file and what differs.
+struct OpenedCheckpoint {
+  LoadedCheckpoint loaded;  // without a shard: no rank is opening it
+  nlohmann::json manifest;
+};
+OpenedCheckpoint open_checkpoint(const std::string& path);
+
 // The file name of rank (tp_rank, dp_rank)'s tensors in a checkpoint folder: rank_tp<t>_dp<d>.safetensors.
 std::string checkpoint_shard_name(int tp_rank, int dp_rank);
 

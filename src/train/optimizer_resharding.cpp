@@ -193,4 +193,20 @@ std::string load_optimizer_state(const LoadedCheckpoint& loaded, DistributedOpti
              " to tp ", tp_size, " x dp ", dp_size, (live.gradients().zero1() ? " (ZeRO-1)" : ""));
 }
 
+ParallelRng::State resumed_rng_state(const LoadedCheckpoint& loaded, int tp_rank, int tp_size, int dp_rank,
+                                     const ParallelRng::State& fresh) {
+  const int saved_tp = loaded.saved.tp, saved_dp = loaded.saved.dp;
+  const bool same_place = tp_rank < saved_tp && dp_rank < saved_dp;
+  const SafetensorsFile source =
+      same_place && loaded.shard
+          ? *loaded.shard
+          : SafetensorsFile::open((std::filesystem::path(loaded.folder) /
+                                   checkpoint_shard_name(tp_rank % saved_tp, dp_rank % saved_dp))
+                                      .string());
+  ParallelRng::State state = fresh;
+  state.default_generator = source.read("rng.default");
+  if (saved_tp == tp_size) state.tensor_parallel = source.read("rng.tensor_parallel");
+  return state;
+}
+
 }  // namespace t5scale

@@ -20,6 +20,7 @@
 
 #include "io/safetensors.h"
 #include "io/sharded_checkpoint.h"
+#include "model/parallel_rng.h"
 #include "model/parameter_layout.h"
 #include "train/distributed_optimizer.h"
 
@@ -84,5 +85,14 @@ OptimizerState resharded_state(const SavedOptimizerState& saved, DistributedOpti
 // where the checkpoint's layout is live's own (the same grid, ZeRO-1 and buckets), resharded otherwise. Returns how,
 // in a line for the log. Throws when a format 1 checkpoint (without a layout) is resumed on another grid.
 std::string load_optimizer_state(const LoadedCheckpoint& loaded, DistributedOptimizer& live);
+
+// The dropout streams for the rank at (tp_rank, dp_rank) of a grid with tp_size, from `loaded`: those of the rank
+// at the same place in the writer's grid. A place that grid did not have takes its replicated (default) stream
+// from the rank at the same place modulo the writer's grid (that stream is seeded alike on every rank); when the
+// TP size changed, the tensor-parallel stream stays `fresh`'s (each TP rank's stream then stays its own). Dropout
+// masks of TP-split activations depend on the TP size anyway: only without dropout does a run continue on
+// another grid as it would have on its own.
+ParallelRng::State resumed_rng_state(const LoadedCheckpoint& loaded, int tp_rank, int tp_size, int dp_rank,
+                                     const ParallelRng::State& fresh);
 
 }  // namespace t5scale

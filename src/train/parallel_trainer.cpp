@@ -15,6 +15,43 @@
 
 namespace t5scale {
 
+Precision precision_of(RunConfig::Precision precision) {
+  switch (precision) {
+    case RunConfig::Precision::kFp32: return Precision::kFp32;
+    case RunConfig::Precision::kBf16: return Precision::kBf16;
+    case RunConfig::Precision::kFp16: return Precision::kFp16;
+  }
+  return Precision::kFp32;
+}
+
+ParallelTrainingOptions training_options_for(const RunConfig& config) {
+  ParallelTrainingOptions options;
+  const auto& o = config.optimizer;
+  options.optimizer = o.name == OptimizerSettings::Name::kAdafactor ? OptimizerKind::kAdafactor : OptimizerKind::kAdamW;
+  options.adamw.beta1 = o.beta1;
+  options.adamw.beta2 = o.beta2;
+  options.adamw.eps = o.eps;
+  options.adamw.weight_decay = o.weight_decay;
+  options.adamw.fused = o.fused == OptimizerSettings::Fused::kOn    ? FusedMode::kOn
+                        : o.fused == OptimizerSettings::Fused::kOff ? FusedMode::kOff
+                                                                    : FusedMode::kAuto;
+  options.adafactor.relative_step = o.adafactor_relative_step;
+  options.adafactor.scale_parameter = o.adafactor_scale_parameter;
+  options.adafactor.warmup_init = o.adafactor_warmup_init;
+  options.adafactor.decay_rate = o.adafactor_decay_rate;
+  options.adafactor.clip_threshold = o.adafactor_clip_threshold;
+  options.adafactor.beta1 = o.adafactor_beta1;
+  options.adafactor.eps1 = o.adafactor_eps1;
+  options.adafactor.eps2 = o.adafactor_eps2;
+  options.adafactor.weight_decay = o.weight_decay;
+  options.freeze = freeze_options(config.train);
+  options.max_grad_norm = config.train.max_grad_norm;
+  options.zero1 = config.parallel.zero1;
+  options.bucket_bytes = static_cast<int64_t>(config.parallel.bucket_mib * 1024 * 1024);
+  options.precision = precision_of(config.precision);
+  return options;
+}
+
 torch::ScalarType compute_dtype(Precision precision) {
   switch (precision) {
     case Precision::kFp32: return torch::kFloat32;

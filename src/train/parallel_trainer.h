@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "config/run_config.h"
 #include "dist/process_grid.h"
 #include "model/t5_model.h"
 #include "train/distributed_adafactor.h"
@@ -42,6 +43,10 @@ struct ParallelTrainingOptions {
   double initial_loss_scale = 65536.0;  // fp16 only
   int64_t loss_scale_growth_interval = 1000;
 };
+
+Precision precision_of(RunConfig::Precision precision);
+// The training options a run config asks for (optimizer, freezing, clipping, ZeRO-1, buckets, precision).
+ParallelTrainingOptions training_options_for(const RunConfig& config);
 
 struct StepResult {
   double loss = 0.0;       // mean token cross-entropy over the global batch

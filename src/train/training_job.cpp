@@ -43,15 +43,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-Precision precision_of(RunConfig::Precision p) {
-  switch (p) {
-    case RunConfig::Precision::kFp32: return Precision::kFp32;
-    case RunConfig::Precision::kBf16: return Precision::kBf16;
-    case RunConfig::Precision::kFp16: return Precision::kFp16;
-  }
-  return Precision::kFp32;
-}
-
 std::string join(const std::vector<std::string>& parts, const std::string& separator) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? separator : "") + parts[i];
@@ -341,31 +332,7 @@ void TrainingJob::set_up_model_and_trainer() {
   checkpoint_every_blocks_ = resolve_checkpointing().checkpoint_every_blocks;
   if (checkpoint_every_blocks_ > 0) model->set_activation_checkpointing(checkpoint_every_blocks_);
 
-  ParallelTrainingOptions options;
-  const auto& o = config_.optimizer;
-  options.optimizer = o.name == OptimizerSettings::Name::kAdafactor ? OptimizerKind::kAdafactor : OptimizerKind::kAdamW;
-  options.adamw.beta1 = o.beta1;
-  options.adamw.beta2 = o.beta2;
-  options.adamw.eps = o.eps;
-  options.adamw.weight_decay = o.weight_decay;
-  options.adamw.fused = o.fused == OptimizerSettings::Fused::kOn    ? FusedMode::kOn
-                        : o.fused == OptimizerSettings::Fused::kOff ? FusedMode::kOff
-                                                                    : FusedMode::kAuto;
-  options.adafactor.relative_step = o.adafactor_relative_step;
-  options.adafactor.scale_parameter = o.adafactor_scale_parameter;
-  options.adafactor.warmup_init = o.adafactor_warmup_init;
-  options.adafactor.decay_rate = o.adafactor_decay_rate;
-  options.adafactor.clip_threshold = o.adafactor_clip_threshold;
-  options.adafactor.beta1 = o.adafactor_beta1;
-  options.adafactor.eps1 = o.adafactor_eps1;
-  options.adafactor.eps2 = o.adafactor_eps2;
-  options.adafactor.weight_decay = o.weight_decay;
-  options.freeze = freeze_options(config_.train);
-  options.max_grad_norm = config_.train.max_grad_norm;
-  options.zero1 = config_.parallel.zero1;
-  options.bucket_bytes = static_cast<int64_t>(config_.parallel.bucket_mib * 1024 * 1024);
-  options.precision = precision;
-  trainer_ = std::make_unique<ParallelTrainer>(model, grid_, options);
+  trainer_ = std::make_unique<ParallelTrainer>(model, grid_, training_options_for(config_));
 
   if (!config_.eval.only) {  // evaluation alone takes no optimizer step
     lr_plan_ = make_lr_plan(config_, batch_, sampler_->steps_per_epoch());
@@ -460,25 +427,13 @@ CheckpointIdentity TrainingJob::checkpoint_identity() const {
   return identity;
 }
 
-// The dropout streams of the rank at this rank's place in the writer's grid. A place that grid did not have takes
-// its replicated (default) stream from the rank at the same place modulo the writer's grid (that stream is seeded
-// alike on every rank), and keeps the tensor-parallel stream it was seeded with when the TP size changed (each TP
-// rank's stream then stays its own). Dropout masks of TP-split activations depend on the TP size anyway: only
-// without dropout does a run continue on another grid as it would have on its own.
+// The dropout streams as resumed_rng_state() chooses them (on another grid: see there).
 void TrainingJob::restore_rng(const LoadedCheckpoint& loaded) {
-  const int saved_tp = loaded.saved.tp, saved_dp = loaded.saved.dp;
-  const SafetensorsFile replicated_source =
-      loaded.shard ? *loaded.shard
-                   : checkpoints_->open_shard(loaded, grid_.tp_rank % saved_tp, grid_.dp_rank % saved_dp);
-  ParallelRng::State state = rng_->get_state();
-  state.default_generator = replicated_source.read("rng.default");
-  if (saved_tp == grid_.tp_size) {
-    state.tensor_parallel = replicated_source.read("rng.tensor_parallel");
-  } else {
-    log(msg("[t5scale] tp changed from ", saved_tp, " to ", grid_.tp_size,
+  rng_->set_state(resumed_rng_state(loaded, grid_.tp_rank, grid_.tp_size, grid_.dp_rank, rng_->get_state()));
+  if (loaded.saved.tp != grid_.tp_size) {
+    log(msg("[t5scale] tp changed from ", loaded.saved.tp, " to ", grid_.tp_size,
             ": the tensor-parallel dropout streams start afresh from run.seed"));
   }
-  rng_->set_state(state);
 }
 
 void TrainingJob::resume_or_start() {

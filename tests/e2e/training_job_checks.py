@@ -23,7 +23,10 @@
   reshard       a checkpoint of a tp 2 x dp 2 AdamW job with ZeRO-1 continues on 1 rank, on tp 1 x dp 4 without
                 ZeRO-1 and on tp 4 x dp 1, each loss for loss as the job continued on its own grid (fp32: 1e-6
                 relative; without dropout, whose masks depend on the TP size); an Adafactor job's checkpoint
-                (tp 2 x dp 2) continues on tp 1 x dp 2 likewise
+                (tp 2 x dp 2) continues on tp 1 x dp 2 likewise; t5scale-ckpt inspects that checkpoint, reshards it
+                offline (a job resumes it as saved, equal to resharding while loading), exports it (equal to the
+                job's own export) and refuses a tp that does not divide the model, an existing step, a non-empty
+                export folder and a damaged shard
   failures      the job goes down through each failure path (an exception on rank 1, bad data met mid-run on rank
                 0, a stalled rank): the run file says failed with the error and the step where rank 0 could
                 write it, and rank 1's failure note says it where rank 0 could not; the analysis reads both
@@ -161,6 +164,76 @@ def scenario_reshard(job):
                   np.array_equal(got["target_tokens"], want["target_tokens"][8:]), f"{name}: other global batches")
             print(f"reshard: {optimizer} tp 2 x dp 2 -> {ranks} rank(s) {' '.join(layout)}: steps 9-16 equal, "
                   f"worst loss error {np.max(np.abs(got['loss'] - want['loss'][8:]) / want['loss'][8:]):.2g}")
+    check_checkpoint_tool(job)
+
+
+def ckpt_tool(job, *arguments, expect=0):
+    result = subprocess.run([os.path.join(job.bin, "t5scale-ckpt"), *arguments], capture_output=True, text=True)
+    check(result.returncode == expect, f"t5scale-ckpt {' '.join(arguments)}: exit {result.returncode}, expected "
+                                       f"{expect}:\n{result.stdout}{result.stderr}")
+    return result.stdout + result.stderr
+
+
+def check_checkpoint_tool(job):
+    # t5scale-ckpt on the AdamW source's checkpoints: inspect; reshard offline to tp 1 x dp 4 without ZeRO-1, which a
+    # job then resumes as saved (no resharding) with exactly the losses of the job that resharded while loading;
+    # export equal to the job's own export; bad input refused, naming the file or flag, leaving everything as it is.
+    source = os.path.join(job.work, "adamw_source.ckpt")
+    text = ckpt_tool(job, "inspect", source)
+    for expected in ("step_00000016", "tp 2 x dp 2, ZeRO-1; optimizer adamw", "every size and checksum verified",
+                     "rank_tp1_dp1.safetensors"):
+        check(expected in text, f"inspect does not say {expected!r}:\n{text}")
+
+    offline = os.path.join(job.work, "offline.ckpt")
+    text = ckpt_tool(job, "reshard", os.path.join(source, "step_00000008"), "--tp", "1", "--dp", "4", "--zero1",
+                     "false", "--out", offline)
+    check("wrote" in text and "peak resident memory" in text, f"reshard says:\n{text}")
+    print("reshard offline: " + text.strip())
+    text = ckpt_tool(job, "inspect", offline)
+    check("tp 1 x dp 4, no ZeRO" in text, f"the offline checkpoint's grid:\n{text}")
+    common = ["train.max_steps=16", "telemetry.flush_every_steps=1", "data.sampling=sortish", "model.dropout_rate=0",
+              "checkpoint.every_steps=0"]
+    log_path = job.run(4, "offline", "parallel.tp=1", "parallel.zero1=false", *common, f"checkpoint.dir={offline}")
+    with open(log_path) as f:
+        log = f.read()
+    check("optimizer state as saved" in log, "the job resharded the offline checkpoint again")
+    online, _ = read_steps(job.run_file("adamw_on_4_ranks_1_false"))
+    got, _ = read_steps(job.run_file("offline"))
+    for column in ("step", "loss", "grad_norm"):
+        check(np.array_equal(got[column], online[column]),
+              f"{column}: offline resharding {got[column]} vs resharding while loading {online[column]}")
+
+    exported = os.path.join(job.work, "exported")
+    ckpt_tool(job, "export", source, "--hf", exported)
+    job.run(4, "with_export", "parallel.tp=2", "parallel.zero1=true", "train.grad_accumulation=2", *common,
+            "checkpoint.resume=never", f"export.hf_dir={os.path.join(job.work, 'job_export')}")
+    from safetensors.numpy import load_file
+    ours = load_file(os.path.join(exported, "model.safetensors"))
+    theirs = load_file(os.path.join(job.work, "job_export", "model.safetensors"))
+    check(sorted(ours) == sorted(theirs), "exported tensor names differ from the job's export")
+    for name in theirs:
+        check(np.array_equal(ours[name], theirs[name]), f"exported {name} differs from the job's export")
+    print(f"export: {len(ours)} tensors equal to the job's own export at step 16")
+
+    # Bad input.
+    text = ckpt_tool(job, "reshard", source, "--tp", "3", "--dp", "1", "--out", os.path.join(job.work, "x"), expect=2)
+    check("--tp 3" in text and "not divisible" in text, f"tp 3 refusal:\n{text}")
+    check(not os.path.exists(os.path.join(job.work, "x")), "a refused reshard left a folder")
+    text = ckpt_tool(job, "reshard", os.path.join(source, "step_00000008"), "--tp", "1", "--dp", "4", "--out",
+                     offline, expect=2)
+    check("exists" in text, f"resharding over an existing step:\n{text}")
+    text = ckpt_tool(job, "export", source, "--hf", exported, expect=2)
+    check("not empty" in text, f"export over a folder:\n{text}")
+    damaged = os.path.join(job.work, "damaged.ckpt")
+    shutil.copytree(source, damaged)
+    shard = os.path.join(damaged, "step_00000016", "rank_tp1_dp0.safetensors")
+    with open(shard, "r+b") as f:
+        f.seek(os.path.getsize(shard) - 4)
+        f.write(b"\xff\xff\xff\xff")
+    text = ckpt_tool(job, "inspect", damaged, expect=2)
+    check("rank_tp1_dp0.safetensors checksum" in text and "differs from the manifest" in text,
+          f"a damaged shard:\n{text}")
+    print("t5scale-ckpt: inspect, reshard, export and four refusals as expected")
 
 
 def resume_after_kill(job, layout):

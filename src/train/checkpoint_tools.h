@@ -1,0 +1,40 @@
+// What t5scale-ckpt does with a training checkpoint, in one process and without a job: describe it, write it again
+// for another grid, export its model as a Hugging Face folder. Each works from the checkpoint alone (the manifest
+// holds the model, the grid, the optimizer layout and the run's resolved config).
+#pragma once
+
+#include <string>
+
+#include "io/sharded_checkpoint.h"
+
+namespace t5scale {
+
+// Model, grid, step, optimizer state, sizes and every file's checksum (open_checkpoint() verified them), as text.
+std::string describe_checkpoint(const OpenedCheckpoint& checkpoint);
+
+struct ReshardOptions {
+  int tp = 1;
+  int dp = 1;
+  int zero1 = -1;   // 1 on, 0 off, -1: as the checkpoint
+  std::string out;  // a checkpoint folder; the new step folder is made inside it
+};
+
+struct ReshardResult {
+  std::string folder;             // the new step folder
+  int64_t bytes = 0;              // its files together
+  int64_t peak_resident_bytes = 0;  // this process's high-water mark
+};
+
+// The checkpoint written again for tp x dp (ZeRO-1 as asked), as that grid's job would have written it: each
+// target rank's model shard and optimizer are built in turn in this process (one rank's weights, buckets and
+// optimizer state at a time, plus one full parameter's state while it is cut), filled from the checkpoint and
+// written. Refuses, before allocating a tensor, a grid the model cannot take (naming why), a folder that already
+// holds that step, and a format 1 checkpoint.
+ReshardResult reshard_checkpoint(const OpenedCheckpoint& checkpoint, const ReshardOptions& options);
+
+// The model as a Hugging Face folder (config.json + model.safetensors, fp32): the trained parameters from the fp32
+// master weights, frozen ones (which the optimizer does not hold) initialised as the run initialised them. Holds
+// the whole model in memory. Refuses a folder that exists and is not empty.
+void export_checkpoint_hf(const OpenedCheckpoint& checkpoint, const std::string& folder);
+
+}  // namespace t5scale
