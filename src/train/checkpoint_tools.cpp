@@ -133,7 +133,7 @@ ReshardResult reshard_checkpoint(const OpenedCheckpoint& checkpoint, const Resha
       if (run.parallel.zero1 || d == 0) {
         T5Model model(model_config, grid.tp, torch::TensorOptions().dtype(dtype), rng);
         ParallelTrainer trainer(model, grid, training);
-        trainer.optimizer().load_state(resharded_state(saved, trainer.optimizer()));
+        load_resharded_state(saved, trainer.optimizer());
         tensors = optimizer_checkpoint_tensors(trainer.optimizer());
         if (target_layout.is_null()) target_layout = optimizer_layout(trainer.optimizer());
       }

@@ -121,7 +121,7 @@ torch::Tensor SavedOptimizerState::full_parameter_state(const std::string& param
   return torch::cat(shards, layout.split_dim);
 }
 
-OptimizerState resharded_state(const SavedOptimizerState& saved, DistributedOptimizer& live) {
+void load_resharded_state(const SavedOptimizerState& saved, DistributedOptimizer& live) {
   T5S_CHECK(saved.optimizer_name() == live.name(), "the checkpoint holds ", saved.optimizer_name(),
             " state, this job's optimizer.name is ", live.name());
   torch::NoGradGuard no_grad;
@@ -137,34 +137,34 @@ OptimizerState resharded_state(const SavedOptimizerState& saved, DistributedOpti
               slot.layout.split_dim, " here");
   }
 
-  OptimizerState out;
-  for (const auto& [name, tensor] : live.state()) {
+  // Written straight into the live tensors (no second copy of the state), then loaded as they are: load_state()
+  // checks names and shapes, takes the step count and gives the parameters their master weights.
+  OptimizerState filled = live.state();
+  for (auto& [name, tensor] : filled) {
     const StateName part = parse_state_name(name);
     if (part.kind == "step") {
-      out.emplace_back(name, saved.step());
+      tensor = saved.step();
     } else if (part.bucket >= 0) {
       // The owned range of one bucket: every parameter's elements that fall inside it; the padding stays zero.
       const size_t b = static_cast<size_t>(part.bucket);
       const auto [begin, end] = gradients.owned_range(b);
-      torch::Tensor owned = torch::zeros_like(tensor);
+      tensor.zero_();
       for (size_t k : gradients.buckets()[b].slots) {
         const ParameterSlot& slot = gradients.slots()[k];
         const int64_t from = std::max(slot.offset, begin), to = std::min(slot.offset + slot.numel, end);
         if (from >= to) continue;
         const torch::Tensor shard =
             shard_of(saved.full_bucket_state(part.kind, slot.name), slot.layout, tp_rank, tp_size).reshape({-1});
-        owned.narrow(0, from - begin, to - from).copy_(shard.narrow(0, from - slot.offset, to - from));
+        tensor.narrow(0, from - begin, to - from).copy_(shard.narrow(0, from - slot.offset, to - from));
       }
-      out.emplace_back(name, owned);
     } else {
       const auto found = slot_of.find(part.parameter);
       T5S_CHECK(found != slot_of.end(), "optimizer state '", name, "' belongs to no trained parameter");
       const ParameterLayout layout = live.state_layout(gradients.slots()[found->second].layout, part.kind);
-      out.emplace_back(name, shard_of(saved.full_parameter_state(part.parameter, part.kind, layout), layout, tp_rank,
-                                      tp_size));
+      tensor.copy_(shard_of(saved.full_parameter_state(part.parameter, part.kind, layout), layout, tp_rank, tp_size));
     }
   }
-  return out;
+  live.load_state(filled);
 }
 
 std::string load_optimizer_state(const LoadedCheckpoint& loaded, DistributedOptimizer& live) {
@@ -188,7 +188,7 @@ std::string load_optimizer_state(const LoadedCheckpoint& loaded, DistributedOpti
             "optimizer layout that moving it to another grid needs: resume it on its own grid, tp ", loaded.saved.tp,
             " x dp ", loaded.saved.dp);
   const SavedOptimizerState saved(loaded.folder, loaded.optimizer_layout);
-  live.load_state(resharded_state(saved, live));
+  load_resharded_state(saved, live);
   return msg("optimizer state resharded from tp ", saved.tp(), " x dp ", saved.dp(), (saved.zero1() ? " (ZeRO-1)" : ""),
              " to tp ", tp_size, " x dp ", dp_size, (live.gradients().zero1() ? " (ZeRO-1)" : ""));
 }

@@ -5,7 +5,7 @@
 // Adafactor's per-parameter moments. The manifest records the layout that wrote them (optimizer_layout()): the
 // optimizer, the grid, ZeRO-1, and where each parameter sits in which bucket. From it, SavedOptimizerState
 // assembles the full tensor of any parameter for any state kind, reading only the slices that hold it, and
-// resharded_state() cuts those into the shards and owned ranges of a live optimizer on another grid. (DeepSpeed's
+// load_resharded_state() cuts those into the shards and owned ranges of a live optimizer on another grid. (DeepSpeed's
 // "universal checkpoint" makes such per-parameter tensors in an offline pass; here they are made while loading,
 // one parameter at a time, so a rank needs one full parameter's state beyond its own.)
 #pragma once
@@ -76,10 +76,10 @@ class SavedOptimizerState {
   mutable std::map<std::pair<int, int>, std::unique_ptr<SafetensorsFile>> files_;
 };
 
-// The state() of `live` (any grid whose TP size divides the model; ZeRO-1 on or off) with every tensor taken from
-// `saved`: each parameter's full state cut to live's TP shard and owned range. Load it with live.load_state().
-// Throws, naming what differs, when the optimizers differ or a trained parameter has no saved state.
-OptimizerState resharded_state(const SavedOptimizerState& saved, DistributedOptimizer& live);
+// Fills the state of `live` (any grid whose TP size divides the model; ZeRO-1 on or off) in place from `saved`:
+// each parameter's full state cut to live's TP shard and owned range; the parameters then receive the master
+// weights. Throws, naming what differs, when the optimizers differ or a trained parameter has no saved state.
+void load_resharded_state(const SavedOptimizerState& saved, DistributedOptimizer& live);
 
 // Loads the optimizer state of `loaded` into `live` (the parameters receive the master weights): read as saved
 // where the checkpoint's layout is live's own (the same grid, ZeRO-1 and buckets), resharded otherwise. Returns how,

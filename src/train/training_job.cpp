@@ -49,6 +49,12 @@ std::string join(const std::vector<std::string>& parts, const std::string& separ
   return out;
 }
 
+std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f s", seconds);
+  return text;
+}
+
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   const int64_t s = static_cast<int64_t>(seconds);
@@ -438,6 +444,7 @@ void TrainingJob::restore_rng(const LoadedCheckpoint& loaded) {
 
 void TrainingJob::resume_or_start() {
   const CheckpointIdentity identity = checkpoint_identity();
+  const auto start = Clock::now();
   std::optional<LoadedCheckpoint> loaded;
   if (config_.checkpoint.resume == CheckpointSettings::Resume::kAuto) {
     std::vector<std::string> notes;
@@ -453,8 +460,9 @@ void TrainingJob::resume_or_start() {
   // the sampler's position and the loss scale: exactly the state the uninterrupted run had after this step. On
   // another grid the optimizer state is cut again; the sampler's position and the global batches do not depend on
   // the grid.
-  log("[t5scale] " + load_optimizer_state(*loaded, trainer_->optimizer()));
+  const std::string how = load_optimizer_state(*loaded, trainer_->optimizer());
   restore_rng(*loaded);
+  log(msg("[t5scale] ", how, "; checkpoint verified and read in ", seconds_text(seconds_since(start))));
   const nlohmann::json& s = loaded->state;
   sampler_->restore(s.at("sampler").get<SamplerPosition>());
   trainer_->set_loss_scale_state(s.at("loss_scale").get<double>(), s.at("steps_since_overflow").get<int64_t>());
@@ -609,7 +617,7 @@ void TrainingJob::save_checkpoint() {
                                                 optimizer_layout(trainer_->optimizer()));
   last_checkpoint_ = Clock::now();
   last_checkpoint_step_ = step_;
-  log(msg("[t5scale] checkpoint ", folder, " (", format_duration(seconds_since(start)), ")"));
+  log(msg("[t5scale] checkpoint ", folder, " written in ", seconds_text(seconds_since(start))));
 }
 
 void TrainingJob::finish(const std::string& status) {
