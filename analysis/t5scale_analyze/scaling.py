@@ -16,7 +16,7 @@ import pandas as pd
 
 # Root attributes and config keys that tell series apart (those that vary within a study name the series).
 SERIES_KEYS = ("model_name", "tp", "precision", "optimizer", "lr_scaling_rule",
-               "cfg.parallel.zero1", "cfg.parallel.activation_checkpointing", "cfg.data.dataset",
+               "cfg.parallel.zero1", "cfg.parallel.zero2", "cfg.parallel.activation_checkpointing", "cfg.data.dataset",
                "cfg.data.synthetic_examples", "cfg.data.sampling", "cfg.data.max_source_length",
                "cfg.train.freeze_embeddings", "cfg.train.freeze_encoder", "cfg.train.freeze_pattern")
 

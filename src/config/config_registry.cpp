@@ -477,6 +477,9 @@ const std::vector<Entry>& registry() {
                         "Tensor-parallel size (consecutive ranks); divides the model's heads, d_ff and vocabulary "
                         "and the world size; dp = world / tp."));
     k.push_back(bool_key(T5S_KEY(parallel, zero1), "Shard the optimizer state over the data-parallel ranks (ZeRO-1)."));
+    k.push_back(bool_key(T5S_KEY(parallel, zero2),
+                         "Shard the fp32 gradients too (ZeRO-2): reduce-scattered every micro-batch, each rank keeping "
+                         "its chunk; needs parallel.zero1."));
     k.push_back(bool_or_auto_key(
         T5S_KEY(parallel, activation_checkpointing),
         "Recompute T5 blocks in backward instead of keeping their activations: true (every checkpoint_every_blocks-th "

@@ -194,6 +194,11 @@ std::vector<ConfigError> validate(const RunConfig& c) {
     }
   }
 
+  if (c.parallel.zero2 && !c.parallel.zero1) {
+    add("parallel.zero2", "needs parallel.zero1: true (ZeRO-2 shards the gradients on top of ZeRO-1's sharded "
+                          "optimizer state, as DeepSpeed's stage 2 includes stage 1)");
+  }
+
   // Optimizer.
   const auto& o = c.optimizer;
   if (o.name == OptimizerSettings::Name::kAdafactor) {
@@ -401,6 +406,7 @@ Each is reported on the key named first.
   otherwise. A named shape keeps its 32128-token vocabulary, which must hold the data's ids.
 - `optimizer.name`: adafactor keeps factored second moments per matrix; ZeRO-1 (`parallel.zero1`) shards a flat
   buffer — use adamw with zero1. fp16 with adafactor is allowed.
+- `parallel.zero2` (gradients sharded as well) needs `parallel.zero1`.
 - `optimizer.adafactor_relative_step` (Adafactor's own step size) wants `lr_scaling.rule: none`, no warmup and
   `lr_schedule.decay: constant`; `optimizer.adafactor_warmup_init` needs `adafactor_relative_step`.
 - `lr_schedule.warmup_steps` and `lr_schedule.warmup_ratio` are not both set; `lr_scaling.scale_warmup` scales

@@ -56,6 +56,7 @@ struct ParallelSettings {
   enum class ActivationCheckpointing { kOff, kOn, kAuto };
   int64_t tp = 1;
   bool zero1 = false;
+  bool zero2 = false;  // needs zero1
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::kOff;
   int64_t checkpoint_every_blocks = 1;
   double device_memory_gib = 0.0;  // what auto plans for; 0: the device's own memory

@@ -67,7 +67,13 @@ MemoryPrediction predict_memory(const ModelConfig& c, const MemoryInputs& in) {
   // parameters have no master and are held as they are.
   const bool parameters_are_masters = e == 4 && !in.zero1;
   p.weights_bytes = parameters_are_masters ? in.frozen_parameters_per_rank * e : all * e;
-  p.gradients_bytes = n * 4 + n * e;  // fp32 buckets, and each trained parameter's .grad in the compute dtype
+  T5S_CHECK(!in.zero2 || in.zero1, "ZeRO-2 needs ZeRO-1");
+  T5S_CHECK(in.bucket_bytes > 0, "bucket bytes must be positive, got ", in.bucket_bytes);
+  // fp32 buckets (ZeRO-2: this rank's chunk of every bucket, and the whole buckets being filled or reduced), and
+  // each trained parameter's .grad in the compute dtype.
+  const int64_t fp32_gradient_elements =
+      in.zero2 ? (n + in.dp - 1) / in.dp + std::min<int64_t>(n, kZero2BucketsHeld * in.bucket_bytes / 4) : n;
+  p.gradients_bytes = fp32_gradient_elements * 4 + n * e;
   if (in.adafactor) {
     // fp32 master weights, plus factored moments: one row and one column vector per matrix, a full vector for
     // the norms; bounded above by 1/64 of the parameters for T5's shapes, counted as such.

@@ -25,11 +25,17 @@ double forward_flops(const ModelConfig& model, const BatchShape& batch);
 // counted (model FLOPs, not hardware FLOPs), so MFU does not reward recomputing.
 double training_flops(const ModelConfig& model, const BatchShape& batch);
 
+// Under ZeRO-2 the whole buckets a rank holds at once: kZero2BucketsInFlight (train/gradient_buckets.h) being
+// reduced and one being filled.
+constexpr int64_t kZero2BucketsHeld = 3;
+
 struct MemoryInputs {
   int tp = 1;
   int dp = 1;
   int64_t compute_bytes_per_element = 4;  // fp32 4, bf16/fp16 2
   bool zero1 = false;
+  bool zero2 = false;                    // the fp32 gradients sharded too (needs zero1)
+  int64_t bucket_bytes = 25 * 1024 * 1024;  // ZeRO-2: the gradient buckets being filled or reduced are whole
   bool adafactor = false;                // factored second moments instead of AdamW's two full moments
   int64_t checkpoint_every_blocks = 0;    // activation checkpointing: 0 none, k: blocks 0, k, 2k, ... of each stack
   BatchShape micro_batch;
@@ -41,7 +47,8 @@ struct MemoryInputs {
 struct MemoryPrediction {
   int64_t parameters_per_rank = 0;  // elements of this rank's shard
   int64_t weights_bytes = 0;        // parameters in the compute dtype
-  int64_t gradients_bytes = 0;      // fp32 gradient buckets + the compute-dtype .grad of each parameter
+  int64_t gradients_bytes = 0;      // fp32 gradient buckets (ZeRO-2: this rank's 1 / dp and the buckets in
+                                    // flight) + the compute-dtype .grad of each parameter
   int64_t optimizer_bytes = 0;      // fp32 master weights and moments (ZeRO-1: this rank's 1 / dp)
   int64_t activations_bytes = 0;    // saved for backward over one micro-batch, at the peak
   int64_t workspace_bytes = 0;      // CUDA context, allocator slack and communication buffers (GPU only)

@@ -232,6 +232,8 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
     m.dp = static_cast<int>(p.batch.dp);
     m.compute_bytes_per_element = c.precision == RunConfig::Precision::kFp32 ? 4 : 2;
     m.zero1 = c.parallel.zero1;
+    m.zero2 = c.parallel.zero2;
+    m.bucket_bytes = static_cast<int64_t>(c.parallel.bucket_mib * 1024 * 1024);
     m.adafactor = c.optimizer.name == OptimizerSettings::Name::kAdafactor;
     m.checkpoint_every_blocks = requested_checkpoint_every_blocks(c.parallel);
     m.micro_batch = typical;

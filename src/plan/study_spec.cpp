@@ -499,7 +499,7 @@ std::string run_name_label(const std::string& key, const std::string& value) {
       {"cost.low_priority_price_per_node_hour_usd", "lpprice"},
   };
   static const std::map<std::string, std::string> flags = {
-      {"parallel.activation_checkpointing", "ac"}, {"parallel.zero1", "zero1"},
+      {"parallel.activation_checkpointing", "ac"}, {"parallel.zero1", "zero1"}, {"parallel.zero2", "zero2"},
       {"train.freeze_embeddings", "frzemb"},       {"train.freeze_encoder", "frzenc"},
       {"lr_scaling.scale_warmup", "scalewu"},      {"data.drop_last", "droplast"},
   };

@@ -107,6 +107,7 @@ ReshardResult reshard_checkpoint(const OpenedCheckpoint& checkpoint, const Resha
   RunConfig run = run_config_of(checkpoint);
   run.parallel.tp = options.tp;
   run.parallel.zero1 = options.zero1 < 0 ? saved_layout.at("zero1").get<bool>() : options.zero1 == 1;
+  run.parallel.zero2 = false;  // ZeRO-2 checkpoints are ZeRO-1's: the same owned ranges of the optimizer state
   const ParallelTrainingOptions training = training_options_for(run);
   T5S_CHECK(!(run.parallel.zero1 && training.optimizer == OptimizerKind::kAdafactor),
             "--zero1 true: the checkpoint's optimizer is adafactor, which has no ZeRO-1");

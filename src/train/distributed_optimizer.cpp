@@ -33,7 +33,7 @@ DistributedOptimizer::DistributedOptimizer(GradientBuckets& gradients, const Pro
   for (size_t b = 0; b < gradients_.buckets().size(); ++b) {
     const GradientBucket& bucket = gradients_.buckets()[b];
     // Master weights in the main gradients' dtype: fp32, or fp64 for fp64 models. Padding stays zero.
-    torch::Tensor full = torch::zeros_like(bucket.main_grad);
+    torch::Tensor full = torch::zeros({bucket.elements}, bucket.options);
     for (size_t k : bucket.slots) {
       const ParameterSlot& slot = slots[k];
       full.narrow(0, slot.offset, slot.numel).copy_(slot.param.detach().reshape({-1}));

@@ -8,8 +8,8 @@
 namespace t5scale {
 
 GradientBuckets::GradientBuckets(std::vector<ParameterSlot> slots, CommunicatorPtr dp, int64_t bucket_bytes,
-                                 bool zero1)
-    : slots_(std::move(slots)), dp_(std::move(dp)), zero1_(zero1) {
+                                 GradientSharding sharding)
+    : slots_(std::move(slots)), dp_(std::move(dp)), sharding_(sharding) {
   T5S_CHECK(bucket_bytes > 0, "bucket size must be positive, got ", bucket_bytes);
   const int64_t bucket_elements = std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)));
   // Gradients arrive roughly in the reverse of the forward order: fill buckets from the last parameter.
@@ -35,10 +35,11 @@ GradientBuckets::GradientBuckets(std::vector<ParameterSlot> slots, CommunicatorP
     const int64_t padded = (used + dp_size - 1) / dp_size * dp_size;  // equal chunks for reduce-scatter
     // fp32 for bf16/fp16/fp32 models; fp64 models (used to check exactness) keep fp64.
     const torch::Tensor& first = slots_[bucket_slots[0]].param;
-    const auto options =
+    bucket.elements = padded;
+    bucket.options =
         torch::TensorOptions().dtype(torch::promote_types(first.scalar_type(), torch::kFloat32)).device(first.device());
-    bucket.main_grad = torch::zeros({padded}, options);
-    if (zero1_) bucket.shard_grad = torch::zeros({padded / dp_size}, options);
+    if (sharding_ != GradientSharding::kGradients) bucket.main_grad = torch::zeros({padded}, bucket.options);
+    if (zero1()) bucket.shard_grad = torch::zeros({padded / dp_size}, bucket.options);
     bucket.slots = bucket_slots;
     buckets_.push_back(std::move(bucket));
   }
@@ -64,11 +65,15 @@ GradientBuckets::~GradientBuckets() {
 void GradientBuckets::zero() {
   for (auto& bucket : buckets_) {
     T5S_CHECK(bucket.work == nullptr, "zero() while a reduction is in flight");
-    bucket.main_grad.zero_();
+    if (bucket.main_grad.defined()) bucket.main_grad.zero_();
+    bucket.launched = false;
+    bucket.shard_holds_sum = false;
   }
 }
 
 void GradientBuckets::begin_micro_batch(bool last_micro_batch) {
+  // ZeRO-2: the previous micro-batch's reductions end here, so that its buffers are gone before this backward.
+  if (sharding_ == GradientSharding::kGradients) complete_micro_batch();
   last_micro_batch_ = last_micro_batch;
   arrived_.assign(slots_.size(), false);
   for (auto& bucket : buckets_) bucket.pending = bucket.slots.size();
@@ -82,32 +87,78 @@ void GradientBuckets::on_gradient(size_t k) {
             "several checkpointed regions cannot be reduced per bucket");
   arrived_[k] = true;
   GradientBucket& bucket = buckets_[slot.bucket];
+  if (!bucket.main_grad.defined()) bucket.main_grad = torch::zeros({bucket.elements}, bucket.options);  // ZeRO-2
   // Added in the main gradient's dtype straight from the compute dtype (on a GPU the cast happens inside the add
   // kernel: no fp32 temporary per gradient).
   bucket.main_grad.narrow(0, slot.offset, slot.numel).add_(grad.detach().reshape({-1}));
   grad = torch::Tensor();  // released: the fp32 main gradient holds it now
-  if (last_micro_batch_ && --bucket.pending == 0) launch(slot.bucket);
+  const bool reduce_now = last_micro_batch_ || sharding_ == GradientSharding::kGradients;
+  if (reduce_now && --bucket.pending == 0) launch(slot.bucket);
 }
 
 void GradientBuckets::launch(size_t b) {
   GradientBucket& bucket = buckets_[b];
-  if (bucket.work) return;
-  bucket.work = zero1_ ? dp_->reduce_scatter_sum_async(bucket.main_grad, bucket.shard_grad)
-                       : dp_->all_reduce_sum_async(bucket.main_grad);
-}
-
-void GradientBuckets::finish() {
-  // Parameters that took no part in this backward (frozen or unused) leave their bucket incomplete: launch it.
-  for (size_t b = 0; b < buckets_.size(); ++b) launch(b);
-  for (auto& bucket : buckets_) {
-    bucket.work->wait();
-    bucket.work.reset();
+  if (bucket.launched) return;
+  bucket.launched = true;
+  switch (sharding_) {
+    case GradientSharding::kNone:
+      bucket.work = dp_->all_reduce_sum_async(bucket.main_grad);
+      return;
+    case GradientSharding::kOptimizer:
+      bucket.work = dp_->reduce_scatter_sum_async(bucket.main_grad, bucket.shard_grad);
+      return;
+    case GradientSharding::kGradients:
+      // The first micro-batch of a step lands in shard_grad itself, a later one beside it to be added.
+      if (!bucket.main_grad.defined()) bucket.main_grad = torch::zeros({bucket.elements}, bucket.options);
+      if (bucket.shard_holds_sum && !bucket.chunk.defined()) bucket.chunk = torch::empty_like(bucket.shard_grad);
+      bucket.work = dp_->reduce_scatter_sum_async(bucket.main_grad,
+                                                  bucket.shard_holds_sum ? bucket.chunk : bucket.shard_grad);
+      in_flight_.push_back(b);
+      if (in_flight_.size() > kZero2BucketsInFlight) {
+        const size_t oldest = in_flight_.front();
+        in_flight_.erase(in_flight_.begin());
+        complete(oldest);
+      }
+      return;
   }
 }
 
+void GradientBuckets::complete(size_t b) {
+  GradientBucket& bucket = buckets_[b];
+  bucket.work->wait();
+  bucket.work.reset();
+  if (sharding_ != GradientSharding::kGradients) return;
+  if (bucket.shard_holds_sum) bucket.shard_grad.add_(bucket.chunk);
+  bucket.shard_holds_sum = true;
+  bucket.main_grad = torch::Tensor();  // the buffer goes back to the allocator
+  bucket.chunk = torch::Tensor();
+}
+
+void GradientBuckets::complete_micro_batch() {
+  // Buckets of parameters that took no part in this backward (unused in it) are reduced all the same: every DP
+  // rank launches the same reductions in the same order.
+  bool any = false;
+  for (const auto& bucket : buckets_) any = any || bucket.main_grad.defined() || bucket.launched;
+  if (!any) return;  // the step's first micro-batch: nothing yet
+  for (size_t b = 0; b < buckets_.size(); ++b) launch(b);
+  for (size_t b : in_flight_) complete(b);
+  in_flight_.clear();
+  for (auto& bucket : buckets_) bucket.launched = false;
+}
+
+void GradientBuckets::finish() {
+  if (sharding_ == GradientSharding::kGradients) {
+    complete_micro_batch();
+    return;
+  }
+  // Parameters that took no part in this backward (frozen or unused) leave their bucket incomplete: launch it.
+  for (size_t b = 0; b < buckets_.size(); ++b) launch(b);
+  for (size_t b = 0; b < buckets_.size(); ++b) complete(b);
+}
+
 std::pair<int64_t, int64_t> GradientBuckets::owned_range(size_t b) const {
-  const int64_t padded = buckets_[b].main_grad.numel();
-  if (!zero1_) return {0, padded};
+  const int64_t padded = buckets_[b].elements;
+  if (!zero1()) return {0, padded};
   const int64_t chunk = padded / dp_->size();
   return {dp_->rank() * chunk, (dp_->rank() + 1) * chunk};
 }
@@ -116,7 +167,7 @@ torch::Tensor GradientBuckets::gathered_grad(size_t k) {
   const ParameterSlot& slot = slots_[k];
   const GradientBucket& bucket = buckets_[slot.bucket];
   torch::Tensor full = bucket.main_grad;
-  if (zero1_) full = dp_->all_gather(bucket.shard_grad).reshape({-1});
+  if (zero1()) full = dp_->all_gather(bucket.shard_grad).reshape({-1});
   return full.narrow(0, slot.offset, slot.numel).view(slot.param.sizes()).clone();
 }
 

@@ -4,6 +4,13 @@
 // parameters are all ready is reduced over the DP group at once, while backward still runs: all-reduced, or with
 // ZeRO-1 reduce-scattered so that each DP rank keeps the summed gradient of its shard. finish() launches what is
 // left and waits for all of it before the optimizer step.
+//
+// ZeRO-2 (DeepSpeed's stage 2; Megatron's distributed optimizer does the same) keeps no full bucket between
+// micro-batches: a bucket's buffer exists from the first gradient of a micro-batch that lands in it until its
+// reduce-scatter has finished, and the owned chunk of every micro-batch is added into shard_grad. So each rank
+// holds 1 / dp of the fp32 gradients plus the few buckets being filled or reduced (at most kZero2BucketsInFlight
+// reductions are outstanding; a further launch first completes the oldest). Summing over micro-batches after the
+// reduction instead of before changes the order of fp32 additions, not the result beyond rounding.
 #pragma once
 
 #include <torch/torch.h>
@@ -27,28 +34,45 @@ struct ParameterSlot {
   int64_t numel = 0;
 };
 
+enum class GradientSharding {
+  kNone,       // every DP rank holds the all-reduced gradients
+  kOptimizer,  // ZeRO-1: gradients accumulated whole, reduce-scattered once per step; the optimizer owns a chunk
+  kGradients,  // ZeRO-2: reduce-scattered every micro-batch; only the owned chunk is kept
+};
+
+// Reductions a ZeRO-2 rank leaves outstanding before it waits for the oldest (each holds one bucket's buffer).
+constexpr size_t kZero2BucketsInFlight = 2;
+
 struct GradientBucket {
-  torch::Tensor main_grad;   // (padded) fp32 (fp64 for fp64 models); numel divisible by the DP size
-  torch::Tensor shard_grad;  // ZeRO-1: this DP rank's chunk of the summed main_grad, (padded / dp)
+  int64_t elements = 0;          // padded to a multiple of the DP size
+  torch::TensorOptions options;  // fp32 (fp64 for fp64 models) on the parameters' device
+  torch::Tensor main_grad;       // (elements,); under ZeRO-2 only while a micro-batch fills or reduces it
+  torch::Tensor shard_grad;      // ZeRO-1/2: this DP rank's chunk of the summed gradient, (elements / dp)
+  torch::Tensor chunk;           // ZeRO-2: where a reduction lands when shard_grad already holds a micro-batch
   std::vector<size_t> slots;
   size_t pending = 0;  // parameters whose gradient has not arrived yet in this backward
+  bool launched = false;          // reduced (or being reduced) in this micro-batch (ZeRO-2) or step
+  bool shard_holds_sum = false;   // ZeRO-2: shard_grad holds an earlier micro-batch of this step
   std::unique_ptr<CollectiveWork> work;
 };
 
 class GradientBuckets {
  public:
-  GradientBuckets(std::vector<ParameterSlot> slots, CommunicatorPtr dp, int64_t bucket_bytes, bool zero1);
+  GradientBuckets(std::vector<ParameterSlot> slots, CommunicatorPtr dp, int64_t bucket_bytes,
+                  GradientSharding sharding);
   ~GradientBuckets();
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
 
   void zero();                                  // main gradients to zero, before the first micro-batch
-  void begin_micro_batch(bool last_micro_batch);  // reductions launch only during the last one
+  void begin_micro_batch(bool last_micro_batch);  // reductions launch during the last one (ZeRO-2: during each)
   void finish();                                // launch what is left, wait for every reduction
 
   // The reduced gradient this rank holds for each element it owns: main_grad (all-reduced) without ZeRO,
   // shard_grad with it. The optimizer's step unscales and clips it in place.
-  torch::Tensor owned_grad(size_t bucket) const { return zero1_ ? buckets_[bucket].shard_grad : buckets_[bucket].main_grad; }
+  torch::Tensor owned_grad(size_t bucket) const {
+    return zero1() ? buckets_[bucket].shard_grad : buckets_[bucket].main_grad;
+  }
   // [begin, end) of the bucket's elements this DP rank owns.
   std::pair<int64_t, int64_t> owned_range(size_t bucket) const;
   // The full reduced fp32 gradient of one slot (gathered over DP under ZeRO-1): for tests and checkpoints.
@@ -56,17 +80,21 @@ class GradientBuckets {
 
   const std::vector<ParameterSlot>& slots() const { return slots_; }
   std::vector<GradientBucket>& buckets() { return buckets_; }
-  bool zero1() const { return zero1_; }
+  bool zero1() const { return sharding_ != GradientSharding::kNone; }  // the optimizer state is sharded
+  GradientSharding sharding() const { return sharding_; }
   Communicator& dp() { return *dp_; }
 
  private:
   void on_gradient(size_t slot);
   void launch(size_t bucket);
+  void complete(size_t bucket);        // waits for its reduction; ZeRO-2: adds the chunk, frees the buffer
+  void complete_micro_batch();         // ZeRO-2: launches what is left of this micro-batch, completes it all
 
   std::vector<ParameterSlot> slots_;
   std::vector<GradientBucket> buckets_;
   CommunicatorPtr dp_;
-  bool zero1_;
+  GradientSharding sharding_;
+  std::vector<size_t> in_flight_;  // ZeRO-2: buckets whose reduction is outstanding, oldest first
   bool last_micro_batch_ = true;
   std::vector<bool> arrived_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive so the hooks stay attached

@@ -10,7 +10,7 @@ namespace t5scale {
 nlohmann::json optimizer_layout(DistributedOptimizer& optimizer) {
   GradientBuckets& gradients = optimizer.gradients();
   nlohmann::json bucket_elements = nlohmann::json::array();
-  for (const GradientBucket& bucket : gradients.buckets()) bucket_elements.push_back(bucket.main_grad.numel());
+  for (const GradientBucket& bucket : gradients.buckets()) bucket_elements.push_back(bucket.elements);
   nlohmann::json parameters = nlohmann::json::array();
   for (const ParameterSlot& slot : gradients.slots()) {
     parameters.push_back({{"name", slot.name},

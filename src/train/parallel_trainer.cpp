@@ -47,6 +47,7 @@ ParallelTrainingOptions training_options_for(const RunConfig& config) {
   options.freeze = freeze_options(config.train);
   options.max_grad_norm = config.train.max_grad_norm;
   options.zero1 = config.parallel.zero1;
+  options.zero2 = config.parallel.zero2;
   options.bucket_bytes = static_cast<int64_t>(config.parallel.bucket_mib * 1024 * 1024);
   options.precision = precision_of(config.precision);
   return options;
@@ -100,7 +101,12 @@ ParallelTrainer::ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTraini
     slots.push_back(std::move(slot));
   }
   T5S_CHECK(!slots.empty(), "every parameter is frozen: nothing to train");
-  gradients_ = std::make_unique<GradientBuckets>(std::move(slots), grid_.dp, options_.bucket_bytes, options_.zero1);
+  T5S_CHECK(!options_.zero2 || options_.zero1, "ZeRO-2 shards the gradients on top of ZeRO-1's optimizer state: "
+            "zero2 needs zero1");
+  const GradientSharding sharding = options_.zero2   ? GradientSharding::kGradients
+                                    : options_.zero1 ? GradientSharding::kOptimizer
+                                                     : GradientSharding::kNone;
+  gradients_ = std::make_unique<GradientBuckets>(std::move(slots), grid_.dp, options_.bucket_bytes, sharding);
   switch (options_.optimizer) {
     case OptimizerKind::kAdamW:
       optimizer_ = std::make_unique<DistributedAdamW>(*gradients_, grid_, options_.adamw);

@@ -389,6 +389,8 @@ MemoryInputs TrainingJob::memory_inputs() const {
   memory.dp = grid_.dp_size;
   memory.compute_bytes_per_element = config_.precision == RunConfig::Precision::kFp32 ? 4 : 2;
   memory.zero1 = config_.parallel.zero1;
+  memory.zero2 = config_.parallel.zero2;
+  memory.bucket_bytes = static_cast<int64_t>(config_.parallel.bucket_mib * 1024 * 1024);
   memory.adafactor = config_.optimizer.name == OptimizerSettings::Name::kAdafactor;
   memory.checkpoint_every_blocks = requested_checkpoint_every_blocks(config_.parallel);
   memory.frozen_parameters_per_rank =

@@ -48,6 +48,7 @@ data:
 parallel:
   tp: 4
   zero1: true
+  zero2: true
   activation_checkpointing: true
   checkpoint_every_blocks: 2
   device_memory_gib: 39.5
@@ -189,6 +190,7 @@ TEST(RunConfigLoad, FullFileSetsEveryMember) {
   EXPECT_EQ(c.data.synthetic_vocab_size, 128);
   EXPECT_EQ(c.data.synthetic_examples, 512);
   EXPECT_EQ(c.parallel.tp, 4);
+  EXPECT_TRUE(c.parallel.zero2);
   EXPECT_TRUE(c.parallel.zero1);
   EXPECT_EQ(c.parallel.activation_checkpointing, ParallelSettings::ActivationCheckpointing::kOn);
   EXPECT_EQ(c.parallel.checkpoint_every_blocks, 2);
@@ -635,6 +637,13 @@ TEST(RunConfigValidate, AdafactorWithZero1IsRefused) {
   EXPECT_EQ(all_text(errors_after({"optimizer.name=adamw", "parallel.zero1=true"})), "");
 }
 
+TEST(RunConfigValidate, Zero2NeedsZero1) {
+  EXPECT_EQ(only_error_on(errors_after({"parallel.zero2=true"}), "parallel.zero2"),
+            "needs parallel.zero1: true (ZeRO-2 shards the gradients on top of ZeRO-1's sharded optimizer state, as "
+            "DeepSpeed's stage 2 includes stage 1)");
+  EXPECT_EQ(all_text(errors_after({"parallel.zero1=true", "parallel.zero2=true"})), "");
+}
+
 TEST(RunConfigValidate, AdafactorRelativeStepOwnsTheLearningRate) {
   const auto errors = errors_after({"optimizer.name=adafactor", "optimizer.adafactor_relative_step=true",
                                     "lr_scaling.rule=sqrt", "lr_schedule.warmup_steps=10", "lr_schedule.decay=linear"});
@@ -924,7 +933,7 @@ TEST(ConfigReference, EveryKeyHasARowWithItsDefaultAndDoc) {
   for (const auto& section : config_sections()) {
     EXPECT_NE(markdown.find("\n## " + section.name + "\n\n" + section.doc + "\n"), std::string::npos) << section.name;
   }
-  EXPECT_EQ(config_keys().size(), 92u);  // the schema's keys; a new key changes this and the reference
+  EXPECT_EQ(config_keys().size(), 93u);  // the schema's keys; a new key changes this and the reference
 }
 
 }  // namespace

@@ -21,7 +21,7 @@
                 the same without ZeRO-1 (optimizer state replicated over DP): only DP rank 0 writes it, and the
                 resumed run still equals the uninterrupted one bit for bit
   reshard       a checkpoint of a tp 2 x dp 2 AdamW job with ZeRO-1 continues on 1 rank, on tp 1 x dp 4 without
-                ZeRO-1 and on tp 4 x dp 1, each loss for loss as the job continued on its own grid (fp32: 1e-6
+                ZeRO-1, on tp 4 x dp 1 and on its own grid with ZeRO-2 (as saved), each loss for loss as the job continued on its own grid (fp32: 1e-6
                 relative; without dropout, whose masks depend on the TP size); an Adafactor job's checkpoint
                 (tp 2 x dp 2) continues on tp 1 x dp 2 likewise; t5scale-ckpt inspects that checkpoint, reshards it
                 offline (a job resumes it as saved, equal to resharding while loading), exports it (equal to the
@@ -130,7 +130,9 @@ def scenario_reshard(job):
     cases = {"adamw": (["parallel.tp=2", "parallel.zero1=true", "train.grad_accumulation=2"],
                        [(1, ["parallel.tp=1", "parallel.zero1=false", "train.grad_accumulation=4"]),
                         (4, ["parallel.tp=1", "parallel.zero1=false"]),
-                        (4, ["parallel.tp=4", "parallel.zero1=true"])]),
+                        (4, ["parallel.tp=4", "parallel.zero1=true"]),
+                        (4, ["parallel.tp=2", "parallel.zero1=true", "parallel.zero2=true",
+                             "train.grad_accumulation=2"])]),
              "adafactor": (["parallel.tp=2", "optimizer.name=adafactor"],
                            [(2, ["parallel.tp=1", "optimizer.name=adafactor"])])}
     for optimizer, (source_layout, targets) in cases.items():
@@ -151,7 +153,9 @@ def scenario_reshard(job):
                 check(len(aside) == 1, f"{name}: the 4-rank run file was not kept aside: {os.listdir(job.work)}")
             with open(log_path) as f:
                 log = f.read()
-            check("optimizer state resharded from tp 2 x dp 2" in log, f"{name}: the log does not say it resharded")
+            resharded = "optimizer state resharded from tp 2 x dp 2" in log
+            # ZeRO-2 keeps ZeRO-1's optimizer layout: on the writer's grid it reads the state as saved.
+            check(resharded != ("parallel.zero2=true" in layout), f"{name}: the log says resharded: {resharded}")
             got, attrs = read_steps(job.run_file(name))
             check(np.array_equal(got["step"], np.arange(9, 17)), f"{name} steps: {got['step']}")
             check(int(attrs["resumed_from_step"]) == 8, f"{name}: resumed_from_step {attrs['resumed_from_step']}")

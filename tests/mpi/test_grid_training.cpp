@@ -2,7 +2,7 @@
 // (tp x dp = world) trains a small T5 and is compared with one rank training on the same global batch: loss,
 // gradient norm, the gathered fp32 gradients after one step, and the gathered weights after one and three
 // optimizer steps; also with activation checkpointing, with 4 micro-batches of accumulation against one large
-// batch, with ZeRO-1, and with Adafactor (fixed step size; and T5's relative step with the parameter scale and
+// batch, with ZeRO-1 and ZeRO-2, and with Adafactor (fixed step size; and T5's relative step with the parameter scale and
 // momentum), whose row/column means and RMS values span the TP-split dimensions. Weight decay and gradient
 // clipping are on, so both take part in what is compared. And a checkpoint written on any grid continues on any
 // other grid (ZeRO-1 on or off on either side) exactly as on its own (GridResharding, at the end).
@@ -46,6 +46,7 @@ struct Variant {
   int64_t micro_batches = 1;
   bool zero1 = false;
   Optimizer optimizer = Optimizer::kAdamW;
+  bool zero2 = false;
 };
 
 ModelConfig grid_model(bool v1_1) {
@@ -68,7 +69,8 @@ ParallelTrainingOptions training_options(const Variant& variant) {
   ParallelTrainingOptions o;
   o.adamw.weight_decay = 0.01;
   o.max_grad_norm = 0.5;
-  o.zero1 = variant.zero1;
+  o.zero1 = variant.zero1 || variant.zero2;
+  o.zero2 = variant.zero2;
   o.bucket_bytes = 8 * 1024;  // several buckets, so reductions overlap backward
   if (variant.optimizer != Optimizer::kAdamW) {
     o.optimizer = OptimizerKind::kAdafactor;
@@ -257,6 +259,8 @@ INSTANTIATE_TEST_SUITE_P(Variants, GridTraining,
                                            Variant{"accumulation", 0, 4, false},
                                            Variant{"zero1", 0, 1, true},
                                            Variant{"all", 1, 4, true},
+                                           Variant{"zero2", 0, 1, true, Optimizer::kAdamW, true},
+                                           Variant{"zero2_all", 1, 4, true, Optimizer::kAdamW, true},
                                            Variant{"adafactor", 0, 1, false, Optimizer::kAdafactor},
                                            Variant{"adafactor_relative_step", 1, 4, false,
                                                    Optimizer::kAdafactorRelativeStep}),

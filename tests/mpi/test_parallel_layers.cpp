@@ -10,6 +10,7 @@
 #include "model/vocab_parallel_cross_entropy.h"
 #include "data/synthetic_task.h"
 #include "mpi_test_support.h"
+#include "plan/cost_model.h"
 #include "train/parallel_trainer.h"
 #include "test_support.h"
 
@@ -243,16 +244,26 @@ TEST(ParallelTraining, AnOverflowOnOneRankIsSeenByEveryRank) {
 namespace t5scale {
 namespace {
 
-TEST(GradientBucketsOverlap, ReductionsStartInsideBackwardOnlyOnTheLastMicroBatch) {
-  ProcessGrid grid = testing::make_grid(1);  // dp = world
+// The tiny model without dropout on a dp = world grid, and its parameters as bucket slots.
+T5Model overlap_model(const ProcessGrid& grid) {
   ModelConfig config = tiny_model_config(32);
   config.dropout_rate = 0.0;
   T5Model model(config, grid.tp);
   model->initialize_weights(2);
+  return model;
+}
+
+std::vector<ParameterSlot> slots_of(T5Model& model) {
   std::vector<ParameterSlot> slots;
   auto params = model->named_parameters();
   for (const auto& layout : model->parameter_layouts()) slots.push_back({layout.name, params[layout.name], layout});
-  GradientBuckets buckets(std::move(slots), grid.dp, /*bucket_bytes=*/16 * 1024, /*zero1=*/false);
+  return slots;
+}
+
+TEST(GradientBucketsOverlap, ReductionsStartInsideBackwardOnlyOnTheLastMicroBatch) {
+  ProcessGrid grid = testing::make_grid(1);  // dp = world
+  T5Model model = overlap_model(grid);
+  GradientBuckets buckets(slots_of(model), grid.dp, /*bucket_bytes=*/16 * 1024, GradientSharding::kNone);
   ASSERT_GT(buckets.buckets().size(), 3u);
   SyntheticTaskOptions task_options;
   task_options.vocab_size = 32;
@@ -273,6 +284,42 @@ TEST(GradientBucketsOverlap, ReductionsStartInsideBackwardOnlyOnTheLastMicroBatc
   buckets.finish();
   EXPECT_EQ(in_flight(), 0u);
   for (const auto& p : model->parameters()) EXPECT_FALSE(p.grad().defined()) << "gradients live in the fp32 buckets";
+}
+
+// ZeRO-2: every micro-batch reduces while its backward runs, with at most kZero2BucketsInFlight reductions
+// outstanding, and between micro-batches a rank holds no whole bucket, only its chunk of each.
+TEST(GradientBucketsOverlap, Zero2ReducesEveryMicroBatchAndKeepsOnlyItsChunk) {
+  static_assert(kZero2BucketsInFlight + 1 == kZero2BucketsHeld, "the cost model counts the buckets ZeRO-2 holds");
+  ProcessGrid grid = testing::make_grid(1);  // dp = world
+  T5Model model = overlap_model(grid);
+  GradientBuckets buckets(slots_of(model), grid.dp, /*bucket_bytes=*/16 * 1024, GradientSharding::kGradients);
+  ASSERT_GT(buckets.buckets().size(), kZero2BucketsInFlight + 1);
+  SyntheticTaskOptions task_options;
+  task_options.vocab_size = 32;
+  SyntheticTask task(task_options);
+  auto count = [&](auto predicate) {
+    size_t n = 0;
+    for (const auto& b : buckets.buckets()) n += predicate(b);
+    return n;
+  };
+  auto in_flight = [&] { return count([](const GradientBucket& b) { return b.work != nullptr; }); };
+  auto whole = [&] { return count([](const GradientBucket& b) { return b.main_grad.defined(); }); };
+  EXPECT_EQ(whole(), 0u) << "no whole bucket before the first gradient";
+  buckets.zero();
+  for (bool last : {false, true}) {
+    buckets.begin_micro_batch(last);
+    EXPECT_EQ(whole(), 0u) << "the previous micro-batch's buffers were released";
+    model->loss(task.next_batch(2)).backward();
+    EXPECT_GE(in_flight(), 1u) << "reductions run inside backward, in every micro-batch";
+    EXPECT_LE(in_flight(), kZero2BucketsInFlight);
+    EXPECT_EQ(whole(), in_flight()) << "only the buckets being reduced are whole";
+  }
+  buckets.finish();
+  EXPECT_EQ(in_flight(), 0u);
+  EXPECT_EQ(whole(), 0u);
+  for (size_t b = 0; b < buckets.buckets().size(); ++b) {
+    EXPECT_EQ(buckets.owned_grad(b).numel() * grid.dp_size, buckets.buckets()[b].elements);
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "base_test_support.h"
 #include "plan/cost_model.h"
 
 namespace t5scale {
@@ -73,6 +74,17 @@ TEST(CostModel, MemoryPredictionMovesTheWayEachSwitchShould) {
   zero1.zero1 = true;
   const int64_t shard = (parameters_per_rank(model, 8) + 3) / 4;
   EXPECT_EQ(predict_memory(model, zero1).optimizer_bytes, shard * 12);
+
+  // ZeRO-2: this rank's chunk of the fp32 gradients and the whole buckets being filled or reduced; the
+  // compute-dtype .grad of each parameter as before.
+  MemoryInputs zero2 = zero1;
+  zero2.zero2 = true;
+  const int64_t n = parameters_per_rank(model, 8);
+  EXPECT_EQ(predict_memory(model, zero1).gradients_bytes, n * 4 + n * 2);
+  EXPECT_EQ(predict_memory(model, zero2).gradients_bytes, shard * 4 + kZero2BucketsHeld * zero2.bucket_bytes + n * 2);
+  EXPECT_EQ(predict_memory(model, zero2).optimizer_bytes, shard * 12);
+  zero2.zero1 = false;
+  EXPECT_NE(testing::error_of([&] { predict_memory(model, zero2); }).find("ZeRO-2 needs ZeRO-1"), std::string::npos);
 
   MemoryInputs checkpointed = base;
   checkpointed.checkpoint_every_blocks = 1;

@@ -1011,6 +1011,35 @@ TEST(StudyExamples, EverySpecInJobsPlansWithoutInvalidRuns) {
   EXPECT_EQ(runs["lr-scaling-seed002.yaml"], 15u);
   EXPECT_EQ(runs["t5-xxl-scaling.yaml"], 10u);
   EXPECT_EQ(runs["strategies-seed000.yaml"], 16u);
+  EXPECT_EQ(runs["zero2-seed003.yaml"], 3u);
+}
+
+TEST(StudyExamples, TheSeed003StudyShardsTheGradientsOverTheEightV100s) {
+  // ZeRO-2 keeps 1/8 of T5-3B's fp32 gradients (plus the buckets in flight) where ZeRO-1 keeps them whole: about
+  // 10 GiB less per GPU, so the planner needs no recomputation for ZeRO-2 and some for ZeRO-1 on 32 GiB.
+  const StudyPlan plan =
+      plan_study(load_study_spec((fs::path(T5SCALE_SOURCE_DIR) / "jobs/zero2-seed003.yaml").string()));
+  std::map<std::string, const RunPlan*> by_name;
+  for (const auto& p : plan.runs) {
+    by_name[p.run.name] = &p;
+    EXPECT_EQ(p.run.config.model.name, "t5-3b");
+    EXPECT_EQ(p.run.world(), 8);
+    EXPECT_EQ(p.batch.global_batch, 16);
+    EXPECT_EQ(p.run.config.precision, RunConfig::Precision::kFp16);
+    EXPECT_EQ(p.device_memory_gib, 32.0);
+  }
+  ASSERT_EQ(by_name.size(), 3u);
+  const RunPlan& zero2 = *by_name.at("zero2");
+  const RunPlan& zero1 = *by_name.at("zero1");
+  EXPECT_TRUE(zero2.run.config.parallel.zero2);
+  EXPECT_FALSE(zero1.run.config.parallel.zero2);
+  const int64_t n = zero2.memory.parameters_per_rank;
+  const int64_t bucket_bytes = 25 * 1024 * 1024;  // parallel.bucket_mib's default
+  EXPECT_EQ(zero1.memory.gradients_bytes - zero2.memory.gradients_bytes,
+            n * 4 - ((n + 7) / 8 * 4 + kZero2BucketsHeld * bucket_bytes));
+  EXPECT_EQ(zero1.memory.optimizer_bytes, zero2.memory.optimizer_bytes);
+  EXPECT_EQ(zero2.memory.activations_bytes, plan.runs[0].memory.activations_bytes);
+  EXPECT_GT(zero2.memory.activations_bytes, zero1.memory.activations_bytes);  // zero1 recomputes, zero2 need not
 }
 
 TEST(StudyExamples, TheXxlStudyIsTp8InsideANodeAndDpOverNodes) {

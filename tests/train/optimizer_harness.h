@@ -31,7 +31,7 @@ class OptimizerHarness {
       params.push_back(slot.param);
       slots.push_back(std::move(slot));
     }
-    gradients = std::make_unique<GradientBuckets>(std::move(slots), grid.dp, bucket_bytes, /*zero1=*/false);
+    gradients = std::make_unique<GradientBuckets>(std::move(slots), grid.dp, bucket_bytes, GradientSharding::kNone);
   }
 
   // The main gradients of the next step: grads[k] for the k-th parameter.

@@ -105,7 +105,7 @@ TEST(AdafactorOptionsCheck, RefusesZero1AndInvalidOptions) {
   testing::OptimizerHarness harness({{"w", torch::ones({4, 4})}}, 1024);
   std::vector<ParameterSlot> slots = harness.gradients->slots();
   for (auto& slot : slots) slot.param = slot.param.detach().clone().set_requires_grad(true);
-  GradientBuckets zero1(slots, harness.grid.dp, 1024, /*zero1=*/true);
+  GradientBuckets zero1(slots, harness.grid.dp, 1024, GradientSharding::kOptimizer);
   EXPECT_NE(testing::error_of([&] { DistributedAdafactor(zero1, harness.grid, {}); }).find("use adamw with zero1"),
             std::string::npos);
 
