@@ -4,10 +4,14 @@
 #include <thread>
 
 #include "dist/mpi_runtime.h"
+#include "dist/peer_liveness.h"
 
 namespace t5scale {
 
 namespace {
+
+// How long a rank whose collective timed out waits for the others to answer its liveness ping.
+constexpr double kLivenessProbeS = 5.0;
 
 // Element type for reductions; bf16 and fp16 have none in MPI and are staged through fp32 by the caller.
 MPI_Datatype reduction_type(torch::ScalarType dtype) {
@@ -73,12 +77,17 @@ void MpiCommunicator::wait(MPI_Request& request, const char* operation) const {
   for (int polls = 0;; ++polls) {
     MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
     if (done) return;
-    // Spin briefly for latency, then back off so oversubscribed ranks leave each other the cores.
-    if (polls > 64) std::this_thread::sleep_for(std::chrono::microseconds(polls > 2000 ? 500 : 20));
+    // Spin briefly for latency, then back off so oversubscribed ranks leave each other the cores; a rank that
+    // waits this long answers the liveness pings of a rank whose own collective timed out.
+    if (polls > 64) {
+      answer_liveness_pings();
+      std::this_thread::sleep_for(std::chrono::microseconds(polls > 2000 ? 500 : 20));
+    }
     const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited_s > timeout_s_) {
       abort_job("t5scale", msg(operation, " on the ", name_, " group (rank ", rank_, " of ", size_,
-                               ") timed out after ", timeout_s_, " s: a peer rank has stalled or died"));
+                               ") timed out after ", timeout_s_, " s; ",
+                               describe_unresponsive(unresponsive_ranks(kLivenessProbeS))));
     }
   }
 }

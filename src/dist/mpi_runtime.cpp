@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "dist/peer_liveness.h"
+
 namespace t5scale {
 namespace {
 
@@ -42,6 +44,7 @@ void wait_at_most(std::vector<MPI_Request>& requests, double limit_s) {
   while (!requests.empty() && seconds_since(start) < limit_s) {
     MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
     if (done) return;
+    answer_liveness_pings();  // a rank whose collective timed out may be asking who is still there
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
@@ -74,6 +77,7 @@ bool message_of_rank_zero(std::string* text) {
       MPI_Recv(text->data(), length, MPI_CHAR, 0, kFailureTag, failure_comm, MPI_STATUS_IGNORE);
       return true;
     }
+    answer_liveness_pings();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
@@ -99,6 +103,7 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
   MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &failure_comm));
   MPI_Comm_set_errhandler(failure_comm, MPI_ERRORS_RETURN);
+  start_peer_liveness();
 }
 
 MpiRuntime::~MpiRuntime() {
@@ -106,6 +111,7 @@ MpiRuntime::~MpiRuntime() {
   MPI_Finalized(&finalized);
   if (finalized) return;
   if (failure_comm != MPI_COMM_NULL) MPI_Comm_free(&failure_comm);
+  stop_peer_liveness();
   MPI_Finalize();
 }
 
@@ -149,7 +155,11 @@ void abort_job(const std::string& program, const std::string& message, int exit_
   if (!print) {
     // Rank 0 reports this error and is aborting the job: one abort, one message from the launcher. Should its
     // abort not come, this rank's does.
-    std::this_thread::sleep_for(std::chrono::duration<double>(kAbortGraceS));
+    const auto start = std::chrono::steady_clock::now();
+    while (seconds_since(start) < kAbortGraceS) {
+      if (mpi_usable()) answer_liveness_pings();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   if (mpi_usable()) MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);

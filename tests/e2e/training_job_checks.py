@@ -37,6 +37,7 @@ import argparse
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -604,6 +605,9 @@ def scenario_failures(job):
     attrs, note, run = read_failure(job, "stalled")
     check(attrs["status"] == "failed" and "timed out after 5 s" in attrs["error"] and attrs["error_step"] >= 3,
           f"status {attrs['status']}, error {attrs['error']!r}, error_step {attrs['error_step']}")
+    # The stopped rank does not answer the liveness pings: it is named, with its host.
+    silent = f"world rank 1 on {socket.gethostname()} does not answer"
+    check(silent in attrs["error"], f"the error does not say {silent!r}: {attrs['error']!r}")
     check(run.status == "failed", f"analysis: {run.status}")
     print(f"failures: rank 1's exception noted beside the file, rank 0's bad data and a stall recorded in it "
           f"(stalled after step {attrs['error_step']})")

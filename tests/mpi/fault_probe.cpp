@@ -1,6 +1,7 @@
 // A job that fails on purpose, for the failure tests: every rank runs all-reduces over the world in a loop, and
 // rank 1 either throws (mode "throw") or stops answering for a minute (mode "stall") at the third one. The whole
-// job must end with a non-zero exit and a message naming the rank, not hang.
+// job must end with a non-zero exit and a message naming the rank (for a stall: the rank that does not answer the
+// liveness pings, with its host), not hang.
 #include <chrono>
 #include <cstdio>
 #include <string>
