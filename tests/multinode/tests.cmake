@@ -11,3 +11,13 @@ add_test(NAME multinode.train_across_local_nodes
                  ${T5SCALE_PYTHON})
 set_tests_properties(multinode.train_across_local_nodes PROPERTIES LABELS multinode TIMEOUT 240
                      RESOURCE_LOCK local_slurm PROCESSORS 2)
+
+# On a 2-node cluster: a job preempted with USR1 across the nodes (the study's sbatch script) checkpoints once,
+# requeues and resumes; a node killed mid-run ends the job naming the lost rank and host, and the job resubmitted
+# on the node left resumes; both loss for loss equal to an uninterrupted run. Needs t5scale-train and
+# t5scale-study built.
+add_test(NAME multinode.node_loss_and_preemption
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_node_failures.sh ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/bin
+                 ${T5SCALE_PYTHON})
+set_tests_properties(multinode.node_loss_and_preemption PROPERTIES LABELS multinode TIMEOUT 240
+                     RESOURCE_LOCK local_slurm PROCESSORS 2)

@@ -12,22 +12,9 @@
 # the temporary folder.
 set -uo pipefail
 
-if [ $# -ne 3 ]; then
-  echo "usage: $0 SOURCE_DIR BIN_DIR PYTHON" >&2
-  exit 2
-fi
-src=$(realpath "$1")
-bin=$(realpath "$2")
-python=$3
+# shellcheck source=tests/shell_test_start.sh
+. "$(dirname "$0")/../shell_test_start.sh" "$@"
 timeout_s=${T5SCALE_SLURM_TEST_TIMEOUT_S:-600}
-test_start=$SECONDS
-
-# The step the test is at, named in a failure: which wait ran out, and where.
-step="checking the prerequisites"
-fail() {
-  echo "FAIL ($step): $*" >&2
-  exit 1
-}
 
 [ -x "$bin/t5scale-study" ] || fail "$bin/t5scale-study is missing: build the target t5scale-study"
 [ -x "$bin/t5scale-train" ] || fail "$bin/t5scale-train is missing: build the target t5scale-train"
@@ -35,14 +22,7 @@ fail() {
 "$python" -c "import h5py" || fail "$python cannot import h5py"
 
 # Debian's packages (scripts/setup.sh installs them too): about 10 s when missing.
-if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null ||
-   ! command -v sbatch >/dev/null; then
-  echo "installing slurm-wlm and munge"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y slurm-wlm munge >/dev/null ||
-    { apt-get update >/dev/null && apt-get install -y slurm-wlm munge >/dev/null; } ||
-    fail "apt-get install slurm-wlm munge failed"
-fi
+"$src/slurm/local/install.sh" || fail "slurm-wlm and munge could not be installed"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/t5scale-slurm-test.XXXXXX")
 state="$work/slurm-state"
