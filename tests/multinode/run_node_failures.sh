@@ -27,10 +27,10 @@ check_multinode_prerequisites
 make_test_folder
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
-# The demo's tiny T5 (jobs/demo/run.yaml): 800 steps with a checkpoint every 100, resumed when one is there; a
+# The demo's tiny T5 (jobs/demo/run.yaml): 500 steps with a checkpoint every 100, resumed when one is there; a
 # collective waits at most 5 s.
 timeout_s=5
-settings=(train.max_steps=800 train.log_every=50 eval.every_steps=0 eval.at_end=false checkpoint.every_steps=100
+settings=(train.max_steps=500 train.log_every=50 eval.every_steps=0 eval.at_end=false checkpoint.every_steps=100
           checkpoint.resume=auto parallel.collective_timeout_s=$timeout_s)
 train=("$bin/t5scale-train" --config "$src/jobs/demo/run.yaml" --set run.output_dir="$work/runs")
 for setting in "${settings[@]}"; do train+=(--set "$setting"); done
