@@ -4,7 +4,9 @@
 
 # Starts a 2-node and then a 4-node cluster in a temporary folder, runs t5scale-train one rank per node with
 # `srun --mpi=pmix` and with mpirun inside an sbatch job, checks that the losses equal the same grid on one node
-# over shared memory and that the run files name every node, and always removes the cluster and its namespaces.
+# over shared memory and that the run files name every node; on 4 nodes a study across 1, 2 and 4 nodes (and tp 2
+# inside a node) submitted, tracked and analysed, with a fake energy meter per node whose readings each run sums;
+# it always removes the cluster and its namespaces.
 # Needs the target t5scale-train built. Fails (never skips) where the nodes cannot be made.
 add_test(NAME multinode.train_across_local_nodes
          COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_multinode.sh ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/bin
