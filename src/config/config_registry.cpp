@@ -494,8 +494,8 @@ const std::vector<Entry>& registry() {
     k.push_back(float_key(T5S_KEY(parallel, bucket_mib), above(0),
                           "Size of the gradient buckets of the data-parallel reduction, in MiB."));
     k.push_back(float_key(T5S_KEY(parallel, collective_timeout_s), above(0),
-                          "A collective still waiting after this many seconds aborts the job, naming the rank and "
-                          "the operation."));
+                          "A collective still waiting after this many seconds aborts the job, naming the operation "
+                          "and (MPI backend) the ranks that no longer answer, with their hosts."));
     k.push_back(enum_key(T5S_KEY(parallel, backend), "Collectives: auto (nccl on GPUs, mpi on CPUs), mpi, nccl."));
     // precision (a top-level key)
     k.push_back(enum_key(
