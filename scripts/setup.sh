@@ -4,6 +4,7 @@
 #   - a Python virtual environment outside the clone, keyed by the pinned versions, holding the
 #     PyPI torch wheel (LibTorch + NCCL), the references the tests compare against (transformers, rouge-score)
 #     and the analysis packages (scripts/requirements-venv.txt, pinned; installed again when that file changes)
+#   - the analysis package itself (analysis/), whose t5scale-analyze command is then on the venv's PATH
 # Prints nothing but progress; the venv path is written to $T5SCALE_CACHE/venv-path for the other scripts.
 set -euo pipefail
 
@@ -60,9 +61,34 @@ extras_stamp="$VENV_DIR/.t5scale-extras-$(sha256sum "$requirements" | cut -c1-16
 if [[ ! -f $extras_stamp ]]; then
   log "installing the pinned Python packages of $requirements"
   "$VENV_DIR/bin/pip" install -q -r "$requirements"
-  "$VENV_DIR/bin/python" -c "import rouge_score, h5py, pandas, pyarrow, matplotlib, pytest, yaml"
+  "$VENV_DIR/bin/python" -c "import rouge_score, h5py, pandas, pyarrow, matplotlib, pytest, yaml, setuptools"
   rm -f "$VENV_DIR"/.t5scale-extras-*
   touch "$extras_stamp"
+fi
+
+# The analysis package (analysis/pyproject.toml), which puts the t5scale-analyze command in $VENV_DIR/bin. It is
+# installed as a copy, not editable: the venv is shared by every clone on the machine (CI clones main into a
+# temporary folder, runs this script there and deletes the clone), and an editable install would tie the venv to
+# whichever clone ran setup last, its command broken once that clone is gone. The copy is built from the package's
+# files alone, in a temporary folder (no build/ or egg-info left in the clone, no stale build/lib), and installed
+# again whenever those files differ from the ones installed (a stamp keyed by their hash), so a run with nothing
+# changed costs one hash. analysis/t5scale-analyze runs the clone's own code as it is, installed or not.
+analysis_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/../analysis" && pwd)"
+analysis_files=(pyproject.toml README.md t5scale_analyze)
+analysis_hash=$(cd "$analysis_dir" &&
+  find "${analysis_files[@]}" -type f ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum |
+  sha256sum | cut -c1-16)
+analysis_stamp="$VENV_DIR/.t5scale-analyze-$analysis_hash"
+if [[ ! -f $analysis_stamp || ! -x $VENV_DIR/bin/t5scale-analyze ]]; then
+  log "installing the analysis package ($analysis_dir) and its command t5scale-analyze"
+  build_dir=$(mktemp -d)
+  tar -C "$analysis_dir" --exclude=__pycache__ -cf - "${analysis_files[@]}" | tar -C "$build_dir" -xf -
+  "$VENV_DIR/bin/pip" install -q --no-deps --no-build-isolation --force-reinstall "$build_dir" ||
+    { rm -rf "$build_dir"; exit 1; }
+  rm -rf "$build_dir"
+  "$VENV_DIR/bin/t5scale-analyze" --help >/dev/null
+  rm -f "$VENV_DIR"/.t5scale-analyze-*
+  touch "$analysis_stamp"
 fi
 mkdir -p "$CACHE_DIR"
 echo "$VENV_DIR" > "$CACHE_DIR/venv-path"

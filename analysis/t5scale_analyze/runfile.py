@@ -18,8 +18,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-FORMAT = "t5scale-run"
-SCHEMA_VERSION = 1
+from .schema import FORMAT, SCHEMA_VERSION
 
 # The metrics of /eval, in the order a report prefers them when no --metric is given.
 EVAL_METRICS = ("rougeL", "rougeLsum", "rouge1", "rouge2", "f1", "exact_match", "accuracy", "macro_f1", "loss")

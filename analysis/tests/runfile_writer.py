@@ -20,27 +20,14 @@ import h5py
 import numpy as np
 import yaml
 
-STEP_COLUMNS = {  # name: (dtype, unit)
-    "step": (np.int64, "step"), "epoch": (np.float64, "epoch"), "wall_time_s": (np.float64, "s"),
-    "loss": (np.float64, "nat/token"), "lr": (np.float64, "1"), "grad_norm": (np.float64, "1"),
-    "loss_scale": (np.float64, "1"), "skipped": (np.int8, "bool"), "samples": (np.int64, "samples"),
-    "source_tokens": (np.int64, "tokens"), "target_tokens": (np.int64, "tokens"), "step_time_s": (np.float64, "s"),
-    "data_time_s": (np.float64, "s"), "forward_time_s": (np.float64, "s"), "backward_time_s": (np.float64, "s"),
-    "optimizer_time_s": (np.float64, "s"), "comm_exposed_time_s": (np.float64, "s"),
-    "tokens_per_s": (np.float64, "tokens/s"), "samples_per_s": (np.float64, "samples/s"),
-    "model_flops": (np.float64, "FLOP"), "mfu": (np.float64, "1"),
-}
-RANK_COLUMNS = {  # (rows, world_size)
-    "memory_allocated_bytes": "bytes", "memory_reserved_bytes": "bytes", "memory_peak_bytes": "bytes",
-    "host_memory_bytes": "bytes", "gpu_power_w": "W", "gpu_energy_j": "J", "cpu_energy_j": "J",
-}
-EVAL_COLUMNS = {
-    "step": (np.int64, "step"), "epoch": (np.float64, "epoch"), "wall_time_s": (np.float64, "s"),
-    "loss": (np.float64, "nat/token"), "rouge1": (np.float64, "1"), "rouge2": (np.float64, "1"),
-    "rougeL": (np.float64, "1"), "rougeLsum": (np.float64, "1"), "exact_match": (np.float64, "1"),
-    "f1": (np.float64, "1"), "accuracy": (np.float64, "1"), "macro_f1": (np.float64, "1"),
-    "num_examples": (np.int64, "examples"), "eval_time_s": (np.float64, "s"),
-}
+from t5scale_analyze import schema
+
+# The columns as the trainer's writer declares them (t5scale_analyze/run_file_schema.json).
+STEP_COLUMNS = {c["name"]: (schema.numpy_dtype(c), c["unit"]) for c in schema.columns("steps") if not c["per_rank"]}
+RANK_COLUMNS = {c["name"]: c["unit"] for c in schema.columns("steps") if c["per_rank"]}  # (rows, world_size)
+EVAL_COLUMNS = {c["name"]: (schema.numpy_dtype(c), c["unit"]) for c in schema.columns("eval")}
+# Columns a fixture may leave out of its rows, and the value they then hold.
+DEFAULT_VALUES = {"generated_ids_beyond_vocab": 0}
 METRICS = ("loss", "rouge1", "rouge2", "rougeL", "rougeLsum", "exact_match", "f1", "accuracy", "macro_f1")
 GIB = 1024 ** 3
 CHUNK_ROWS = 256
@@ -89,7 +76,7 @@ def root_attributes(*, run_id="run", study="study", nodes=1, gpus_per_node=1, tp
     """Every root attribute of the spec, in its order, with the status "running" of a file being written."""
     world = nodes * gpus_per_node
     return {
-        "format": "t5scale-run", "schema_version": 1, "run_id": run_id, "study": study,
+        "format": schema.FORMAT, "schema_version": schema.SCHEMA_VERSION, "run_id": run_id, "study": study,
         "start_time_utc": "2025-01-01T00:00:00Z", "status": "running", "attempt": 0, "resumed_from_step": -1,
         "git_revision": "0123456789abcdef", "slurm_job_id": "4242", "slurm_array_task_id": "",
         "hosts": ",".join(f"node{i}" for i in range(nodes)), "nodes": nodes, "gpus_per_node": gpus_per_node,
@@ -144,7 +131,7 @@ class RunWriter:
         names = list(columns) + (list(RANK_COLUMNS) if group == "steps" else [])
         count = len(np.asarray(rows["step"]))
         for name in names:
-            data = np.asarray(rows[name])
+            data = np.asarray(rows[name]) if name in rows else np.full(count, DEFAULT_VALUES[name])
             assert data.shape[0] == count, f"{group}/{name}: {data.shape[0]} rows, expected {count}"
             ds = self.file[group][name]
             start = ds.shape[0]

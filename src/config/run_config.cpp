@@ -380,7 +380,7 @@ std::string code(const std::string& text) { return "`" + (text.empty() ? std::st
 
 const char* kIntroduction = R"(# Run configuration reference
 
-Generated from the key registry (`src/config/config_registry.cpp`) by `t5scale-config-reference`;
+Generated from the key registry (`src/config/config_registry.cpp`) by `t5scale-generated-file config-reference`;
 `t5scale-train --config-reference` prints the same text. Do not edit by hand: the unit test
 `unit.config_reference` fails when this file and the registry differ (`cmake --build <build folder> --target
 update_config_reference` rewrites it).

@@ -41,9 +41,12 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "config/run_config.h"
+
 namespace t5scale {
 
-enum class SamplingOrder { kRandom, kSortish, kSequential };
+// The config's own enum (data.sampling): the sampler takes it as it is.
+using SamplingOrder = DataSettings::Sampling;
 // "random" | "sortish" | "sequential"; anything else is an error naming data.sampling and the choices.
 SamplingOrder parse_sampling_order(const std::string& name);
 std::string sampling_order_name(SamplingOrder order);

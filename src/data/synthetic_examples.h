@@ -1,9 +1,9 @@
-// The built-in synthetic task as tokenized examples, without LibTorch: what `t5scale-prep synthetic` writes and
-// what the trainer uses in memory for data.dataset: synthetic (data/synthetic_task.h draws the same task from
-// LibTorch's generator for the training tests, whose reference figures depend on its stream). The target is the
-// source with every token shifted by one inside the alphabet 3..vocab_size-1, wrapping from the last word to the
-// first ("3 9 63" -> "4 10 3" for vocab 64). Both sequences end with eos, as in any tokenized dataset.
-// Deterministic for a seed on every platform (its own integer generator, no std:: distributions).
+// The built-in synthetic task as tokenized examples, without LibTorch: what `t5scale-prep synthetic` writes and what
+// the trainer uses in memory for data.dataset: synthetic (tests/support/synthetic_task.h draws the same task from
+// LibTorch's generator for the training tests, whose reference figures depend on its stream). The target is the source
+// with every token shifted by one inside the alphabet 3..vocab_size-1, wrapping from the last word to the first ("3 9
+// 63" -> "4 10 3" for vocab 64). Both sequences end with eos, as in any tokenized dataset. Deterministic for a seed on
+// every platform (its own integer generator, no std:: distributions).
 #pragma once
 
 #include <cstdint>

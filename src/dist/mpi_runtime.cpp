@@ -15,6 +15,7 @@ namespace {
 // A duplicate of MPI_COMM_WORLD for the failure messages of abort_job, so they never match a job's own messages.
 MPI_Comm failure_comm = MPI_COMM_NULL;
 std::function<void(const std::string&)> failure_recorder;
+std::vector<std::string> gathered_world_hosts;  // world_hosts()
 
 constexpr int kFailureTag = 7;  // rank 0's message to the others
 constexpr int kAnswerTag = 8;   // a rank's answer: it has printed its own message, or has none to print
@@ -103,6 +104,7 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
   MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &failure_comm));
   MPI_Comm_set_errhandler(failure_comm, MPI_ERRORS_RETURN);
+  world_hosts();
   start_peer_liveness();
 }
 
@@ -178,6 +180,37 @@ int run_mpi_program(int argc, char** argv, const std::string& program, const std
   }
   mpi.reset();
   return code;
+}
+
+std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& mine) {
+  int size = 1;
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(size);
+  MPI_CHECK(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm));
+  std::vector<int> offsets(size, 0);
+  for (int r = 1; r < size; ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
+  std::string all(static_cast<size_t>(offsets.back() + lengths.back()), '\0');
+  MPI_CHECK(MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm));
+  std::vector<std::string> out;
+  for (int r = 0; r < size; ++r) out.push_back(all.substr(offsets[r], lengths[r]));
+  return out;
+}
+
+const std::vector<std::string>& world_hosts() {
+  if (gathered_world_hosts.empty()) {
+    char host[MPI_MAX_PROCESSOR_NAME] = {};
+    int length = 0;
+    MPI_CHECK(MPI_Get_processor_name(host, &length));
+    gathered_world_hosts = all_gather_strings(MPI_COMM_WORLD, std::string(host, static_cast<size_t>(length)));
+  }
+  return gathered_world_hosts;
+}
+
+std::string host_of_world_rank(int rank) {
+  return rank >= 0 && static_cast<size_t>(rank) < gathered_world_hosts.size()
+             ? gathered_world_hosts[static_cast<size_t>(rank)]
+             : "?";
 }
 
 }  // namespace t5scale

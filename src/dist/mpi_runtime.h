@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/check.h"
 
@@ -25,6 +26,15 @@ class MpiRuntime {
 };
 
 int world_rank();  // MPI_COMM_WORLD rank, or 0 before MPI is initialised
+
+// Every rank's string of `comm`, in rank order (collective).
+std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& mine);
+
+// The host (MPI processor name) of every world rank, gathered once: at MpiRuntime's start, or collectively on the
+// first call where no MpiRuntime started. The placement check, the run file and the timeout messages all read it.
+const std::vector<std::string>& world_hosts();
+// A world rank's host as gathered, "?" before the gather: never collective, so failure paths may call it.
+std::string host_of_world_rank(int rank);
 
 // Ends the whole job (MPI_Abort on MPI_COMM_WORLD) after running the failure recorder (if one is set) and
 // printing "[rank R] program: error: message" to stderr once: rank 0 prints and tells the other ranks its

@@ -4,12 +4,12 @@
 #include <thread>
 
 #include "core/check.h"
+#include "dist/mpi_runtime.h"
 
 namespace t5scale {
 namespace {
 
 MPI_Comm liveness_comm = MPI_COMM_NULL;
-std::vector<std::string> hosts;
 
 constexpr int kPingTag = 11;
 constexpr int kPongTag = 12;
@@ -30,18 +30,6 @@ void start_peer_liveness() {
     return;  // the timeout messages then say only that a peer stalled or died
   }
   MPI_Comm_set_errhandler(liveness_comm, MPI_ERRORS_RETURN);
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  char host[MPI_MAX_PROCESSOR_NAME] = {};
-  int length = 0;
-  MPI_Get_processor_name(host, &length);
-  std::vector<char> all(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME, '\0');
-  if (MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
-                    liveness_comm) != MPI_SUCCESS) {
-    return;
-  }
-  hosts.clear();
-  for (int r = 0; r < size; ++r) hosts.emplace_back(all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME);
 }
 
 void stop_peer_liveness() {
@@ -105,10 +93,6 @@ std::vector<int> unresponsive_ranks(double limit_s) {
   // The receives of silent ranks stay posted: cancelling one towards a lost peer can block in some MPI libraries,
   // and the job is about to be aborted.
   return silent;
-}
-
-std::string host_of_world_rank(int rank) {
-  return rank >= 0 && static_cast<size_t>(rank) < hosts.size() ? hosts[static_cast<size_t>(rank)] : "?";
 }
 
 std::string describe_unresponsive(const std::vector<int>& ranks) {

@@ -14,7 +14,8 @@
 
 namespace t5scale {
 
-// Collective over MPI_COMM_WORLD, once at start (MpiRuntime): the ping communicator and every rank's hostname.
+// Collective over MPI_COMM_WORLD, once at start (MpiRuntime): the ping communicator. The hosts the messages name are
+// world_hosts() (dist/mpi_runtime.h).
 void start_peer_liveness();
 void stop_peer_liveness();  // before MPI_Finalize
 
@@ -27,8 +28,5 @@ std::vector<int> unresponsive_ranks(double limit_s);
 
 // The sentence a timeout message ends with: the ranks that do not answer, grouped by host, or that all answer.
 std::string describe_unresponsive(const std::vector<int>& ranks);
-
-// Hostname of a world rank as gathered at start ("?" before start_peer_liveness).
-std::string host_of_world_rank(int rank);
 
 }  // namespace t5scale

@@ -43,11 +43,7 @@ std::vector<std::string> ProcessGrid::validate(int world_size, int tp, const Mod
   if (world_size % tp != 0) {
     errors.push_back(msg("world size ", world_size, " is not divisible by tp ", tp, " (world = tp x dp)"));
   }
-  if (model.num_heads % tp != 0) errors.push_back(msg("num_heads ", model.num_heads, " is not divisible by tp ", tp));
-  if (model.d_ff % tp != 0) errors.push_back(msg("d_ff ", model.d_ff, " is not divisible by tp ", tp));
-  if (model.vocab_size % tp != 0) {
-    errors.push_back(msg("vocab_size ", model.vocab_size, " is not divisible by tp ", tp));
-  }
+  for (const auto& e : check_tp_divides(model, tp)) errors.push_back(e.text());  // the one check of the shape
   return errors;
 }
 
@@ -126,29 +122,23 @@ NodeGroup::~NodeGroup() {
 
 std::vector<std::string> NodeGroup::all_gather(const std::string& mine) const { return all_gather_strings(comm_, mine); }
 
-std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& mine) {
-  int size = 1;
-  MPI_CHECK(MPI_Comm_size(comm, &size));
-  int length = static_cast<int>(mine.size());
-  std::vector<int> lengths(size);
-  MPI_CHECK(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm));
-  std::vector<int> offsets(size, 0);
-  for (int r = 1; r < size; ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
-  std::string all(static_cast<size_t>(offsets.back() + lengths.back()), '\0');
-  MPI_CHECK(MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm));
+std::vector<std::string> hosts_of_ranks(MPI_Comm comm) {
+  // The ranks of `comm` as world ranks, looked up in the one gather of the hosts.
+  MPI_Group group, world_group;
+  MPI_CHECK(MPI_Comm_group(comm, &group));
+  MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world_group));
+  int size = 0;
+  MPI_CHECK(MPI_Group_size(group, &size));
+  std::vector<int> ranks(static_cast<size_t>(size)), world_ranks(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) ranks[static_cast<size_t>(r)] = r;
+  MPI_CHECK(MPI_Group_translate_ranks(group, size, ranks.data(), world_group, world_ranks.data()));
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  const std::vector<std::string>& hosts = world_hosts();
   std::vector<std::string> out;
-  for (int r = 0; r < size; ++r) out.push_back(all.substr(offsets[r], lengths[r]));
+  for (int w : world_ranks) out.push_back(hosts.at(static_cast<size_t>(w)));
   return out;
 }
-
-std::vector<std::string> hosts_of_ranks(MPI_Comm comm) {
-  char host[MPI_MAX_PROCESSOR_NAME] = {};
-  int length = 0;
-  MPI_CHECK(MPI_Get_processor_name(host, &length));
-  return all_gather_strings(comm, std::string(host, static_cast<size_t>(length)));
-}
-
-std::vector<std::string> hosts_of_world_ranks() { return hosts_of_ranks(MPI_COMM_WORLD); }
 
 int cuda_device_index(int local_rank, int local_size, int device_count) {
   T5S_CHECK(device_count > 0, "the NCCL backend needs a CUDA device, and none is visible to this rank "

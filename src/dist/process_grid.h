@@ -69,11 +69,8 @@ class NodeGroup {
   int local_rank_ = 0, local_size_ = 1;
 };
 
-// Every rank's `mine` in `comm`, in rank order (collective).
-std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& mine);
-// Every rank's host name (MPI_Get_processor_name), in rank order (collective over `comm`).
+// Every rank's host name (MPI_Get_processor_name) in `comm`, in rank order, from world_hosts() (the one gather).
 std::vector<std::string> hosts_of_ranks(MPI_Comm comm);
-std::vector<std::string> hosts_of_world_ranks();  // over MPI_COMM_WORLD
 
 // The CUDA device index of the rank with this node-local rank: the local rank itself, one rank per visible GPU.
 // With one visible device and several local ranks the device is 0 (Slurm's --gpus-per-task gives each rank its own

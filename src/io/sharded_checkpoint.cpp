@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "core/check.h"
-#include "telemetry/probes.h"
+#include "core/utc_time.h"
 
 namespace t5scale {
 namespace fs = std::filesystem;

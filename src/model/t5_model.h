@@ -13,10 +13,10 @@
 #include <torch/torch.h>
 
 #include "config/model_config.h"
-#include "core/seq2seq_batch.h"
 #include "dist/communicator.h"
 #include "model/parallel_layers.h"
 #include "model/parallel_rng.h"
+#include "model/seq2seq_batch.h"
 #include "model/t5_layers.h"
 
 namespace t5scale {

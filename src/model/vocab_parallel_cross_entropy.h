@@ -5,11 +5,10 @@
 
 #include <torch/torch.h>
 
+#include "core/ignore_index.h"
 #include "dist/communicator.h"
 
 namespace t5scale {
-
-inline constexpr int64_t kIgnoreIndex = -100;  // labels with this value contribute neither loss nor gradient
 
 // local_logits (..., V / tp) holding token ids [vocab_start, vocab_start + V / tp); labels (...) global ids.
 // Returns the per-token loss (...) in fp32 (fp64 for fp64 logits), zero where the label is kIgnoreIndex.

@@ -25,8 +25,8 @@ double forward_flops(const ModelConfig& model, const BatchShape& batch);
 // counted (model FLOPs, not hardware FLOPs), so MFU does not reward recomputing.
 double training_flops(const ModelConfig& model, const BatchShape& batch);
 
-// Under ZeRO-2 the whole buckets a rank holds at once: kZero2BucketsInFlight (train/gradient_buckets.h) being
-// reduced and one being filled.
+// Under ZeRO-2 the whole buckets a rank holds at once: one being filled and the others being reduced (the gradient
+// buckets of train/ leave kZero2BucketsHeld - 1 reductions outstanding).
 constexpr int64_t kZero2BucketsHeld = 3;
 
 struct MemoryInputs {

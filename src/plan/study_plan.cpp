@@ -13,11 +13,11 @@
 #include <memory>
 #include <optional>
 
-#include "config/hf_config.h"
 #include "config/placement.h"
 #include "core/check.h"
 #include "data/batch_sampler.h"
 #include "data/tokenized_dataset.h"
+#include "plan/resolved_run.h"
 
 namespace t5scale {
 
@@ -79,13 +79,45 @@ class DatasetCache {
   std::map<std::string, DatasetFacts> cache_;
 };
 
+// What the planner knows of a run's data: the synthetic task's size and vocabulary, or the dataset file's training
+// split (its lengths cut as the trainer cuts them) when the file is there.
+RunData run_data(RunPlan& p, DatasetCache& datasets) {
+  const auto& d = p.run.config.data;
+  RunData data;
+  if (d.dataset == "synthetic") {
+    data.train_examples = d.synthetic_examples;
+    data.vocab_size = d.synthetic_vocab_size;
+    return data;
+  }
+  const DatasetFacts& facts = datasets.get(d.dataset);
+  if (!facts.exists) {
+    p.notes.push_back(msg("data.dataset '", d.dataset, "' does not exist here yet: steps per epoch unknown"));
+  } else if (!facts.error.empty()) {
+    p.errors.push_back(msg("data.dataset: ", facts.error));
+  } else if (!facts.dataset->has_split(d.train_split)) {
+    p.errors.push_back(msg("data.train_split: '", d.train_split, "' is not a split of ", d.dataset, " (it has ",
+                           join(facts.dataset->split_names(), ", "), ")"));
+  } else {
+    const auto& split = facts.dataset->split(d.train_split);
+    data.train_examples = split.size();
+    data.vocab_size = facts.vocab_size;
+    if (d.max_tokens_per_micro_batch > 0) {  // the packing decides the steps: the sampler runs over the lengths
+      data.source_lengths = split.source_lengths();
+      data.target_lengths = split.target_lengths();
+      for (auto& n : data.source_lengths) n = d.max_source_length > 0 ? std::min(n, d.max_source_length) : n;
+      for (auto& n : data.target_lengths) n = d.max_target_length > 0 ? std::min(n, d.max_target_length) : n;
+    }
+  }
+  return data;
+}
+
 void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
   const RunConfig& c = p.run.config;
-  const auto& d = c.data;
   const int64_t world = p.run.world();
   const int64_t tp = c.parallel.tp;
   // The run's own parallel.device_memory_gib (what auto checkpointing plans for) before the GPU's.
   p.device_memory_gib = c.parallel.device_memory_gib > 0 ? c.parallel.device_memory_gib : study.device_memory_gib;
+  const int64_t device_bytes = static_cast<int64_t>(p.device_memory_gib * 1024.0 * 1024.0 * 1024.0);
 
   if (tp > 0 && world % tp == 0) {
     if (const auto spanning = tp_group_spanning_hosts(hosts_filled_node_by_node(p.run.nodes, p.run.gpus_per_node), tp)) {
@@ -95,168 +127,46 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
     }
   }
 
-  // Batch split (its errors are already among validate_for_world's).
-  try {
-    p.batch = resolve_batch(c, world);
-    p.batch_known = true;
-  } catch (const Error&) {
+  RunWorld run_world;
+  run_world.world_size = world;
+  run_world.on_gpu = !study.spec.slurm.cpu_only();
+  run_world.device_share_bytes = device_bytes;
+  const RunData data = run_data(p, datasets);
+  ResolvedRun r = resolve_run(c, run_world, data);
+  // An unknown model.name is among the run's own errors already.
+  const bool model_name_reported = std::any_of(p.run.errors.begin(), p.run.errors.end(),
+                                               [](const std::string& x) { return x.rfind("model.name", 0) == 0; });
+  for (const auto& e : r.errors) {
+    if (!(model_name_reported && e == r.model_error)) p.errors.push_back(e);
   }
+  for (const auto& n : r.notes) p.notes.push_back(n);
 
-  // The training split's size, and the data's vocabulary for the model shape.
-  int64_t vocab_size = 0;
-  std::shared_ptr<TokenizedDataset> dataset;
-  if (d.dataset == "synthetic") {
-    p.train_examples = d.synthetic_examples;
-    vocab_size = d.synthetic_vocab_size;
-  } else {
-    const DatasetFacts& facts = datasets.get(d.dataset);
-    if (!facts.exists) {
-      p.notes.push_back(msg("data.dataset '", d.dataset, "' does not exist here yet: steps per epoch unknown"));
-    } else if (!facts.error.empty()) {
-      p.errors.push_back(msg("data.dataset: ", facts.error));
-    } else if (!facts.dataset->has_split(d.train_split)) {
-      p.errors.push_back(msg("data.train_split: '", d.train_split, "' is not a split of ", d.dataset, " (it has ",
-                             join(facts.dataset->split_names(), ", "), ")"));
-    } else {
-      dataset = facts.dataset;
-      p.train_examples = dataset->split(d.train_split).size();
-      vocab_size = facts.vocab_size;
-    }
-  }
-
-  // Steps per epoch as the trainer's sampler counts them.
-  if (p.batch_known && p.train_examples >= 0) {
-    if (d.max_tokens_per_micro_batch == 0) {
-      p.steps_per_epoch = optimizer_steps_per_epoch(p.train_examples, p.batch.global_batch, d.drop_last);
-    } else if (dataset) {
-      // Token budget: the packing decides; run the sampler over the lengths, cut as the trainer cuts them.
-      const auto& split = dataset->split(d.train_split);
-      std::vector<int64_t> source = split.source_lengths(), target = split.target_lengths();
-      for (auto& n : source) n = d.max_source_length > 0 ? std::min(n, d.max_source_length) : n;
-      for (auto& n : target) n = d.max_target_length > 0 ? std::min(n, d.max_target_length) : n;
-      BatchSamplerOptions o;
-      o.global_batch = p.batch.global_batch;
-      o.micro_batches = p.batch.grad_accumulation;
-      o.dp_size = p.batch.dp;
-      o.seed = static_cast<uint64_t>(c.run.seed);
-      o.order = parse_sampling_order(enum_name(d.sampling));
-      o.sortish_factor = d.sortish_factor;
-      o.drop_last = d.drop_last;
-      o.max_tokens_per_micro_batch = d.max_tokens_per_micro_batch;
-      o.length_multiple = std::max<int64_t>(d.pad_to_multiple_of, 1);
-      try {
-        p.steps_per_epoch = DistributedBatchSampler(source, target, o).steps_per_epoch();
-      } catch (const Error& e) {
-        p.errors.push_back(msg("data.max_tokens_per_micro_batch: ", e.what()));
-      }
-    } else {
-      p.notes.push_back("data.max_tokens_per_micro_batch: steps per epoch depend on the packing of the data");
-    }
-    if (p.train_examples >= 0 && p.steps_per_epoch == 0 && p.errors.empty() && d.max_tokens_per_micro_batch == 0) {
-      p.errors.push_back(msg("train.global_batch: the training split has ", p.train_examples,
-                             " examples, not one global batch of ", p.batch.global_batch));
-    }
-  }
-
-  // LR plan: total steps, warmup and the scaled LR.
-  if (p.batch_known && p.errors.empty()) {
-    try {
-      if (c.train.max_steps > 0 || p.steps_per_epoch > 0 || c.eval.only) {
-        RunConfig planned = c;
-        if (c.eval.only && c.train.max_steps <= 0 && c.train.epochs <= 0) planned.train.max_steps = 1;
-        p.lr = make_lr_plan(planned, p.batch, p.steps_per_epoch);
-        p.total_steps = p.lr.total_steps;
-        p.steps_known = p.warmup_known = !c.eval.only;
-        p.epochs = p.lr.epochs;
-      } else {
-        // Epochs of a dataset not there yet: the LR is known, the step count is not.
-        RunConfig planned = c;
-        planned.train.epochs = 0;
-        planned.train.max_steps = std::max<int64_t>(1, c.lr_schedule.warmup_steps);
-        planned.lr_schedule.warmup_ratio = 0;
-        p.lr = make_lr_plan(planned, p.batch, 0);
-        p.warmup_known = c.lr_schedule.warmup_ratio == 0;
-        p.epochs = c.train.epochs;
-      }
-      p.lr_known = true;
-    } catch (const Error& e) {
-      p.errors.push_back(e.what());
-    }
-  }
-
-  // Model shape.
-  std::optional<ModelConfig> model;
-  try {
-    if (!c.model.init_from.empty()) {
-      const fs::path config_json = fs::path(c.model.init_from) / "config.json";
-      std::error_code ec;
-      if (fs::is_regular_file(config_json, ec)) {
-        model = read_hf_config(config_json.string());
-      } else if (c.model.name != "tiny") {
-        model = named_model_config(c.model.name);
-        p.notes.push_back(msg("model.init_from '", c.model.init_from, "' has no config.json here: planned with "
-                              "the shape of model.name ", c.model.name));
-      } else {
-        p.notes.push_back(msg("model.init_from '", c.model.init_from, "' has no config.json here: model unknown"));
-      }
-      if (model) {
-        for (const auto& e : check_tp_divides(*model, tp)) p.errors.push_back(e.text());
-      }
-    } else if (c.model.name == "tiny") {
-      if (vocab_size > 0) model = resolve_model_config(c, vocab_size);
-    } else {
-      model = named_model_config(c.model.name);
-      if (vocab_size > 0) model = resolve_model_config(c, vocab_size);
-    }
-  } catch (const Error& e) {
-    if (std::none_of(p.run.errors.begin(), p.run.errors.end(),
-                     [](const std::string& x) { return x.rfind("model.name", 0) == 0; })) {
-      p.errors.push_back(e.what());
-    }
-    model.reset();
-  }
-  if (model) {
+  p.batch_known = r.batch.has_value();
+  if (r.batch) p.batch = *r.batch;
+  p.train_examples = data.train_examples;
+  p.steps_per_epoch = r.steps_per_epoch;
+  p.lr_known = r.lr.has_value();
+  if (r.lr) p.lr = *r.lr;
+  p.steps_known = r.steps_known;
+  p.warmup_known = r.warmup_known;
+  p.total_steps = r.total_steps;
+  p.epochs = r.epochs;
+  if (r.model) {
     p.model_known = true;
-    p.model_name = model->name;
-    p.parameter_count = parameter_count(*model);
+    p.model_name = r.model->name;
+    p.parameter_count = parameter_count(*r.model);
   }
-
-  // Memory and FLOPs, with the trainer's inputs: one micro-batch padded to the maximum lengths.
-  MemoryInputs m;
-  bool fits_device = false;  // with 5% to spare, as the checkpointing choice counts it
-  if (model && p.batch_known && tp >= 1 && p.batch.dp >= 1 && world % tp == 0) {
-    const BatchShape typical{p.batch.micro_batch > 0 ? p.batch.micro_batch : 1,
-                             d.max_source_length > 0 ? d.max_source_length : 512,
-                             d.max_target_length > 0 ? d.max_target_length : 128};
-    m.tp = static_cast<int>(tp);
-    m.dp = static_cast<int>(p.batch.dp);
-    m.compute_bytes_per_element = c.precision == RunConfig::Precision::kFp32 ? 4 : 2;
-    m.zero1 = c.parallel.zero1;
-    m.zero2 = c.parallel.zero2;
-    m.bucket_bytes = static_cast<int64_t>(c.parallel.bucket_mib * 1024 * 1024);
-    m.adafactor = c.optimizer.name == OptimizerSettings::Name::kAdafactor;
-    m.checkpoint_every_blocks = requested_checkpoint_every_blocks(c.parallel);
-    m.micro_batch = typical;
-    m.on_gpu = !study.spec.slurm.cpu_only();
-    try {
-      m.frozen_parameters_per_rank = frozen_parameters_per_rank(*model, m.tp, freeze_options(c.train));
-      // auto: what the trainer will choose on a device of this memory (none where the plan does not know it).
-      const int64_t device_bytes = static_cast<int64_t>(p.device_memory_gib * 1024.0 * 1024.0 * 1024.0);
-      const CheckpointingChoice checkpointing = resolve_activation_checkpointing(*model, m, device_bytes);
-      m.checkpoint_every_blocks = checkpointing.checkpoint_every_blocks;
-      p.memory = checkpointing.memory;
-      fits_device = checkpointing.fits;
-      if (c.parallel.activation_checkpointing == ParallelSettings::ActivationCheckpointing::kAuto) {
-        p.notes.push_back(device_bytes > 0
-                              ? "activation checkpointing auto: " + checkpointing.describe_against(device_bytes)
-                              : std::string("activation checkpointing auto: none predicted (the device's memory is "
-                                            "unknown to the plan; the job chooses from the memory it sees)"));
-      }
-      p.memory_known = true;
-      p.flops_per_step =
-          training_flops(*model, typical) * static_cast<double>(p.batch.grad_accumulation * p.batch.dp);
-    } catch (const Error& e) {
-      p.errors.push_back(e.what());
+  const bool fits_device = r.checkpointing.fits;  // with 5% to spare
+  if (r.memory_inputs) {
+    p.memory_known = true;
+    p.memory = r.checkpointing.memory;
+    p.checkpoint_every_blocks = r.checkpointing.checkpoint_every_blocks;
+    p.flops_per_step = r.flops_per_step;
+    if (c.parallel.activation_checkpointing == ParallelSettings::ActivationCheckpointing::kAuto) {
+      p.notes.push_back(device_bytes > 0
+                            ? "activation checkpointing auto: " + r.checkpointing.describe_against(device_bytes)
+                            : std::string("activation checkpointing auto: none predicted (the device's memory is "
+                                          "unknown to the plan; the job chooses from the memory it sees)"));
     }
   }
   if (p.device_memory_gib <= 0) {
@@ -268,9 +178,8 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
       const bool chosen_already =
           c.parallel.activation_checkpointing == ParallelSettings::ActivationCheckpointing::kAuto;
       std::string try_first = chosen_already ? "" : "parallel.activation_checkpointing, ";
-      if (model && p.memory_known && !chosen_already) {
-        const CheckpointingChoice choice = choose_activation_checkpointing(
-            *model, m, static_cast<int64_t>(p.device_memory_gib * 1024.0 * 1024.0 * 1024.0));
+      if (r.model && p.memory_known && !chosen_already) {
+        const CheckpointingChoice choice = choose_activation_checkpointing(*r.model, *r.memory_inputs, device_bytes);
         if (choice.fits) {
           try_first = msg("parallel.activation_checkpointing=true with parallel.checkpoint_every_blocks=",
                           choice.checkpoint_every_blocks, " (", choice.describe(), ", predicted ",
@@ -450,7 +359,7 @@ std::string plan_csv(const StudyPlan& plan) {
       "run",         "study",        "nodes",        "gpus_per_node",   "world",        "tp",
       "dp",          "micro_batch",  "grad_accumulation", "global_batch", "base_lr",   "effective_lr",
       "lr_scaling_rule", "warmup_steps", "total_steps", "steps_per_epoch", "epochs",   "train_examples",
-      "model_name",  "parameter_count", "predicted_memory_bytes_per_device", "device_memory_gib", "fits",
+      "model_name",  "parameter_count", "checkpoint_every_blocks", "predicted_memory_bytes_per_device", "device_memory_gib", "fits",
       "predicted_flops_per_step", "seed", "varied", "valid", "errors"};
   std::string out = join(columns, ",") + "\n";
   auto num = [](double v) {  // the shortest text that reads back as the same double
@@ -486,6 +395,7 @@ std::string plan_csv(const StudyPlan& plan) {
         p.train_examples >= 0 ? msg(p.train_examples) : "",
         p.model_known ? p.model_name : "",
         p.model_known ? msg(p.parameter_count) : "",
+        p.memory_known ? msg(p.checkpoint_every_blocks) : "",
         p.memory_known ? msg(p.memory.total_bytes()) : "",
         plan.device_memory_gib > 0 ? num(plan.device_memory_gib) : "",
         p.fits,

@@ -1,9 +1,8 @@
 // The plan of a study: for every run of an expanded spec, what the trainer will do and what it will need, before
 // anything is submitted — the grid (world, TP, DP), the batch split, the LR after its scaling rule, warmup, steps
-// and epochs, predicted memory per GPU against the GPU's memory, and model FLOPs per step. The figures come from
-// the code the trainer itself uses (resolve_batch, make_lr_plan, predict_memory, training_flops), with the same
-// inputs (a micro-batch padded to data.max_source_length / max_target_length), so that the plan and the run
-// file's predicted_* attributes agree.
+// and epochs, predicted memory per GPU against the GPU's memory, and model FLOPs per step. The figures are
+// resolve_run's (plan/resolved_run.h), which the trainer calls too, so that the plan and the run file's predicted_*
+// attributes agree by construction.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +11,8 @@
 #include <vector>
 
 #include "plan/cost_model.h"
+#include "plan/lr_schedule.h"
 #include "plan/study_spec.h"
-#include "train/lr_schedule.h"
 
 namespace t5scale {
 
@@ -42,6 +41,7 @@ struct RunPlan {
   int64_t parameter_count = 0;
 
   bool memory_known = false;
+  int64_t checkpoint_every_blocks = 0;  // activation checkpointing as the job will run it (auto resolved)
   MemoryPrediction memory;
   double device_memory_gib = 0.0;  // what the memory is checked against; 0 = no check (CPU jobs)
   std::string fits = "?";          // "yes", "NO", "?" (unknown), "-" (no check)

@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "core/check.h"
-#include "telemetry/hdf5_check.h"
+#include "core/hdf5_check.h"
 
 namespace t5scale {
 

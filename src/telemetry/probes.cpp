@@ -2,7 +2,6 @@
 
 #include <sys/resource.h>
 
-#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -53,51 +52,5 @@ int64_t peak_resident_set_bytes() {
   T5S_CHECK(::getrusage(RUSAGE_SELF, &usage) == 0, "getrusage(RUSAGE_SELF) failed");
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
-
-const char* phase_name(Phase phase) {
-  switch (phase) {
-    case Phase::kData: return "data";
-    case Phase::kForward: return "forward";
-    case Phase::kBackward: return "backward";
-    case Phase::kOptimizer: return "optimizer";
-    case Phase::kCommExposed: return "comm_exposed";
-  }
-  return "unknown";
-}
-
-void PhaseTimer::start_step() {
-  phase_s_.fill(0.0);
-  step_start_ = Clock::now();
-}
-
-void PhaseTimer::add_s(Phase phase, double seconds) { phase_s_[static_cast<int>(phase)] += seconds; }
-
-double PhaseTimer::phase_s(Phase phase) const { return phase_s_[static_cast<int>(phase)]; }
-
-double PhaseTimer::step_elapsed_s() const {
-  return std::chrono::duration<double>(Clock::now() - step_start_).count();
-}
-
-StepTimes PhaseTimer::stop_step() const {
-  StepTimes times;
-  times.step_time_s = step_elapsed_s();
-  times.data_time_s = phase_s(Phase::kData);
-  times.forward_time_s = phase_s(Phase::kForward);
-  times.backward_time_s = phase_s(Phase::kBackward);
-  times.optimizer_time_s = phase_s(Phase::kOptimizer);
-  times.comm_exposed_time_s = phase_s(Phase::kCommExposed);
-  return times;
-}
-
-std::string utc_iso_time(std::chrono::system_clock::time_point time) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(time);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
-std::string utc_iso_time() { return utc_iso_time(std::chrono::system_clock::now()); }
 
 }  // namespace t5scale

@@ -12,10 +12,12 @@
 #include <thread>
 #include <type_traits>
 
+#include <nlohmann/json.hpp>
+
 #include "core/check.h"
+#include "core/hdf5_check.h"
+#include "core/utc_time.h"
 #include "telemetry/cost.h"
-#include "telemetry/hdf5_check.h"
-#include "telemetry/probes.h"
 
 namespace t5scale {
 
@@ -336,6 +338,14 @@ const std::vector<std::string>& own_attribute_names() {
   static const std::vector<std::string> names = {"format",  "schema_version",    "start_time_utc", "status",
                                                  "attempt", "resumed_from_step", "error",          "error_step"};
   return names;
+}
+
+// The kinds of the root attributes the run file sets itself, in own_attribute_names()' order.
+const std::vector<AttributeKind>& own_attribute_kinds() {
+  using K = AttributeKind;
+  static const std::vector<AttributeKind> kinds = {K::kString, K::kInt64, K::kString, K::kString,
+                                                   K::kInt64,  K::kInt64, K::kString, K::kInt64};
+  return kinds;
 }
 
 const AttributeValue* find_attribute(const RunAttributes& attributes, const std::string& name) {
@@ -1066,6 +1076,34 @@ double RunFile::last_cpu_energy_j(int rank) const {
   T5S_CHECK(rank >= 0 && static_cast<size_t>(rank) < impl_->world, "rank ", rank, " is not in world_size ",
             impl_->world);
   return impl_->last_cpu_energy_j[rank];
+}
+
+std::string run_file_schema_json() {
+  nlohmann::ordered_json schema;
+  schema["format"] = kFormat;
+  schema["schema_version"] = kSchemaVersion;
+  nlohmann::ordered_json attributes = nlohmann::ordered_json::array();
+  T5S_CHECK(own_attribute_kinds().size() == own_attribute_names().size(), "a root attribute of the run file has no kind");
+  for (size_t i = 0; i < own_attribute_names().size(); ++i) {
+    attributes.push_back({{"name", own_attribute_names()[i]}, {"dtype", kind_name(own_attribute_kinds()[i])},
+                          {"set_by", "run file"}});
+  }
+  for (const auto& [name, kind] : run_file_caller_attributes()) {
+    attributes.push_back({{"name", name}, {"dtype", kind_name(kind)}, {"set_by", "caller"}});
+  }
+  schema["root_attributes"] = attributes;
+  auto columns_json = [](const std::vector<ColumnSpec>& specs) {
+    nlohmann::ordered_json columns = nlohmann::ordered_json::array();
+    for (const auto& spec : specs) {
+      const char* dtype = spec.kind == ColumnKind::kInt64 ? "int64" : spec.kind == ColumnKind::kInt8 ? "int8" : "float64";
+      columns.push_back({{"name", spec.name}, {"dtype", dtype}, {"unit", spec.unit},
+                         {"per_rank", spec.kind == ColumnKind::kPerRankFloat64}});
+    }
+    return columns;
+  };
+  schema["steps"] = columns_json(specs_of(step_columns()));
+  schema["eval"] = columns_json(specs_of(eval_columns()));
+  return schema.dump(1) + "\n";
 }
 
 }  // namespace t5scale

@@ -76,6 +76,13 @@ enum class AttributeKind { kInt64, kFloat64, kString };
 // the run file's own.) Strings are stored as fixed-length UTF-8 HDF5 strings.
 const std::vector<std::pair<std::string, AttributeKind>>& run_file_caller_attributes();
 
+// The schema as data, generated from the tables the writer uses: format and schema_version, the root attributes
+// (name, dtype, set by the run file or its caller), and the columns of /steps and /eval (name, dtype int64 /
+// int8 / float64, unit, per_rank). Its checked-in copy, analysis/t5scale_analyze/run_file_schema.json, is what
+// the analysis and the Python test writers read (regenerate it: cmake --build build --target
+// update_run_file_schema).
+std::string run_file_schema_json();
+
 // One optimizer step, gathered over all ranks. Per-rank vectors hold world_size values in rank order.
 struct StepRecord {
   int64_t step = 0;

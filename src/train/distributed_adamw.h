@@ -7,11 +7,13 @@
 // rounding only (tests/train/test_fused_adamw.cpp).
 #pragma once
 
+#include "config/run_config.h"
 #include "train/distributed_optimizer.h"
 
 namespace t5scale {
 
-enum class FusedMode { kAuto, kOn, kOff };  // auto: the fused kernel where the device and dtype allow it
+// The config's own enum (optimizer.fused); auto: the fused kernel where the device and dtype allow it.
+using FusedMode = OptimizerSettings::Fused;
 
 struct AdamWOptions {
   double beta1 = 0.9;

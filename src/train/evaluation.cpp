@@ -7,11 +7,11 @@
 #include <sstream>
 
 #include "core/check.h"
-#include "data/collate.h"
 #include "eval/classification.h"
 #include "eval/rouge.h"
 #include "eval/squad.h"
 #include "model/vocab_parallel_cross_entropy.h"
+#include "train/collate.h"
 
 namespace t5scale {
 namespace {

@@ -21,6 +21,7 @@
 
 #include "dist/communicator.h"
 #include "model/parameter_layout.h"
+#include "plan/cost_model.h"
 
 namespace t5scale {
 
@@ -40,8 +41,9 @@ enum class GradientSharding {
   kGradients,  // ZeRO-2: reduce-scattered every micro-batch; only the owned chunk is kept
 };
 
-// Reductions a ZeRO-2 rank leaves outstanding before it waits for the oldest (each holds one bucket's buffer).
-constexpr size_t kZero2BucketsInFlight = 2;
+// Reductions a ZeRO-2 rank leaves outstanding before it waits for the oldest (each holds one bucket's buffer): the
+// buckets the cost model counts, less the one being filled.
+constexpr size_t kZero2BucketsInFlight = kZero2BucketsHeld - 1;
 
 struct GradientBucket {
   int64_t elements = 0;          // padded to a multiple of the DP size

@@ -15,15 +15,6 @@
 
 namespace t5scale {
 
-Precision precision_of(RunConfig::Precision precision) {
-  switch (precision) {
-    case RunConfig::Precision::kFp32: return Precision::kFp32;
-    case RunConfig::Precision::kBf16: return Precision::kBf16;
-    case RunConfig::Precision::kFp16: return Precision::kFp16;
-  }
-  return Precision::kFp32;
-}
-
 ParallelTrainingOptions training_options_for(const RunConfig& config) {
   ParallelTrainingOptions options;
   const auto& o = config.optimizer;
@@ -32,9 +23,7 @@ ParallelTrainingOptions training_options_for(const RunConfig& config) {
   options.adamw.beta2 = o.beta2;
   options.adamw.eps = o.eps;
   options.adamw.weight_decay = o.weight_decay;
-  options.adamw.fused = o.fused == OptimizerSettings::Fused::kOn    ? FusedMode::kOn
-                        : o.fused == OptimizerSettings::Fused::kOff ? FusedMode::kOff
-                                                                    : FusedMode::kAuto;
+  options.adamw.fused = o.fused;
   options.adafactor.relative_step = o.adafactor_relative_step;
   options.adafactor.scale_parameter = o.adafactor_scale_parameter;
   options.adafactor.warmup_init = o.adafactor_warmup_init;
@@ -49,7 +38,7 @@ ParallelTrainingOptions training_options_for(const RunConfig& config) {
   options.zero1 = config.parallel.zero1;
   options.zero2 = config.parallel.zero2;
   options.bucket_bytes = static_cast<int64_t>(config.parallel.bucket_mib * 1024 * 1024);
-  options.precision = precision_of(config.precision);
+  options.precision = config.precision;
   return options;
 }
 

@@ -24,7 +24,7 @@
 
 namespace t5scale {
 
-enum class Precision { kFp32, kBf16, kFp16 };
+using Precision = RunConfig::Precision;  // the config's own enum (precision)
 torch::ScalarType compute_dtype(Precision precision);
 
 enum class OptimizerKind { kAdamW, kAdafactor };
@@ -45,7 +45,6 @@ struct ParallelTrainingOptions {
   int64_t loss_scale_growth_interval = 1000;
 };
 
-Precision precision_of(RunConfig::Precision precision);
 // The training options a run config asks for (optimizer, freezing, clipping, ZeRO-1, buckets, precision).
 ParallelTrainingOptions training_options_for(const RunConfig& config);
 

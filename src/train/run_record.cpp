@@ -19,9 +19,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/utc_time.h"
+#include "dist/mpi_runtime.h"
 #include "telemetry/cost.h"
 #include "telemetry/nvml.h"
 #include "telemetry/probes.h"
+#include "telemetry/resource_card.h"
 #include "train/device_probe.h"
 
 #ifdef T5SCALE_WITH_NCCL
@@ -51,13 +54,6 @@ std::string join(const std::vector<std::string>& parts) {
   return out;
 }
 
-std::string gib_text(double bytes) {
-  if (!std::isfinite(bytes)) return "n/a";
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  return text;
-}
-
 struct DeviceMemory {
   double allocated_bytes = kUnknownValue, reserved_bytes = kUnknownValue, peak_bytes = kUnknownValue;
 };
@@ -73,8 +69,6 @@ DeviceMemory device_memory(torch::Device device) {
 }
 
 std::string device_name(torch::Device device) { return device.is_cuda() ? cuda_device_name(device) : "cpu"; }
-
-std::string precision_name(RunConfig::Precision precision) { return enum_name(precision); }
 
 // NVML numbers the node's GPUs itself, ignoring CUDA_VISIBLE_DEVICES: find this rank's GPU by its PCI bus id.
 int nvml_device_index(torch::Device device) {
@@ -109,7 +103,7 @@ RunRecord::RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid)
   cpu_meter_ =
       make_cpu_energy_meter(enum_name(config_.telemetry.cpu_energy), &cpu_note, config_.telemetry.powercap_root);
 
-  const std::vector<std::string> hosts = hosts_of_world_ranks();
+  const std::vector<std::string>& hosts = world_hosts();
   const std::set<std::string> distinct(hosts.begin(), hosts.end());
   nodes_ = static_cast<int64_t>(distinct.size());
   std::vector<std::string> unique_hosts;
@@ -124,7 +118,7 @@ RunRecord::RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid)
   }
   device_names_ = join(all_gather_strings(MPI_COMM_WORLD, device_name(in_.device)));
   peak_flops_per_device_ = resolve_peak_flops_per_device(config_.telemetry.peak_flops_per_device,
-                                                         device_name(in_.device), precision_name(config_.precision));
+                                                         device_name(in_.device), enum_name(config_.precision));
   if (in_.device.is_cuda()) {
     try {
       const auto nvml = NvmlLibrary::load();
@@ -176,7 +170,7 @@ RunAttributes RunRecord::attributes() const {
       {"max_steps", in_.lr_plan.total_steps},
       {"steps_per_epoch", in_.steps_per_epoch},
       {"epochs", in_.lr_plan.epochs},
-      {"precision", precision_name(c.precision)},
+      {"precision", enum_name(c.precision)},
       {"optimizer", enum_name(c.optimizer.name)},
       {"device_names", device_names_},
       {"driver_version", driver_version_},
@@ -317,79 +311,95 @@ StepSummary RunRecord::gather_buffered_steps() {
   pending_observations_.clear();
   if (grid_.world_rank() != 0) return summary;
 
-  const int world = in_.world_size;
   for (size_t k = 0; k < rows; ++k) {
-    const StepObservation& o = observations[k];
-    auto column = [&](Column c) {
-      std::vector<double> values(static_cast<size_t>(world));
-      for (int r = 0; r < world; ++r) {
-        values[static_cast<size_t>(r)] = all[(static_cast<size_t>(r) * rows + k) * kCount + c];
-      }
-      return values;
-    };
-    auto sum = [](const std::vector<double>& v) {
-      double s = 0.0;
-      for (double x : v) s += x;
-      return s;
-    };
-    StepRecord row;
-    row.step = o.step;
-    row.epoch = o.epoch;
-    row.wall_time_s = o.wall_time_s;
-    row.loss = o.loss;
-    row.lr = o.lr;
-    row.grad_norm = o.grad_norm;
-    row.loss_scale = o.loss_scale;
-    row.skipped = o.skipped;
-    row.samples = static_cast<int64_t>(sum(column(kSamples)));
-    row.source_tokens = static_cast<int64_t>(sum(column(kSourceTokens)));
-    row.target_tokens = o.target_tokens;
-    row.step_time_s = o.step_time_s;
-    row.data_time_s = o.data_time_s;
-    row.forward_time_s = o.forward_time_s;
-    row.backward_time_s = o.backward_time_s;
-    row.optimizer_time_s = o.optimizer_time_s;
-    row.comm_exposed_time_s = o.comm_exposed_time_s;
-    row.tokens_per_s = static_cast<double>(row.source_tokens + row.target_tokens) / o.step_time_s;
-    row.samples_per_s = static_cast<double>(row.samples) / o.step_time_s;
-    row.model_flops = sum(column(kFlops));
-    row.mfu = model_flops_utilization(row.model_flops, o.step_time_s, peak_flops_per_device_, world);
-    row.memory_allocated_bytes = column(kAllocated);
-    row.memory_reserved_bytes = column(kReserved);
-    row.memory_peak_bytes = column(kPeak);
-    row.host_memory_bytes = column(kHost);
-    row.gpu_power_w = column(kPower);
-    row.gpu_energy_j = column(kGpuJ);
-    row.cpu_energy_j = column(kCpuJ);
-    for (int r = 0; r < world; ++r) {
-      const auto i = static_cast<size_t>(r);
-      row.gpu_energy_j[i] += gpu_energy_offset_j_[i];
-      row.cpu_energy_j[i] += cpu_energy_offset_j_[i];
-      if (std::isfinite(row.gpu_energy_j[i])) last_gpu_energy_j_[i] = row.gpu_energy_j[i];
-      if (std::isfinite(row.cpu_energy_j[i])) last_cpu_energy_j_[i] = row.cpu_energy_j[i];
-      if (std::isfinite(row.memory_peak_bytes[i])) peak_memory_bytes_ = std::max(peak_memory_bytes_, row.memory_peak_bytes[i]);
-    }
+    const StepRecord row = step_row(observations[k], all, rows, k);
     file_->append_step(row);
-
-    steps_observed_ += 1;
-    step_time_sum_s_ += o.step_time_s;
-    flops_sum_ += row.model_flops;
-    samples_sum_ += row.samples;
-    tokens_sum_ += row.source_tokens + row.target_tokens;
-    if (std::isfinite(row.mfu)) mfu_sum_ += row.mfu;
-    if (std::isfinite(row.memory_allocated_bytes[0])) memory_allocated_sum_ += row.memory_allocated_bytes[0];
-    summary.tokens_per_s = row.tokens_per_s;
-    summary.samples_per_s = row.samples_per_s;
-    summary.mfu_text = "n/a";
-    if (std::isfinite(row.mfu)) {
-      char text[32];
-      std::snprintf(text, sizeof(text), "%.1f%%", 100.0 * row.mfu);
-      summary.mfu_text = text;
-    }
-    summary.memory_text = std::isfinite(row.memory_peak_bytes[0]) ? gib_text(row.memory_peak_bytes[0]) + " peak"
-                                                                   : gib_text(row.host_memory_bytes[0]) + " host";
+    add_to_totals(row);
+    summary = log_figures(row);
   }
   summary.mean_step_time_s = step_time_sum_s_ / static_cast<double>(std::max<int64_t>(steps_observed_, 1));
+  return summary;
+}
+
+// Row k of the gathered measurements (world, rows, kCount) with rank 0's observation of that step: the per-replica
+// counts summed, the per-rank columns as they are, energy continued across resumes.
+StepRecord RunRecord::step_row(const StepObservation& o, const std::vector<double>& all, size_t rows, size_t k) {
+  const int world = in_.world_size;
+  auto column = [&](Column c) {
+    std::vector<double> values(static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r) values[static_cast<size_t>(r)] = all[(static_cast<size_t>(r) * rows + k) * kCount + c];
+    return values;
+  };
+  auto sum = [](const std::vector<double>& v) {
+    double s = 0.0;
+    for (double x : v) s += x;
+    return s;
+  };
+  StepRecord row;
+  row.step = o.step;
+  row.epoch = o.epoch;
+  row.wall_time_s = o.wall_time_s;
+  row.loss = o.loss;
+  row.lr = o.lr;
+  row.grad_norm = o.grad_norm;
+  row.loss_scale = o.loss_scale;
+  row.skipped = o.skipped;
+  row.samples = static_cast<int64_t>(sum(column(kSamples)));
+  row.source_tokens = static_cast<int64_t>(sum(column(kSourceTokens)));
+  row.target_tokens = o.target_tokens;
+  row.step_time_s = o.step_time_s;
+  row.data_time_s = o.data_time_s;
+  row.forward_time_s = o.forward_time_s;
+  row.backward_time_s = o.backward_time_s;
+  row.optimizer_time_s = o.optimizer_time_s;
+  row.comm_exposed_time_s = o.comm_exposed_time_s;
+  row.tokens_per_s = static_cast<double>(row.source_tokens + row.target_tokens) / o.step_time_s;
+  row.samples_per_s = static_cast<double>(row.samples) / o.step_time_s;
+  row.model_flops = sum(column(kFlops));
+  row.mfu = model_flops_utilization(row.model_flops, o.step_time_s, peak_flops_per_device_, world);
+  row.memory_allocated_bytes = column(kAllocated);
+  row.memory_reserved_bytes = column(kReserved);
+  row.memory_peak_bytes = column(kPeak);
+  row.host_memory_bytes = column(kHost);
+  row.gpu_power_w = column(kPower);
+  row.gpu_energy_j = column(kGpuJ);
+  row.cpu_energy_j = column(kCpuJ);
+  for (int r = 0; r < world; ++r) {
+    const auto i = static_cast<size_t>(r);
+    row.gpu_energy_j[i] += gpu_energy_offset_j_[i];
+    row.cpu_energy_j[i] += cpu_energy_offset_j_[i];
+  }
+  return row;
+}
+
+// Rank 0's running totals, for the resource card and the summary of a run that ends without one.
+void RunRecord::add_to_totals(const StepRecord& row) {
+  for (size_t i = 0; i < row.gpu_energy_j.size(); ++i) {
+    if (std::isfinite(row.gpu_energy_j[i])) last_gpu_energy_j_[i] = row.gpu_energy_j[i];
+    if (std::isfinite(row.cpu_energy_j[i])) last_cpu_energy_j_[i] = row.cpu_energy_j[i];
+    if (std::isfinite(row.memory_peak_bytes[i])) peak_memory_bytes_ = std::max(peak_memory_bytes_, row.memory_peak_bytes[i]);
+  }
+  steps_observed_ += 1;
+  step_time_sum_s_ += row.step_time_s;
+  flops_sum_ += row.model_flops;
+  samples_sum_ += row.samples;
+  tokens_sum_ += row.source_tokens + row.target_tokens;
+  if (std::isfinite(row.mfu)) mfu_sum_ += row.mfu;
+  if (std::isfinite(row.memory_allocated_bytes[0])) memory_allocated_sum_ += row.memory_allocated_bytes[0];
+}
+
+// The log line's figures of a step.
+StepSummary RunRecord::log_figures(const StepRecord& row) const {
+  StepSummary summary;
+  summary.tokens_per_s = row.tokens_per_s;
+  summary.samples_per_s = row.samples_per_s;
+  if (std::isfinite(row.mfu)) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.1f%%", 100.0 * row.mfu);
+    summary.mfu_text = text;
+  }
+  summary.memory_text = std::isfinite(row.memory_peak_bytes[0]) ? gib_text(row.memory_peak_bytes[0]) + " peak"
+                                                                 : gib_text(row.host_memory_bytes[0]) + " host";
   return summary;
 }
 
@@ -445,74 +455,47 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
     if (std::isfinite(gpu)) gpu_j += inputs.gpu_energy_j.back();
     if (std::isfinite(cpu)) cpu_j += inputs.cpu_energy_j.back();
   }
-  const bool gpu_known = gpu_meter_->source() != "none";
-  const bool cpu_known = cpu_meter_->source() != "none";
   file_->finish(inputs, outcome.status);
 
-  const double kwh = energy_kwh(gpu_j, cpu_j, config_.cost.pue);
-  const double steps = static_cast<double>(std::max<int64_t>(steps_observed_, 1));
-  std::ostringstream card;
-  char line[256];
-  card << "---- resource card: " << config_.run.name << " (" << outcome.status << ") ----\n";
-  std::snprintf(line, sizeof(line), "grid            %d %s = tp %d x dp %d on %lld node(s); %s\n", world,
-                in_.device.is_cuda() ? "GPU ranks" : "CPU ranks", grid_.tp_size, grid_.dp_size,
-                static_cast<long long>(nodes_), device_names_.substr(0, 60).c_str());
-  card << line;
-  std::snprintf(line, sizeof(line), "duration        %.1f s wall (%.1f s training, %.1f s evaluation)\n",
-                inputs.wall_time_s, outcome.train_time_s, outcome.eval_time_s);
-  card << line;
-  auto price_line = [&](const char* label, double price) {
-    if (price > 0) {
-      std::snprintf(line, sizeof(line), "%-15s %.4f USD (%.2f USD per node-hour x %lld node(s))\n", label,
-                    cost_usd(price, nodes_, inputs.wall_time_s), price, static_cast<long long>(nodes_));
-    } else {
-      std::snprintf(line, sizeof(line), "%-15s unknown (cost.%s not set)\n", label,
-                    std::string(label) == "cost" ? "price_per_node_hour_usd" : "low_priority_price_per_node_hour_usd");
-    }
-    card << line;
-  };
-  price_line("cost", config_.cost.price_per_node_hour_usd);
-  price_line("cost low-prio", config_.cost.low_priority_price_per_node_hour_usd);
-  const double host_peak_bytes = *std::max_element(inputs.host_memory_bytes.begin(), inputs.host_memory_bytes.end());
-  if (in_.device.is_cuda()) {
-    std::snprintf(line, sizeof(line),
-                  "memory          %s average allocated (rank 0), %s peak allocated (max over GPUs); host peak "
-                  "resident set %s (max over ranks)\n",
-                  steps_observed_ > 0 ? gib_text(memory_allocated_sum_ / steps).c_str() : "n/a (no steps)",
-                  steps_observed_ > 0 ? gib_text(peak_memory_bytes_).c_str() : "n/a",
-                  gib_text(host_peak_bytes).c_str());
-  } else {
-    std::snprintf(line, sizeof(line), "memory          host peak resident set %s (max over %d CPU ranks; no device memory)\n",
-                  gib_text(host_peak_bytes).c_str(), world);
-  }
-  card << line;
-  std::snprintf(line, sizeof(line), "GPU energy      %s\n",
-                gpu_known ? (std::to_string(gpu_j / 1000.0) + " kJ (" + gpu_meter_->source() + ")").c_str()
-                : in_.device.is_cuda() ? "not measured (no NVML)"
-                                       : "none (CPU ranks)");
-  card << line;
-  std::snprintf(line, sizeof(line), "CPU energy      %s\n",
-                cpu_known ? (std::to_string(cpu_j / 1000.0) + " kJ (RAPL)").c_str() : "not measured (RAPL not readable)");
-  card << line;
-  std::snprintf(line, sizeof(line), "emissions       %.6f kg CO2eq (%.6f kWh x PUE %.2f x %.0f g/kWh; measured sources only)\n",
-                co2_kg(kwh, config_.cost.carbon_intensity_g_per_kwh), kwh / config_.cost.pue, config_.cost.pue,
-                config_.cost.carbon_intensity_g_per_kwh);
-  card << line;
-  std::snprintf(line, sizeof(line), "throughput      %.1f samples/s, %.0f tokens/s, %.3f s per step (%lld steps)\n",
-                static_cast<double>(samples_sum_) / std::max(step_time_sum_s_, 1e-12),
-                static_cast<double>(tokens_sum_) / std::max(step_time_sum_s_, 1e-12), step_time_sum_s_ / steps,
-                static_cast<long long>(steps_observed_));
-  card << line;
-  std::snprintf(line, sizeof(line), "FLOPs           %.3e model FLOPs in total, MFU %s\n", flops_sum_,
-                peak_flops_per_device_ > 0 ? (std::to_string(100.0 * mfu_sum_ / steps) + "%").c_str()
-                                           : "n/a (no peak known for this device)");
-  card << line;
-  std::snprintf(line, sizeof(line), "telemetry       %.0f us per step, %.3f%% of the step time\n",
-                1e6 * outcome.telemetry_time_s / steps,
-                100.0 * outcome.telemetry_time_s / std::max(step_time_sum_s_, 1e-12));
-  card << line;
-  card << "run file        " << path_ << "\n";
-  return card.str();
+  return resource_card(card_figures(outcome, inputs, gpu_j, cpu_j));
+}
+
+// The resource card's figures: the run's totals on rank 0 and what finish() gathered.
+ResourceCardFigures RunRecord::card_figures(const RunOutcome& outcome, const RunSummaryInputs& inputs, double gpu_j,
+                                            double cpu_j) const {
+  ResourceCardFigures card;
+  card.run_name = config_.run.name;
+  card.status = outcome.status;
+  card.world_size = in_.world_size;
+  card.tp = grid_.tp_size;
+  card.dp = grid_.dp_size;
+  card.nodes = nodes_;
+  card.on_gpu = in_.device.is_cuda();
+  card.device_names = device_names_;
+  card.wall_time_s = inputs.wall_time_s;
+  card.train_time_s = outcome.train_time_s;
+  card.eval_time_s = outcome.eval_time_s;
+  card.price_per_node_hour_usd = config_.cost.price_per_node_hour_usd;
+  card.low_priority_price_per_node_hour_usd = config_.cost.low_priority_price_per_node_hour_usd;
+  card.host_peak_bytes = *std::max_element(inputs.host_memory_bytes.begin(), inputs.host_memory_bytes.end());
+  card.mean_memory_allocated_bytes = memory_allocated_sum_ / static_cast<double>(std::max<int64_t>(steps_observed_, 1));
+  card.peak_memory_bytes = peak_memory_bytes_;
+  card.gpu_energy_source = gpu_meter_->source();
+  card.cpu_energy_source = cpu_meter_->source();
+  card.gpu_energy_j = gpu_j;
+  card.cpu_energy_j = cpu_j;
+  card.pue = config_.cost.pue;
+  card.carbon_intensity_g_per_kwh = config_.cost.carbon_intensity_g_per_kwh;
+  card.steps = steps_observed_;
+  card.samples = samples_sum_;
+  card.tokens = tokens_sum_;
+  card.step_time_sum_s = step_time_sum_s_;
+  card.model_flops = flops_sum_;
+  card.mfu_sum = mfu_sum_;
+  card.peak_flops_per_device = peak_flops_per_device_;
+  card.telemetry_time_s = outcome.telemetry_time_s;
+  card.run_file_path = path_;
+  return card;
 }
 
 }  // namespace t5scale

@@ -14,10 +14,11 @@
 
 #include "config/run_config.h"
 #include "dist/process_grid.h"
+#include "plan/lr_schedule.h"
 #include "telemetry/energy_meter.h"
+#include "telemetry/resource_card.h"
 #include "telemetry/run_file.h"
 #include "train/evaluation.h"
-#include "train/lr_schedule.h"
 
 namespace t5scale {
 
@@ -93,6 +94,12 @@ class RunRecord {
  private:
   std::vector<double> gather(const std::vector<double>& mine);  // (world x n) row-major on every rank
   StepSummary gather_buffered_steps();                           // collective; appends on rank 0
+  StepRecord step_row(const StepObservation& observation, const std::vector<double>& gathered, size_t rows,
+                      size_t k);
+  void add_to_totals(const StepRecord& row);
+  StepSummary log_figures(const StepRecord& row) const;
+  ResourceCardFigures card_figures(const RunOutcome& outcome, const RunSummaryInputs& inputs, double gpu_j,
+                                   double cpu_j) const;
 
   // This rank's measurements since the last gather, one row each; rank 0 also keeps the observations.
   std::vector<std::vector<double>> pending_measurements_;

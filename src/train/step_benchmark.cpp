@@ -15,6 +15,7 @@
 #include "config/config_registry.h"
 #include "config/hf_config.h"
 #include "core/check.h"
+#include "core/utc_time.h"
 #include "dist/local_shard_communicator.h"
 #include "dist/process_grid.h"
 #include "plan/cost_model.h"
@@ -54,18 +55,9 @@ ModelConfig benchmark_model_config(const std::string& name, int64_t tiny_vocab_s
   return config;
 }
 
-std::string precision_name(Precision precision) {
-  switch (precision) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp16: return "fp16";
-  }
-  return "fp32";
-}
-
 Precision parse_precision(const std::string& text) {
   for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
-    if (precision_name(p) == text) return p;
+    if (enum_name(p) == text) return p;
   }
   throw Error(msg("--precision: '", text, "' is not fp32, bf16 or fp16"));
 }
@@ -256,7 +248,7 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
 
 json StepBenchmark::run() {
   const auto& o = options_;
-  const std::string precision = precision_name(o.precision);
+  const std::string precision = enum_name(o.precision);
   std::vector<json> steps;
   int64_t skipped = 0;
   for (int64_t i = 0; i < o.warmup_steps + o.steps; ++i) {

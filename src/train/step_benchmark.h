@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "config/model_config.h"
-#include "core/seq2seq_batch.h"
+#include "model/seq2seq_batch.h"
 #include "train/parallel_trainer.h"
 
 namespace t5scale {
@@ -59,8 +59,7 @@ struct StepBenchmarkOptions {
 // An unknown name is refused with the known names and the nearest one ("did you mean").
 ModelConfig benchmark_model_config(const std::string& name, int64_t tiny_vocab_size, double dropout_rate);
 
-// "fp32" / "bf16" / "fp16"; parse_precision throws on anything else, naming the value.
-std::string precision_name(Precision precision);
+// "fp32" / "bf16" / "fp16" (enum_name gives the names); anything else throws, naming the value.
 Precision parse_precision(const std::string& text);
 
 // FLOP/s of a (n x n) @ (n x n) product in `dtype` on `device`: the median of `repeats` timed products after one

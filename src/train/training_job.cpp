@@ -15,7 +15,6 @@
 
 #include "core/check.h"
 #include "data/batch_sampler.h"
-#include "data/collate.h"
 #include "data/example_source.h"
 #include "data/synthetic_examples.h"
 #include "data/tokenized_dataset.h"
@@ -25,9 +24,11 @@
 #include "io/hf_checkpoint.h"
 #include "io/sharded_checkpoint.h"
 #include "plan/cost_model.h"
+#include "plan/lr_schedule.h"
+#include "plan/resolved_run.h"
+#include "train/collate.h"
 #include "train/device_probe.h"
 #include "train/evaluation.h"
-#include "train/lr_schedule.h"
 #include "train/optimizer_resharding.h"
 #include "train/parallel_trainer.h"
 #include "train/preemption.h"
@@ -111,10 +112,11 @@ class TrainingJob {
   void refuse_what_cannot_work(int world_size);
   void set_up_grid();
   void set_up_data();
+  void resolve();
+  void set_up_sampler();
   void set_up_model_and_trainer();
   void set_up_records();
-  MemoryInputs memory_inputs() const;
-  CheckpointingChoice resolve_checkpointing() const;
+  int64_t device_share_bytes() const;
   void resume_or_start();
   void restore_rng(const LoadedCheckpoint& loaded);
   bool train_step();  // false: stop (diverged)
@@ -143,6 +145,8 @@ class TrainingJob {
   std::optional<Tokenizer> tokenizer_;
   std::unique_ptr<ExampleSource> train_examples_, eval_examples_;
   int64_t vocab_size_ = 0;
+  // What the run is (batch split, sampler options, model shape, LR plan, memory model), as the planner sees it too.
+  ResolvedRun resolved_;
   BatchPlan batch_;
   std::unique_ptr<DistributedBatchSampler> sampler_;
   CollateOptions collate_options_;
@@ -178,6 +182,8 @@ int TrainingJob::run() {
   refuse_what_cannot_work(world_size);
   set_up_grid();
   set_up_data();
+  resolve();
+  set_up_sampler();
   set_up_model_and_trainer();
   set_up_records();
   install_preemption_handlers();
@@ -296,38 +302,50 @@ void TrainingJob::set_up_data() {
   T5S_CHECK(!wants_evaluation || eval_examples_, "eval: the dataset ", d.dataset, " has no split '", d.eval_split,
             "' (data.eval_split); set eval.every_steps: 0 and eval.at_end: false to train without evaluation");
 
-  batch_ = resolve_batch(config_, world_size_);
-  BatchSamplerOptions options;
-  options.global_batch = batch_.global_batch;
-  options.micro_batches = batch_.grad_accumulation;
-  options.dp_rank = grid_.dp_rank;
-  options.dp_size = grid_.dp_size;
-  options.seed = static_cast<uint64_t>(config_.run.seed);
-  options.order = parse_sampling_order(enum_name(d.sampling));
-  options.sortish_factor = d.sortish_factor;
-  options.drop_last = d.drop_last;
-  options.max_tokens_per_micro_batch = d.max_tokens_per_micro_batch;
-  options.length_multiple = std::max<int64_t>(d.pad_to_multiple_of, 1);
-  sampler_ = std::make_unique<DistributedBatchSampler>(train_examples_->source_lengths(),
-                                                       train_examples_->target_lengths(), options);
-  T5S_CHECK(sampler_->steps_per_epoch() > 0, train_examples_->name(), " has ", train_examples_->size(),
-            " examples: not one global batch of ", batch_.global_batch, " (train.global_batch)");
   collate_options_.pad_to_multiple_of = d.pad_to_multiple_of;
 }
 
-void TrainingJob::set_up_model_and_trainer() {
-  if (config_.model.init_from.empty()) {
-    model_config_ = resolve_model_config(config_, vocab_size_);
-  } else {
-    model_config_ = read_hf_config(config_.model.init_from + "/config.json");
-    apply_model_settings(config_, model_config_);
+// The run resolved from the config, the grid and the data, as t5scale-study plans it (resolve_run): every problem
+// it finds stops the job here, before the model is built.
+void TrainingJob::resolve() {
+  RunWorld world;
+  world.world_size = world_size_;
+  world.on_gpu = device_.is_cuda();
+  world.device_share_bytes = device_share_bytes();
+  RunData data;
+  data.vocab_size = vocab_size_;
+  data.train_examples = train_examples_->size();
+  data.source_lengths = train_examples_->source_lengths();
+  data.target_lengths = train_examples_->target_lengths();
+  resolved_ = resolve_run(config_, world, data);
+  if (!resolved_.errors.empty()) {
+    throw Error(msg(source_, ": this run cannot start:\n  ", join(resolved_.errors, "\n  ")));
   }
-  T5S_CHECK(vocab_size_ <= model_config_.vocab_size, "the data's vocabulary (", vocab_size_, " ids, ",
-            config_.data.dataset, ") does not fit the model's embedding (vocab_size ", model_config_.vocab_size, ")");
-  const auto grid_problems = ProcessGrid::validate(world_size_, static_cast<int>(config_.parallel.tp), model_config_);
-  if (!grid_problems.empty()) throw Error("parallel.tp: this grid cannot run this model:\n  " + join(grid_problems, "\n  "));
+  T5S_CHECK(resolved_.batch && resolved_.model && resolved_.memory_inputs && (resolved_.lr || config_.eval.only),
+            "the run resolved without ", !resolved_.batch ? "a batch split" : !resolved_.model ? "a model shape"
+                                         : !resolved_.memory_inputs ? "a memory model" : "an LR plan");
+  batch_ = *resolved_.batch;
+  model_config_ = *resolved_.model;
+  checkpoint_every_blocks_ = resolved_.checkpointing.checkpoint_every_blocks;
+  if (requested_checkpoint_every_blocks(config_.parallel) == kChooseCheckpointing) {
+    log("[t5scale] activation checkpointing (auto): " +
+        resolved_.checkpointing.describe_against(world.device_share_bytes));
+  }
+  if (!config_.eval.only) {  // evaluation alone takes no optimizer step
+    lr_plan_ = *resolved_.lr;
+    total_steps_ = lr_plan_.total_steps;
+  }
+}
 
-  const Precision precision = precision_of(config_.precision);
+void TrainingJob::set_up_sampler() {
+  BatchSamplerOptions options = resolved_.sampler;
+  options.dp_rank = grid_.dp_rank;
+  sampler_ = std::make_unique<DistributedBatchSampler>(train_examples_->source_lengths(),
+                                                       train_examples_->target_lengths(), options);
+}
+
+void TrainingJob::set_up_model_and_trainer() {
+  const Precision precision = config_.precision;
   rng_ = std::make_shared<ParallelRng>(static_cast<uint64_t>(config_.run.seed), grid_.tp_rank, device_);
   T5Model model(model_config_, grid_.tp, torch::TensorOptions().dtype(compute_dtype(precision)).device(device_), rng_);
   if (!config_.model.init_from.empty()) {
@@ -335,15 +353,9 @@ void TrainingJob::set_up_model_and_trainer() {
   } else {
     model->initialize_weights(static_cast<uint64_t>(config_.run.seed));
   }
-  checkpoint_every_blocks_ = resolve_checkpointing().checkpoint_every_blocks;
   if (checkpoint_every_blocks_ > 0) model->set_activation_checkpointing(checkpoint_every_blocks_);
 
   trainer_ = std::make_unique<ParallelTrainer>(model, grid_, training_options_for(config_));
-
-  if (!config_.eval.only) {  // evaluation alone takes no optimizer step
-    lr_plan_ = make_lr_plan(config_, batch_, sampler_->steps_per_epoch());
-    total_steps_ = lr_plan_.total_steps;
-  }
 
   if (!config_.early_stopping.metric.empty()) {
     EarlyStopping e;
@@ -372,44 +384,17 @@ void TrainingJob::set_up_records() {
   in.lr_plan = lr_plan_;
   in.steps_per_epoch = sampler_->steps_per_epoch();
   in.device = device_;
-  MemoryInputs memory = memory_inputs();
-  memory.checkpoint_every_blocks = checkpoint_every_blocks_;
   in.checkpoint_every_blocks = checkpoint_every_blocks_;
-  in.predicted_memory_bytes = predict_memory(model_config_, memory).total_bytes();
-  in.predicted_flops_per_step = training_flops(model_config_, memory.micro_batch) *
-                                static_cast<double>(batch_.grad_accumulation * grid_.dp_size);
+  in.predicted_memory_bytes = resolved_.checkpointing.memory.total_bytes();
+  in.predicted_flops_per_step = resolved_.flops_per_step;
   record_ = std::make_unique<RunRecord>(in, grid_);
 }
 
-// The planner's inputs for this job's step: one micro-batch padded to the maximum lengths (512/128 where the data's
-// own lengths are kept), the checkpointing as requested (kChooseCheckpointing for auto).
-MemoryInputs TrainingJob::memory_inputs() const {
-  MemoryInputs memory;
-  memory.tp = grid_.tp_size;
-  memory.dp = grid_.dp_size;
-  memory.compute_bytes_per_element = config_.precision == RunConfig::Precision::kFp32 ? 4 : 2;
-  memory.zero1 = config_.parallel.zero1;
-  memory.zero2 = config_.parallel.zero2;
-  memory.bucket_bytes = static_cast<int64_t>(config_.parallel.bucket_mib * 1024 * 1024);
-  memory.adafactor = config_.optimizer.name == OptimizerSettings::Name::kAdafactor;
-  memory.checkpoint_every_blocks = requested_checkpoint_every_blocks(config_.parallel);
-  memory.frozen_parameters_per_rank =
-      frozen_parameters_per_rank(model_config_, grid_.tp_size, freeze_options(config_.train));
-  memory.micro_batch = BatchShape{batch_.micro_batch > 0 ? batch_.micro_batch : 1,
-                                  config_.data.max_source_length > 0 ? config_.data.max_source_length : 512,
-                                  config_.data.max_target_length > 0 ? config_.data.max_target_length : 128};
-  memory.on_gpu = device_.is_cuda();
-  return memory;
-}
-
-// Activation checkpointing as configured or, for auto, the least recomputation whose predicted memory fits this
-// rank's share of its device: parallel.device_memory_gib when given, else its GPU, or on the CPU the host's memory
-// over the node's ranks (collective then: the node's ranks are counted).
-CheckpointingChoice TrainingJob::resolve_checkpointing() const {
-  const MemoryInputs memory = memory_inputs();
-  if (memory.checkpoint_every_blocks != kChooseCheckpointing) {
-    return resolve_activation_checkpointing(model_config_, memory, 0);
-  }
+// The memory this rank may use, for activation checkpointing auto: parallel.device_memory_gib when given, else its
+// GPU, or on the CPU the host's memory over the node's ranks (collective then: the node's ranks are counted). 0
+// when checkpointing is not chosen by memory.
+int64_t TrainingJob::device_share_bytes() const {
+  if (requested_checkpoint_every_blocks(config_.parallel) != kChooseCheckpointing) return 0;
   int64_t share_bytes = 0;
   if (config_.parallel.device_memory_gib > 0) {
     share_bytes = static_cast<int64_t>(config_.parallel.device_memory_gib * 1024.0 * 1024.0 * 1024.0);
@@ -419,9 +404,7 @@ CheckpointingChoice TrainingJob::resolve_checkpointing() const {
   }
   T5S_CHECK(share_bytes > 0, "parallel.activation_checkpointing: auto needs the memory of ", device_.str(),
             ", which this build cannot read; set true or false");
-  const CheckpointingChoice choice = resolve_activation_checkpointing(model_config_, memory, share_bytes);
-  log("[t5scale] activation checkpointing (auto): " + choice.describe_against(share_bytes));
-  return choice;
+  return share_bytes;
 }
 
 // What a checkpoint must match to be resumed by this job: the grid and the model.

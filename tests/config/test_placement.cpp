@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "base_test_support.h"
 #include "config/placement.h"
+#include "support/base_test_support.h"
 
 namespace t5scale {
 namespace {

@@ -9,10 +9,10 @@
 #include <set>
 #include <sstream>
 
-#include "base_test_support.h"
 #include "config/config_registry.h"
 #include "config/run_config.h"
 #include "core/check.h"
+#include "support/base_test_support.h"
 
 namespace t5scale {
 namespace {
@@ -902,21 +902,8 @@ TEST(RunConfigBatch, ResolveModelConfig) {
 // ---------------------------------------------------------------------------------------------------------------
 
 TEST(ConfigReference, CheckedInFileIsCurrent) {
-  const std::string path = std::string(T5SCALE_SOURCE_DIR) + "/jobs/CONFIG_REFERENCE.md";
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in.good()) << "cannot read " << path;
-  std::stringstream checked_in;
-  checked_in << in.rdbuf();
-  const std::string generated = config_reference_markdown();
-  if (checked_in.str() == generated) return;
-  std::istringstream a(checked_in.str()), b(generated);
-  std::string line_a, line_b;
-  int line = 1;
-  while (std::getline(a, line_a) && std::getline(b, line_b) && line_a == line_b) ++line;
-  ADD_FAILURE() << path << " is not what the key registry generates (first difference on line " << line
-                << ":\n  file:      " << line_a << "\n  generated: " << line_b
-                << ")\nregenerate it with:\n  cmake --build " << T5SCALE_BINARY_DIR
-                << " --target update_config_reference";
+  testing::expect_checked_in_file_current("jobs/CONFIG_REFERENCE.md", config_reference_markdown(),
+                                          "update_config_reference");
 }
 
 TEST(ConfigReference, EveryKeyHasARowWithItsDefaultAndDoc) {

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base_test_support.h"
 #include "data/batch_sampler.h"
+#include "support/base_test_support.h"
 
 namespace t5scale {
 namespace {

@@ -10,13 +10,13 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "base_test_support.h"
 #include "data/synthetic_examples.h"
 #include "data/tokenized_dataset.h"
 #include "data/tokenizer.h"
+#include "support/base_test_support.h"
 
 #ifndef T5SCALE_PREP_RECIPES_DIR
-#error "T5SCALE_PREP_RECIPES_DIR must name data_prep/recipes (tests/data/prep_tests.cmake defines it)"
+#error "T5SCALE_PREP_RECIPES_DIR must name data_prep/recipes (tests/data/CMakeLists.txt defines it)"
 #endif
 
 namespace t5scale {

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <random>
 
-#include "base_test_support.h"
 #include "core/check.h"
 #include "data/tokenized_dataset.h"
+#include "support/base_test_support.h"
 
 namespace t5scale {
 namespace {

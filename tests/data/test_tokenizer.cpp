@@ -8,9 +8,9 @@
 #include <random>
 #include <thread>
 
-#include "base_test_support.h"
 #include "core/check.h"
 #include "data/tokenizer.h"
+#include "support/base_test_support.h"
 
 namespace t5scale {
 namespace {

@@ -27,6 +27,12 @@
                 offline (a job resumes it as saved, equal to resharding while loading), exports it (equal to the
                 job's own export) and refuses a tp that does not divide the model, an existing step, a non-empty
                 export folder and a damaged shard
+  plan_matches_job
+                t5scale-study renders a study of four runs (epochs with a scaled LR and warmup ratio; tp 2 with
+                ZeRO-1 and checkpointing auto on a small device; tp 2 x dp 2 packing a token budget; a linear LR
+                rule at max_steps) and every run is trained from its rendered config: each field the plan predicts
+                (batch split, LR, warmup, steps, steps per epoch, model, parameters, checkpointing, memory, FLOPs)
+                equals what the job records in its run file
   failures      the job goes down through each failure path (an exception on rank 1, bad data met mid-run on rank
                 0, a stalled rank): the run file says failed with the error and the step where rank 0 could
                 write it, and rank 1's failure note says it where rank 0 could not; the analysis reads both
@@ -654,11 +660,82 @@ def scenario_checkpointing_auto(job):
           f"losses equal to the explicit run")
 
 
+PLAN_STUDY = """
+study: plan-vs-job
+base:
+  model: {{name: tiny}}
+  data: {{dataset: {dataset}, max_source_length: 24, max_target_length: 20}}
+  precision: fp32
+  parallel: {{backend: mpi}}
+  train: {{epochs: 1, global_batch: 32, log_every: 4}}
+  optimizer: {{name: adamw, lr: 1.0e-3}}
+  lr_schedule: {{warmup_ratio: 0.1, decay: linear}}
+  lr_scaling: {{rule: sqrt, reference_global_batch: 8}}
+  eval: {{every_steps: 0, at_end: false}}
+  checkpoint: {{every_steps: 0, at_end: false}}
+axes:
+  case:
+    - {{label: epochs-sqrt, gpus_per_node: 1, parallel.tp: 1}}
+    - {{label: tp2-zero1-auto, gpus_per_node: 2, parallel.tp: 2, parallel.zero1: true, train.grad_accumulation: 2,
+       parallel.activation_checkpointing: auto, parallel.device_memory_gib: {tight_gib!r}}}
+    - {{label: tp2-dp2-tokens, gpus_per_node: 4, parallel.tp: 2, data.max_tokens_per_micro_batch: 160,
+       data.sampling: sortish}}
+    - {{label: steps-linear, gpus_per_node: 2, parallel.tp: 1, train.epochs: 0, train.max_steps: 12,
+       lr_scaling.rule: linear, lr_schedule.warmup_steps: 3, lr_schedule.warmup_ratio: 0}}
+slurm: {{gpu: none, time_limit: "00:10:00"}}
+"""
+
+# runs.csv column -> the run file's root attribute, and how to read both.
+PLAN_FIELDS = [("dp", "dp", int), ("micro_batch", "micro_batch", int), ("grad_accumulation", "grad_accumulation", int),
+               ("global_batch", "global_batch", int), ("effective_lr", "effective_lr", float),
+               ("warmup_steps", "warmup_steps", int), ("total_steps", "max_steps", int),
+               ("steps_per_epoch", "steps_per_epoch", int), ("model_name", "model_name", text),
+               ("parameter_count", "parameter_count", int), ("checkpoint_every_blocks", "checkpoint_every_blocks", int),
+               ("predicted_memory_bytes_per_device", "predicted_memory_bytes_per_device", int),
+               ("predicted_flops_per_step", "predicted_flops_per_step", float)]
+
+
+def scenario_plan_matches_job(job):
+    import csv
+    job.prep()
+    # A device budget that the tp 2 run without checkpointing does not fit: auto must choose some in both programs.
+    spec = os.path.join(job.work, "plan-vs-job.yaml")
+    with open(spec, "w") as f:
+        f.write(PLAN_STUDY.format(dataset=job.dataset, tight_gib=0.004))
+    out = os.path.join(job.work, "rendered")
+    results = os.path.join(job.work, "results")
+    subprocess.run([os.path.join(job.bin, "t5scale-study"), "render", spec, "--out", out, "--results-dir", results,
+                    "--bin", job.bin], check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(out, "runs.csv")) as f:
+        plans = list(csv.DictReader(f))
+    check(len(plans) == 4, f"the study planned {len(plans)} runs, expected 4")
+    chosen = set()
+    for plan in plans:
+        name, world = plan["run"], int(plan["world"])
+        log_path = os.path.join(job.work, f"{name}.log")
+        with open(log_path, "w") as log:
+            code = subprocess.run([job.mpirun, "-np", str(world), os.path.join(job.bin, "t5scale-train"), "--config",
+                                   os.path.join(out, f"{name}.yaml")], stdout=log, stderr=subprocess.STDOUT).returncode
+        if code != 0:
+            with open(log_path) as f:
+                fail(f"{name}: exit code {code}; log tail:\n{f.read()[-4000:]}")
+        _, attrs = read_steps(os.path.join(results, f"{name}.h5"))
+        for column, attribute, read in PLAN_FIELDS:
+            check(plan[column] != "", f"{name}: the plan leaves {column} unknown")
+            planned, recorded = read(plan[column]), read(attrs[attribute])
+            check(planned == recorded, f"{name}: {column} planned {planned!r}, the job recorded {recorded!r}")
+        chosen.add(int(plan["checkpoint_every_blocks"]))
+        print(f"{name}: {len(PLAN_FIELDS)} fields equal (steps {plan['total_steps']}, memory "
+              f"{int(plan['predicted_memory_bytes_per_device']) / 2**20:.1f} MiB, checkpointing every "
+              f"{plan['checkpoint_every_blocks']})")
+    check(len(chosen) > 1, f"no run chose activation checkpointing ({chosen}): the auto case tests nothing")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse", "prep_to_train", "eval_only",
                                              "diverge", "vocab_beyond", "failures", "checkpointing_auto",
-                                             "resume_replicated", "reshard"])
+                                             "resume_replicated", "reshard", "plan_matches_job"])
     parser.add_argument("--bin", required=True)
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--work", required=True)

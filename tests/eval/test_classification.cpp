@@ -1,8 +1,8 @@
 // Accuracy and macro-F1 over label strings, on cases small enough to count by hand.
 #include <gtest/gtest.h>
 
-#include "base_test_support.h"
 #include "eval/classification.h"
+#include "support/base_test_support.h"
 
 namespace t5scale {
 namespace {

@@ -3,9 +3,9 @@
 
 #include <iostream>
 
-#include "base_test_support.h"
 #include "eval/eval_references.h"
 #include "eval/porter_stemmer.h"
+#include "support/base_test_support.h"
 
 namespace t5scale {
 namespace {

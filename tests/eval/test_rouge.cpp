@@ -7,10 +7,10 @@
 #include <iostream>
 #include <sstream>
 
-#include "base_test_support.h"
 #include "core/check.h"
 #include "eval/eval_references.h"
 #include "eval/rouge.h"
+#include "support/base_test_support.h"
 
 namespace t5scale {
 namespace {

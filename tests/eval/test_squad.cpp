@@ -7,10 +7,10 @@
 #include <iomanip>
 #include <iostream>
 
-#include "base_test_support.h"
 #include "eval/eval_references.h"
 #include "eval/squad.h"
 #include "eval/unicode_text.h"
+#include "support/base_test_support.h"
 
 namespace t5scale {
 namespace {

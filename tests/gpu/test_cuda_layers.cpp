@@ -9,7 +9,7 @@
 #include "model/parallel_layers.h"
 #include "model/t5_model.h"
 #include "model/vocab_parallel_cross_entropy.h"
-#include "test_support.h"
+#include "support/test_support.h"
 
 namespace t5scale {
 namespace {

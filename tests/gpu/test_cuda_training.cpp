@@ -4,10 +4,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
-#include "data/synthetic_task.h"
 #include "gpu/gpu_test_support.h"
 #include "model/t5_model.h"
-#include "test_support.h"
+#include "support/synthetic_task.h"
+#include "support/test_support.h"
 #include "train/optimizer_harness.h"
 #include "train/parallel_trainer.h"
 

@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <optional>
 
-#include "base_test_support.h"
 #include "dist/process_grid.h"
 #include "mpi/mpi_test_support.h"
+#include "support/base_test_support.h"
 
 namespace t5scale {
 namespace {

@@ -9,10 +9,10 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "base_test_support.h"
 #include "config/run_config.h"
+#include "core/hdf5_check.h"
 #include "gpu/gpu_test_support.h"
-#include "telemetry/hdf5_check.h"
+#include "support/base_test_support.h"
 #include "telemetry/nvml.h"
 #include "train/training_job.h"
 

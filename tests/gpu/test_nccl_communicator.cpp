@@ -1,6 +1,6 @@
 // The NCCL communicator on one rank: every collective in fp32, bf16 and fp16; collectives ordered after the compute
 // stream's work and before what follows on it, with the host free meanwhile; async work ordering whichever stream
-// waits for it. The watchdog's abort of a stalled collective is a probe run by ctest (tests/gpu/tests.cmake),
+// waits for it. The watchdog's abort of a stalled collective is a probe run by ctest (tests/gpu/CMakeLists.txt),
 // since it ends the process.
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -8,9 +8,9 @@
 
 #include <chrono>
 
-#include "base_test_support.h"
 #include "dist/nccl_communicator.h"
 #include "gpu/gpu_test_support.h"
+#include "support/base_test_support.h"
 
 namespace t5scale {
 namespace {
@@ -126,7 +126,7 @@ TEST(NcclCommunicator, AsyncWorkOrdersTheStreamThatWaitsForIt) {
   EXPECT_TRUE(torch::equal(sink.cpu(), torch::full({n}, 5.0))) << "the side stream read the result too early";
 }
 
-// Run by ctest only (tests/gpu/tests.cmake): the process must end with the watchdog's message within seconds.
+// Run by ctest only (tests/gpu/CMakeLists.txt): the process must end with the watchdog's message within seconds.
 TEST(NcclWatchdogProbe, DISABLED_StalledCollectiveAbortsTheJob) {
   MPI_Comm copy;
   ASSERT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &copy), MPI_SUCCESS);

@@ -12,12 +12,12 @@
 #include <map>
 #include <optional>
 
-#include "data/synthetic_task.h"
-#include "model/t5_model.h"
-#include "mpi_test_support.h"
-#include "test_support.h"
 #include "core/check.h"
 #include "io/sharded_checkpoint.h"
+#include "model/t5_model.h"
+#include "mpi_test_support.h"
+#include "support/synthetic_task.h"
+#include "support/test_support.h"
 #include "train/optimizer_resharding.h"
 #include "train/parallel_trainer.h"
 

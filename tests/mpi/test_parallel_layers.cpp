@@ -8,11 +8,11 @@
 #include "model/t5_model.h"
 #include "model/tensor_parallel_mappings.h"
 #include "model/vocab_parallel_cross_entropy.h"
-#include "data/synthetic_task.h"
 #include "mpi_test_support.h"
 #include "plan/cost_model.h"
+#include "support/synthetic_task.h"
+#include "support/test_support.h"
 #include "train/parallel_trainer.h"
-#include "test_support.h"
 
 namespace t5scale {
 namespace {
@@ -191,9 +191,9 @@ TEST(ProcessGridLayout, BadGridsAreRefusedWithTheReason) {
   EXPECT_EQ(errors[0], "world size 6 is not divisible by tp 4 (world = tp x dp)");
   const auto three = ProcessGrid::validate(9, 3, xxl);
   ASSERT_EQ(three.size(), 3u);
-  EXPECT_EQ(three[0], "num_heads 64 is not divisible by tp 3");
-  EXPECT_EQ(three[1], "d_ff 10240 is not divisible by tp 3");
-  EXPECT_EQ(three[2], "vocab_size 32128 is not divisible by tp 3");
+  EXPECT_EQ(three[0], "parallel.tp: model t5-v1_1-xxl: num_heads 64 is not divisible by tp 3");
+  EXPECT_EQ(three[1], "parallel.tp: model t5-v1_1-xxl: d_ff 10240 is not divisible by tp 3");
+  EXPECT_EQ(three[2], "parallel.tp: model t5-v1_1-xxl: vocab_size 32128 is not divisible by tp 3");
   EXPECT_EQ(ProcessGrid::validate(4, 0, xxl).at(0), "tp: must be at least 1, got 0");
   if (testing::world_size() > 1) {
     GridOptions options;
@@ -289,7 +289,6 @@ TEST(GradientBucketsOverlap, ReductionsStartInsideBackwardOnlyOnTheLastMicroBatc
 // ZeRO-2: every micro-batch reduces while its backward runs, with at most kZero2BucketsInFlight reductions
 // outstanding, and between micro-batches a rank holds no whole bucket, only its chunk of each.
 TEST(GradientBucketsOverlap, Zero2ReducesEveryMicroBatchAndKeepsOnlyItsChunk) {
-  static_assert(kZero2BucketsInFlight + 1 == kZero2BucketsHeld, "the cost model counts the buckets ZeRO-2 holds");
   ProcessGrid grid = testing::make_grid(1);  // dp = world
   T5Model model = overlap_model(grid);
   GradientBuckets buckets(slots_of(model), grid.dp, /*bucket_bytes=*/16 * 1024, GradientSharding::kGradients);

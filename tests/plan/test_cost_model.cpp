@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "base_test_support.h"
 #include "plan/cost_model.h"
+#include "support/base_test_support.h"
 
 namespace t5scale {
 namespace {

@@ -1,70 +1,34 @@
-"""The run file's schema 1 as the interface spec states it, and the probe's row formulas, written independently
-of the C++ writer: the h5py checks in this folder compare what t5scale wrote against these."""
+"""The run file's schema 1 (the columns from the schema file the writer's tables generate) and the probe's row
+formulas, written independently of the C++ writer: the h5py checks in this folder compare what t5scale wrote
+against these."""
 
+import json
 import math
+import os
 
 import numpy as np
 
 WORLD = 4
 NODES = 2
 
-# (name, numpy dtype, unit, per_rank) in the spec's order.
-STEP_COLUMNS = [
-    ("step", np.int64, "step", False),
-    ("epoch", np.float64, "epoch", False),
-    ("wall_time_s", np.float64, "s", False),
-    ("loss", np.float64, "nat/token", False),
-    ("lr", np.float64, "1", False),
-    ("grad_norm", np.float64, "1", False),
-    ("loss_scale", np.float64, "1", False),
-    ("skipped", np.int8, "bool", False),
-    ("samples", np.int64, "samples", False),
-    ("source_tokens", np.int64, "tokens", False),
-    ("target_tokens", np.int64, "tokens", False),
-    ("step_time_s", np.float64, "s", False),
-    ("data_time_s", np.float64, "s", False),
-    ("forward_time_s", np.float64, "s", False),
-    ("backward_time_s", np.float64, "s", False),
-    ("optimizer_time_s", np.float64, "s", False),
-    ("comm_exposed_time_s", np.float64, "s", False),
-    ("tokens_per_s", np.float64, "tokens/s", False),
-    ("samples_per_s", np.float64, "samples/s", False),
-    ("model_flops", np.float64, "FLOP", False),
-    ("mfu", np.float64, "fraction", False),
-    ("memory_allocated_bytes", np.float64, "B", True),
-    ("memory_reserved_bytes", np.float64, "B", True),
-    ("memory_peak_bytes", np.float64, "B", True),
-    ("host_memory_bytes", np.float64, "B", True),
-    ("gpu_power_w", np.float64, "W", True),
-    ("gpu_energy_j", np.float64, "J", True),
-    ("cpu_energy_j", np.float64, "J", True),
-]
-
-EVAL_COLUMNS = [
-    ("step", np.int64, "step", False),
-    ("epoch", np.float64, "epoch", False),
-    ("wall_time_s", np.float64, "s", False),
-    ("loss", np.float64, "nat/token", False),
-    ("rouge1", np.float64, "fraction", False),
-    ("rouge2", np.float64, "fraction", False),
-    ("rougeL", np.float64, "fraction", False),
-    ("rougeLsum", np.float64, "fraction", False),
-    ("exact_match", np.float64, "fraction", False),
-    ("f1", np.float64, "fraction", False),
-    ("accuracy", np.float64, "fraction", False),
-    ("macro_f1", np.float64, "fraction", False),
-    ("num_examples", np.int64, "examples", False),
-    ("eval_time_s", np.float64, "s", False),
-    ("generated_ids_beyond_vocab", np.int64, "tokens", False),
-]
+# The schema as the writer declares it (analysis/t5scale_analyze/run_file_schema.json, which the unit test
+# unit.telemetry_run_file_schema keeps equal to the writer's tables): the checks below hold the files the writer
+# really wrote to it, dataset by dataset.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "analysis", "t5scale_analyze",
+                       "run_file_schema.json"), encoding="utf-8") as _schema_file:
+    SCHEMA = json.load(_schema_file)
+_DTYPES = {"int64": np.int64, "int8": np.int8, "float64": np.float64}
+# (name, numpy dtype, unit, per_rank) in the writer's order.
+STEP_COLUMNS = [(c["name"], _DTYPES[c["dtype"]], c["unit"], c["per_rank"]) for c in SCHEMA["steps"]]
+EVAL_COLUMNS = [(c["name"], _DTYPES[c["dtype"]], c["unit"], c["per_rank"]) for c in SCHEMA["eval"]]
 
 EVAL_METRICS = ["loss", "rouge1", "rouge2", "rougeL", "rougeLsum", "exact_match", "f1", "accuracy", "macro_f1"]
 
 # The probe's root attributes (t5scale_run_file_probe.cpp gives the same values).
 def probe_attributes(max_steps):
     return {
-        "format": "t5scale-run",
-        "schema_version": 1,
+        "format": SCHEMA["format"],
+        "schema_version": SCHEMA["schema_version"],
         "run_id": "probe-run",
         "study": "telemetry",
         "git_revision": "0123abc",

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <thread>
 
-#include "base_test_support.h"
+#include "support/base_test_support.h"
 #include "telemetry/energy_meter.h"
 #include "telemetry/nvml.h"
 

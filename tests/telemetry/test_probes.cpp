@@ -2,13 +2,11 @@
 // peak-FLOPs table on device names as NVML reports them, and the cost, carbon and MFU formulas.
 #include <sys/resource.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <thread>
 
-#include "base_test_support.h"
+#include "support/base_test_support.h"
 #include "telemetry/cost.h"
 #include "telemetry/probes.h"
 
@@ -44,39 +42,6 @@ TEST(TelemetryProbes, HostMemoryFollowsTheProcess) {
   EXPECT_GE(after.peak_rss_bytes, after.rss_bytes);
   EXPECT_NEAR(static_cast<double>(after.peak_rss_bytes), static_cast<double>(usage.ru_maxrss) * 1024, 4 << 20);
   EXPECT_EQ(block[kBytes - 1], 1);
-}
-
-TEST(TelemetryProbes, PhaseTimerAccumulatesPhasesWithinAStep) {
-  PhaseTimer timer;
-  timer.add_s(Phase::kForward, 100.0);
-  timer.start_step();  // zeroes what came before
-  EXPECT_EQ(timer.phase_s(Phase::kForward), 0.0);
-  for (int micro_batch = 0; micro_batch < 2; ++micro_batch) {
-    auto scope = timer.measure(Phase::kForward);
-    std::this_thread::sleep_for(std::chrono::milliseconds(15));
-  }
-  {
-    auto scope = timer.measure(Phase::kData);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  timer.add_s(Phase::kCommExposed, 0.004);
-  const StepTimes times = timer.stop_step();
-  EXPECT_GE(times.forward_time_s, 0.030);
-  EXPECT_GE(times.data_time_s, 0.010);
-  EXPECT_EQ(times.comm_exposed_time_s, 0.004);
-  EXPECT_EQ(times.backward_time_s, 0.0);
-  EXPECT_EQ(times.optimizer_time_s, 0.0);
-  EXPECT_GE(times.step_time_s, times.forward_time_s + times.data_time_s);
-  EXPECT_STREQ(phase_name(Phase::kCommExposed), "comm_exposed");
-}
-
-TEST(TelemetryProbes, UtcIsoTime) {
-  using std::chrono::seconds;
-  using std::chrono::system_clock;
-  EXPECT_EQ(utc_iso_time(system_clock::time_point(seconds(0))), "1970-01-01T00:00:00Z");
-  // `date -u -d @1700000000`: Tue Nov 14 22:13:20 UTC 2023
-  EXPECT_EQ(utc_iso_time(system_clock::time_point(seconds(1700000000))), "2023-11-14T22:13:20Z");
-  EXPECT_EQ(utc_iso_time().size(), 20u);
 }
 
 TEST(TelemetryProbes, PeakFlopsByDeviceName) {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "base_test_support.h"
+#include "support/base_test_support.h"
 #include "telemetry/run_file.h"
 
 namespace t5scale {
@@ -422,6 +422,14 @@ TEST(RunFile, OtherBadInput) {
   EXPECT_NE(error_of([&] { file.finish(short_inputs, "completed"); }).find("gpu_energy_j has 1 values"),
             std::string::npos);
   file.finish({}, "completed");  // still possible after the refusals
+}
+
+
+// The schema the analysis and the Python test writers read is the writer's own (the h5py checks hold the files it
+// writes to that schema: tests/telemetry/check_run_file.py).
+TEST(RunFileSchema, CheckedInFileIsCurrent) {
+  testing::expect_checked_in_file_current("analysis/t5scale_analyze/run_file_schema.json", run_file_schema_json(),
+                                          "update_run_file_schema");
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 
 #include "core/check.h"
 #include "io/safetensors.h"
-#include "test_support.h"
+#include "support/test_support.h"
 #include "train/distributed_adafactor.h"
 #include "train/optimizer_harness.h"
 
@@ -37,7 +37,7 @@ std::vector<std::string> split(const std::string& list) {
 SafetensorsFile open_fixtures() {
   const char* dir = std::getenv("T5SCALE_ADAFACTOR_FIXTURES");
   if (dir == nullptr) {
-    throw std::runtime_error("T5SCALE_ADAFACTOR_FIXTURES is not set (ctest sets it; see tests/train/optim_tests.cmake)");
+    throw std::runtime_error("T5SCALE_ADAFACTOR_FIXTURES is not set (ctest sets it; see tests/train/CMakeLists.txt)");
   }
   return SafetensorsFile::open((std::filesystem::path(dir) / "adafactor.safetensors").string());
 }

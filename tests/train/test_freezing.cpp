@@ -7,8 +7,8 @@
 #include <map>
 
 #include "core/check.h"
-#include "data/synthetic_task.h"
-#include "test_support.h"
+#include "support/synthetic_task.h"
+#include "support/test_support.h"
 #include "train/parallel_trainer.h"
 
 namespace t5scale {

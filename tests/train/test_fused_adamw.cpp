@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "core/check.h"
-#include "test_support.h"
+#include "support/test_support.h"
 #include "train/distributed_adamw.h"
 #include "train/optimizer_harness.h"
 

@@ -1,0 +1,360 @@
+// t5scale-study: from one study spec to Slurm jobs — plan the runs, render their sbatch scripts, submit them,
+// and follow them. No LibTorch: it runs on a login node with only the library of configs, data and plans.
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "core/utc_time.h"
+#include "plan/sbatch_render.h"
+#include "plan/study_plan.h"
+#include "plan/study_spec.h"
+#include "plan/study_status.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace t5scale;
+
+const char* kUsage = R"(usage: t5scale-study COMMAND SPEC [options]
+
+Expands a study spec (jobs/*.yaml: a base run config, axes to vary, Slurm resources) into runs, checks every
+run with the trainer's own validation, and turns them into Slurm jobs. The spec keys: jobs/README.md.
+
+commands
+  plan SPEC      one row per run: nodes, world, TP, DP, batch split, LR after scaling, warmup, steps, epochs,
+                 predicted memory per GPU and whether it fits, FLOPs per step; every error of every invalid run
+  render SPEC    write <out>/<run>.yaml (the resolved config), <out>/<run>.sbatch and <out>/runs.csv
+  submit SPEC    render, then sbatch every run (or array), recording job ids in <out>/jobs.csv; runs that
+                 completed or are still queued are left alone unless --force
+  status SPEC    one row per run: its Slurm job (squeue, sacct or scontrol) and its run file (status, last step)
+
+options
+  --out DIR          scripts and configs (default slurm/<study>)
+  --results-dir DIR  run files and logs, i.e. run.output_dir of every run (default: the spec's results_dir,
+                     or results/<study>)
+  --set KEY=VALUE    override a run-config or launch key in every run (repeatable)
+  --bin DIR          the folder of t5scale-train (default: the folder of this program)
+  --workdir DIR      the jobs' working directory, where relative paths of the configs start (default: here)
+  --array            render (and submit) one job array per launch shape instead of one job per run
+  --dry-run          submit: print the sbatch commands without running them
+  --force            submit: submit every run, completed or queued ones too
+  --help             this text
+
+Exit codes: 0 done, 1 a command or file failed, 2 the spec or a run is invalid (nothing rendered or submitted).
+)";
+
+struct Arguments {
+  std::string command;
+  std::string spec;
+  std::string out_dir;
+  std::string results_dir;
+  std::vector<std::string> overrides;
+  std::string bin_dir;
+  std::string workdir;
+  bool array = false;
+  bool dry_run = false;
+  bool force = false;
+};
+
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+Arguments parse(int argc, char** argv) {
+  Arguments a;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw UsageError(msg(flag, ": needs a value"));
+      return argv[++i];
+    };
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (flag == "--out") {
+      a.out_dir = value();
+    } else if (flag == "--results-dir") {
+      a.results_dir = value();
+    } else if (flag == "--set") {
+      a.overrides.push_back(value());
+    } else if (flag == "--bin") {
+      a.bin_dir = value();
+    } else if (flag == "--workdir") {
+      a.workdir = value();
+    } else if (flag == "--array") {
+      a.array = true;
+    } else if (flag == "--dry-run") {
+      a.dry_run = true;
+    } else if (flag == "--force") {
+      a.force = true;
+    } else if (flag.rfind("-", 0) == 0) {
+      throw UsageError(msg("unknown option '", flag, "' (see --help)"));
+    } else {
+      positional.push_back(flag);
+    }
+  }
+  if (positional.size() != 2) throw UsageError("expected COMMAND SPEC (see --help)");
+  a.command = positional[0];
+  a.spec = positional[1];
+  if (a.command != "plan" && a.command != "render" && a.command != "submit" && a.command != "status") {
+    throw UsageError(msg("unknown command '", a.command, "': plan, render, submit or status"));
+  }
+  return a;
+}
+
+// The folder this program was started from (/proc/self/exe), where the build puts t5scale-train too.
+std::string own_folder() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path().string() : self.parent_path().string();
+}
+
+struct Context {
+  Arguments args;
+  StudyPlan plan;
+  RenderOptions render;
+  fs::path out_dir;
+  // A run's file, as the jobs see it (run.output_dir relative to the working directory).
+  fs::path run_file(const RunPlan& p) const {
+    const fs::path dir(p.run.config.run.output_dir);
+    return (dir.is_absolute() ? dir : fs::path(render.workdir) / dir) / (p.run.name + ".h5");
+  }
+};
+
+Context prepare(const Arguments& args) {
+  Context c;
+  c.args = args;
+  const StudySpec spec = load_study_spec(args.spec);
+  ExpandOptions expand;
+  expand.results_dir = args.results_dir;
+  expand.overrides = args.overrides;
+  c.plan = plan_study(spec, expand);
+  c.out_dir = fs::absolute(args.out_dir.empty() ? fs::path("slurm") / spec.name : fs::path(args.out_dir));
+  c.render.out_dir = c.out_dir.string();
+  c.render.bin_dir = fs::absolute(args.bin_dir.empty() ? own_folder() : args.bin_dir).lexically_normal().string();
+  c.render.workdir = fs::absolute(args.workdir.empty() ? fs::current_path() : fs::path(args.workdir))
+                         .lexically_normal()
+                         .string();
+  c.render.spec_path = args.spec;
+  return c;
+}
+
+int command_plan(const Context& c) {
+  std::cout << format_plan(c.plan);
+  return c.plan.invalid_count() > 0 ? 2 : 0;
+}
+
+// Renders; returns false (after printing the plan) when runs are invalid.
+bool render(const Context& c, RenderedStudy& rendered) {
+  if (c.plan.invalid_count() > 0) {
+    std::cout << format_plan(c.plan);
+    std::cerr << "t5scale-study: " << c.plan.invalid_count() << " invalid run(s): nothing rendered\n";
+    return false;
+  }
+  rendered = write_rendered_study(c.plan, c.render, c.args.array);
+  const fs::path trainer = fs::path(c.render.bin_dir) / "t5scale-train";
+  if (find_on_path(trainer.string()).empty()) {
+    std::cerr << "t5scale-study: note: " << trainer.string()
+              << " does not exist (yet); the scripts run it from there (--bin DIR)\n";
+  }
+  return true;
+}
+
+int command_render(const Context& c) {
+  RenderedStudy rendered;
+  if (!render(c, rendered)) return 2;
+  std::cout << "rendered " << rendered.run_scripts.size() << " run(s) of study " << c.plan.spec.name << " into "
+            << c.out_dir.string() << " (runs.csv, <run>.yaml, <run>.sbatch";
+  if (!rendered.array_scripts.empty()) std::cout << ", " << rendered.array_scripts.size() << " job array(s)";
+  std::cout << ")\n";
+  return 0;
+}
+
+int command_submit(const Context& c) {
+  RenderedStudy rendered;
+  if (!render(c, rendered)) return 2;
+  const std::string jobs_csv = (c.out_dir / "jobs.csv").string();
+  if (!c.args.dry_run) {
+    require_slurm_command("sbatch", "t5scale-study submit");
+    require_slurm_command("squeue", "t5scale-study submit");
+    const fs::path trainer = fs::path(c.render.bin_dir) / "t5scale-train";
+    T5S_CHECK(!find_on_path(trainer.string()).empty(), trainer.string(),
+              " is not there: build it (cmake --build <build> --target t5scale-train) or pass --bin DIR");
+  }
+
+  // Which runs to leave alone: completed, or with a job still queued or running.
+  std::map<std::string, std::string> skip;  // run -> reason
+  if (!c.args.force) {
+    std::map<std::string, std::string> latest_job;
+    for (const auto& r : read_job_records(jobs_csv)) latest_job[r.run] = r.job_id;
+    std::map<std::string, SlurmJobState> slurm;
+    if (!latest_job.empty() && !c.args.dry_run) {
+      std::vector<std::string> ids;
+      for (const auto& [run, id] : latest_job) ids.push_back(id);
+      std::vector<std::string> notes;
+      slurm = query_slurm_jobs(ids, notes);
+    }
+    for (const auto& p : c.plan.runs) {
+      const RunFileState file = read_run_file_state(c.run_file(p).string());
+      if (file.exists && file.status == "completed") {
+        skip[p.run.name] = "completed";
+        continue;
+      }
+      auto job = latest_job.find(p.run.name);
+      if (job == latest_job.end()) continue;
+      auto s = slurm.find(job->second);
+      if (s == slurm.end()) continue;
+      const std::string& state = s->second.state;
+      if (state == "PENDING" || state == "RUNNING" || state == "REQUEUED" || state == "CONFIGURING" ||
+          state == "COMPLETING" || state == "SUSPENDED") {
+        skip[p.run.name] = msg("job ", job->second, " is ", state);
+      }
+    }
+  }
+
+  // The results folder must exist before Slurm opens the logs in it.
+  for (const auto& p : c.plan.runs) {
+    const fs::path dir = c.run_file(p).parent_path();
+    if (!c.args.dry_run) fs::create_directories(dir);
+  }
+
+  std::vector<JobRecord> records;
+  auto submit_script = [&](const std::string& script) -> std::string {
+    if (c.args.dry_run) {
+      std::cout << "sbatch --parsable " << script << "\n";
+      return "";
+    }
+    const CommandResult result = run_command({"sbatch", "--parsable", script});
+    T5S_CHECK(result.exit_code == 0, "sbatch ", script, " failed (exit ", result.exit_code, "): ", result.errors,
+              result.output);
+    return parse_sbatch_job_id(result.output);
+  };
+  size_t submitted = 0;
+  if (c.args.array) {
+    for (const auto& [script, group] : rendered.array_scripts) {
+      std::vector<std::string> skipped;
+      for (const RunPlan* p : group.runs) {
+        if (skip.count(p->run.name)) skipped.push_back(p->run.name);
+      }
+      if (skipped.size() == group.runs.size()) {
+        std::cout << "skipped " << script << ": all its runs are completed or queued\n";
+        continue;
+      }
+      // An array covers all of its runs; a run that completed is resumed by the trainer and ends at once.
+      const std::string id = submit_script(script);
+      for (size_t i = 0; i < group.runs.size(); ++i) {
+        records.push_back({group.runs[i]->run.name, msg(id, "_", i), utc_iso_time(), script});
+      }
+      ++submitted;
+    }
+  } else {
+    for (const auto& [run, script] : rendered.run_scripts) {
+      if (auto s = skip.find(run); s != skip.end()) {
+        std::cout << "skipped " << run << ": " << s->second << " (--force submits it again)\n";
+        continue;
+      }
+      const std::string id = submit_script(script);
+      if (!c.args.dry_run) std::cout << "submitted " << run << " as job " << id << "\n";
+      records.push_back({run, id, utc_iso_time(), script});
+      ++submitted;
+    }
+  }
+  if (c.args.dry_run) {
+    std::cout << "dry run: " << submitted << " job(s) would be submitted; scripts in " << c.out_dir.string()
+              << "\n";
+    return 0;
+  }
+  append_job_records(jobs_csv, records);
+  std::cout << "submitted " << submitted << " job(s); job ids in " << jobs_csv << "\n";
+  return 0;
+}
+
+int command_status(const Context& c) {
+  require_slurm_command("squeue", "t5scale-study status");
+  require_slurm_command("sacct", "t5scale-study status");
+  const std::string jobs_csv = (c.out_dir / "jobs.csv").string();
+  std::map<std::string, JobRecord> latest;
+  for (const auto& r : read_job_records(jobs_csv)) latest[r.run] = r;
+  std::vector<std::string> ids;
+  for (const auto& [run, r] : latest) ids.push_back(r.job_id);
+  std::vector<std::string> notes;
+  const auto slurm = query_slurm_jobs(ids, notes);
+
+  const std::vector<std::string> header = {"run", "job", "slurm", "elapsed", "run file", "attempt", "step", "state"};
+  std::vector<std::vector<std::string>> rows;
+  std::map<std::string, int> counts;
+  for (const auto& p : c.plan.runs) {
+    const JobRecord* job = latest.count(p.run.name) ? &latest.at(p.run.name) : nullptr;
+    const SlurmJobState* s = job && slurm.count(job->job_id) ? &slurm.at(job->job_id) : nullptr;
+    const RunFileState file = read_run_file_state(c.run_file(p).string());
+    const std::string state = run_state(job, s, file);
+    counts[state.substr(0, state.find(" ("))] += 1;
+    std::string file_text = !file.exists ? "-" : !file.error.empty() ? "unreadable" : file.status;
+    std::string step = file.exists && file.error.empty()
+                           ? msg(file.last_step >= 0 ? msg(file.last_step) : std::string("-"), "/", file.max_steps)
+                           : "-";
+    rows.push_back({p.run.name, job ? job->job_id : "-", s ? s->state : (job ? "?" : "-"),
+                    s && !s->elapsed.empty() ? s->elapsed : "-", file_text,
+                    file.exists && file.error.empty() ? msg(file.attempt) : "-", step, state});
+    if (file.exists && !file.error.empty()) notes.push_back(msg(p.run.name, ": ", file.error));
+  }
+  std::vector<size_t> width(header.size());
+  for (size_t i = 0; i < header.size(); ++i) {
+    width[i] = header[i].size();
+    for (const auto& row : rows) width[i] = std::max(width[i], row[i].size());
+  }
+  auto print = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      line += (i ? "  " : "") + cells[i] + (i + 1 < cells.size() ? std::string(width[i] - cells[i].size(), ' ') : "");
+    }
+    std::cout << line << "\n";
+  };
+  std::cout << "study " << c.plan.spec.name << ": " << c.plan.runs.size() << " run(s); jobs from " << jobs_csv
+            << "\n\n";
+  print(header);
+  for (const auto& row : rows) print(row);
+  std::cout << "\n";
+  std::string summary;
+  for (const auto& [state, n] : counts) summary += (summary.empty() ? "" : ", ") + msg(n, " ", state);
+  std::cout << "summary: " << summary << "\n";
+  for (const auto& note : notes) std::cout << "note: " << note << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Arguments args;
+  try {
+    args = parse(argc, argv);
+  } catch (const UsageError& e) {
+    std::cerr << "t5scale-study: " << e.what() << "\n" << kUsage;
+    return 1;
+  }
+  Context context;
+  try {
+    context = prepare(args);
+  } catch (const Error& e) {
+    std::cerr << "t5scale-study: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    if (args.command == "plan") return command_plan(context);
+    if (args.command == "render") return command_render(context);
+    if (args.command == "submit") return command_submit(context);
+    return command_status(context);
+  } catch (const std::exception& e) {
+    std::cerr << "t5scale-study: " << e.what() << "\n";
+    return 1;
+  }
+}

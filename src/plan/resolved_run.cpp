@@ -1,0 +1,176 @@
+#include "plan/resolved_run.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "config/hf_config.h"
+#include "core/check.h"
+
+namespace t5scale {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The batch split; its errors are validate_for_world's, which every caller has reported already.
+void resolve_batch_split(const RunConfig& c, const RunWorld& world, ResolvedRun& r) {
+  try {
+    r.batch = resolve_batch(c, world.world_size);
+    r.sampler = sampler_options(c, *r.batch);
+  } catch (const Error&) {
+  }
+}
+
+// Steps per epoch as the trainer's sampler counts them.
+void resolve_steps_per_epoch(const RunConfig& c, const RunData& data, ResolvedRun& r) {
+  const auto& d = c.data;
+  if (!r.batch || data.train_examples < 0) return;
+  if (!data.source_lengths.empty()) {
+    try {
+      r.steps_per_epoch = DistributedBatchSampler(data.source_lengths, data.target_lengths, r.sampler).steps_per_epoch();
+    } catch (const Error& e) {
+      r.errors.push_back(msg("data.max_tokens_per_micro_batch: ", e.what()));
+      return;
+    }
+  } else if (d.max_tokens_per_micro_batch == 0) {
+    r.steps_per_epoch = optimizer_steps_per_epoch(data.train_examples, r.batch->global_batch, d.drop_last);
+  } else {
+    r.notes.push_back("data.max_tokens_per_micro_batch: steps per epoch depend on the packing of the data");
+    return;
+  }
+  if (r.steps_per_epoch == 0 && r.errors.empty()) {
+    r.errors.push_back(d.max_tokens_per_micro_batch == 0
+                           ? msg("train.global_batch: the training split has ", data.train_examples,
+                                 " examples, not one global batch of ", r.batch->global_batch)
+                           : msg("data.max_tokens_per_micro_batch: the training split's ", data.train_examples,
+                                 " examples pack into fewer micro-batches than one optimizer step takes (",
+                                 r.batch->dp * r.batch->grad_accumulation, ")"));
+  }
+}
+
+// The LR plan: total steps, warmup and the scaled LR. With epochs of a dataset not read yet, the LR is known and
+// the step count is not; evaluation alone plans one step for its LR and takes none.
+void resolve_lr(const RunConfig& c, ResolvedRun& r) {
+  if (!r.batch || !r.errors.empty()) return;
+  try {
+    if (c.train.max_steps > 0 || r.steps_per_epoch > 0 || c.eval.only) {
+      RunConfig planned = c;
+      if (c.eval.only && c.train.max_steps <= 0 && c.train.epochs <= 0) planned.train.max_steps = 1;
+      r.lr = make_lr_plan(planned, *r.batch, r.steps_per_epoch);
+      r.total_steps = r.lr->total_steps;
+      r.steps_known = r.warmup_known = !c.eval.only;
+      r.epochs = r.lr->epochs;
+    } else {
+      RunConfig planned = c;
+      planned.train.epochs = 0;
+      planned.train.max_steps = std::max<int64_t>(1, c.lr_schedule.warmup_steps);
+      planned.lr_schedule.warmup_ratio = 0;
+      r.lr = make_lr_plan(planned, *r.batch, 0);
+      r.warmup_known = c.lr_schedule.warmup_ratio == 0;
+      r.epochs = c.train.epochs;
+    }
+  } catch (const Error& e) {
+    r.errors.push_back(e.what());
+  }
+}
+
+// The model shape: model.init_from's config.json (with the model section's settings), a named shape, or the tiny
+// model sized to the data's vocabulary. The data's ids must fit its embedding, and TP must divide it.
+void resolve_model(const RunConfig& c, const RunData& data, ResolvedRun& r) {
+  const int64_t tp = c.parallel.tp;
+  try {
+    if (!c.model.init_from.empty()) {
+      const fs::path config_json = fs::path(c.model.init_from) / "config.json";
+      std::error_code ec;
+      if (fs::is_regular_file(config_json, ec)) {
+        ModelConfig model = read_hf_config(config_json.string());
+        apply_model_settings(c, model);
+        r.model = model;
+      } else if (c.model.name != "tiny") {
+        r.model = named_model_config(c.model.name);
+        r.notes.push_back(msg("model.init_from '", c.model.init_from, "' has no config.json here: planned with "
+                              "the shape of model.name ", c.model.name));
+      } else {
+        r.notes.push_back(msg("model.init_from '", c.model.init_from, "' has no config.json here: model unknown"));
+      }
+      if (r.model) {
+        for (const auto& e : check_tp_divides(*r.model, tp)) r.errors.push_back(e.text());
+        if (data.vocab_size > r.model->vocab_size) {
+          r.errors.push_back(msg("model.init_from: the data's vocabulary (", data.vocab_size, " ids, ", c.data.dataset,
+                                 ") does not fit the model's embedding (vocab_size ", r.model->vocab_size, ")"));
+        }
+      }
+    } else if (c.model.name == "tiny") {
+      if (data.vocab_size > 0) r.model = resolve_model_config(c, data.vocab_size);
+    } else {
+      r.model = data.vocab_size > 0 ? resolve_model_config(c, data.vocab_size) : named_model_config(c.model.name);
+    }
+  } catch (const Error& e) {
+    r.model_error = e.what();
+    r.errors.push_back(e.what());
+    r.model.reset();
+  }
+}
+
+// Memory and FLOPs, with the inputs the trainer's step has: one micro-batch padded to the maximum lengths.
+void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, ResolvedRun& r) {
+  const int64_t tp = c.parallel.tp;
+  if (!r.model || !r.batch || tp < 1 || r.batch->dp < 1 || world.world_size % tp != 0) return;
+  MemoryInputs m;
+  m.tp = static_cast<int>(tp);
+  m.dp = static_cast<int>(r.batch->dp);
+  m.compute_bytes_per_element = c.precision == RunConfig::Precision::kFp32 ? 4 : 2;
+  m.zero1 = c.parallel.zero1;
+  m.zero2 = c.parallel.zero2;
+  m.bucket_bytes = static_cast<int64_t>(c.parallel.bucket_mib * 1024 * 1024);
+  m.adafactor = c.optimizer.name == OptimizerSettings::Name::kAdafactor;
+  m.checkpoint_every_blocks = requested_checkpoint_every_blocks(c.parallel);
+  m.micro_batch = planned_micro_batch(c, *r.batch);
+  m.on_gpu = world.on_gpu;
+  try {
+    m.frozen_parameters_per_rank = frozen_parameters_per_rank(*r.model, m.tp, freeze_options(c.train));
+    // auto: what the trainer chooses on a device of this memory (none where it is unknown).
+    r.checkpointing = resolve_activation_checkpointing(*r.model, m, world.device_share_bytes);
+    m.checkpoint_every_blocks = r.checkpointing.checkpoint_every_blocks;
+    r.memory_inputs = m;
+    r.flops_per_step =
+        training_flops(*r.model, m.micro_batch) * static_cast<double>(r.batch->grad_accumulation * r.batch->dp);
+  } catch (const Error& e) {
+    r.errors.push_back(e.what());
+  }
+}
+
+}  // namespace
+
+BatchSamplerOptions sampler_options(const RunConfig& c, const BatchPlan& batch) {
+  const auto& d = c.data;
+  BatchSamplerOptions o;
+  o.global_batch = batch.global_batch;
+  o.micro_batches = batch.grad_accumulation;
+  o.dp_rank = 0;
+  o.dp_size = batch.dp;
+  o.seed = static_cast<uint64_t>(c.run.seed);
+  o.order = d.sampling;
+  o.sortish_factor = d.sortish_factor;
+  o.drop_last = d.drop_last;
+  o.max_tokens_per_micro_batch = d.max_tokens_per_micro_batch;
+  o.length_multiple = std::max<int64_t>(d.pad_to_multiple_of, 1);
+  return o;
+}
+
+BatchShape planned_micro_batch(const RunConfig& c, const BatchPlan& batch) {
+  return BatchShape{batch.micro_batch > 0 ? batch.micro_batch : 1,
+                    c.data.max_source_length > 0 ? c.data.max_source_length : 512,
+                    c.data.max_target_length > 0 ? c.data.max_target_length : 128};
+}
+
+ResolvedRun resolve_run(const RunConfig& config, const RunWorld& world, const RunData& data) {
+  ResolvedRun run;
+  resolve_batch_split(config, world, run);
+  resolve_steps_per_epoch(config, data, run);
+  resolve_lr(config, run);
+  resolve_model(config, data, run);
+  resolve_memory_and_flops(config, world, run);
+  return run;
+}
+
+}  // namespace t5scale

@@ -1,0 +1,326 @@
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "model/t5_layers.h"
+#include "model/t5_model.h"
+#include "model/vocab_parallel_cross_entropy.h"
+#include "support/test_support.h"
+
+namespace t5scale {
+namespace {
+
+std::shared_ptr<Communicator> solo() { return std::make_shared<SoloCommunicator>("tp"); }
+
+ModelConfig small_config(FeedForwardKind kind, bool tied) {
+  ModelConfig c = tiny_model_config(50);
+  c.feed_forward = kind;
+  c.tie_word_embeddings = tied;
+  c.num_layers = 3;
+  c.num_decoder_layers = 2;
+  c.num_heads = 3;
+  c.d_kv = 8;
+  c.dropout_rate = 0.1;
+  return c;
+}
+
+TEST(T5Model, ShiftRightStartsFromDecoderStartAndReplacesIgnoredLabels) {
+  T5Model model(small_config(FeedForwardKind::kRelu, true), solo());
+  const torch::Tensor labels = torch::tensor({{5, 6, 1, -100}, {7, 1, -100, -100}});
+  const torch::Tensor expected = torch::tensor({{0, 5, 6, 1}, {0, 7, 1, 0}});
+  EXPECT_TRUE(torch::equal(model->shift_right(labels), expected)) << model->shift_right(labels);
+}
+
+TEST(T5Model, RelativePositionBucketsFollowT5) {
+  // memory position - query position, 32 buckets, max distance 128 (T5's defaults).
+  const torch::Tensor distance = torch::tensor({0, -1, 1, -7, 7, -8, -200, 200});
+  EXPECT_TRUE(torch::equal(relative_position_bucket(distance, true, 32, 128),
+                           torch::tensor({0, 1, 17, 7, 23, 8, 15, 31})));
+  // Causal: keys after the query all share bucket 0; far-back keys saturate at the last bucket.
+  EXPECT_TRUE(torch::equal(relative_position_bucket(distance, false, 32, 128),
+                           torch::tensor({0, 1, 0, 7, 0, 8, 31, 0})));
+}
+
+TEST(T5Model, InitialisationIsSeededAndFollowsHuggingFaceScales) {
+  const ModelConfig config = small_config(FeedForwardKind::kGatedGelu, false);
+  T5Model a(config, solo()), b(config, solo()), c(config, solo());
+  a->initialize_weights(7);
+  b->initialize_weights(7);
+  c->initialize_weights(8);
+  auto pa = a->named_parameters(), pb = b->named_parameters(), pc = c->named_parameters();
+  for (const auto& item : pa) {
+    EXPECT_TRUE(torch::equal(item.value(), pb[item.key()])) << item.key();
+    if (item.key().find("norm") == std::string::npos) {
+      EXPECT_FALSE(torch::equal(item.value(), pc[item.key()])) << item.key();
+    }
+  }
+  // Spot-check the Mesh TensorFlow scales: embeddings std 1, q std (d_model * d_kv)^-0.5, norms 1.
+  EXPECT_NEAR(pa["shared.weight"].std().item<double>(), 1.0, 0.05);
+  EXPECT_NEAR(pa["encoder.blocks.0.self_attn.q.weight"].std().item<double>(), std::pow(64.0 * 8.0, -0.5), 0.01);
+  EXPECT_TRUE(torch::equal(pa["decoder.final_norm.weight"], torch::ones({64})));
+}
+
+TEST(T5Model, LossIsTheMeanTokenCrossEntropyOverLabelledTokens) {
+  T5Model model(small_config(FeedForwardKind::kRelu, true), solo());
+  model->initialize_weights(1);
+  model->eval();
+  Seq2SeqBatch batch;
+  batch.input_ids = torch::randint(3, 50, {2, 6});
+  batch.attention_mask = torch::ones({2, 6}, torch::kLong);
+  batch.labels = torch::tensor({{4, 5, 1, -100}, {9, 1, -100, -100}});
+  const torch::Tensor logits = model->forward(batch.input_ids, batch.attention_mask, model->shift_right(batch.labels));
+  const torch::Tensor reference = torch::nn::functional::cross_entropy(
+      logits.reshape({-1, 50}), batch.labels.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex));
+  EXPECT_TRUE(testing::tensors_close("loss", model->loss(batch), reference, 1e-6));
+}
+
+TEST(T5Model, GreedyGenerationWithCacheEqualsFullRecomputation) {
+  for (bool tied : {true, false}) {
+    T5Model model(small_config(tied ? FeedForwardKind::kRelu : FeedForwardKind::kGatedGelu, tied), solo());
+    model->initialize_weights(3);
+    model->eval();
+    const torch::Tensor input_ids = torch::randint(3, 50, {3, 7});
+    torch::Tensor mask = torch::ones({3, 7}, torch::kLong);
+    mask.index_put_({1, torch::indexing::Slice(4, torch::indexing::None)}, 0);
+    const int64_t steps = 9;
+    const torch::Tensor cached = model->generate_greedy(input_ids, mask, steps);
+
+    // Without a cache: run the whole decoder over the prefix at every step and take the last position's argmax.
+    torch::NoGradGuard no_grad;
+    torch::Tensor sequences = torch::zeros({3, 1}, torch::kLong);
+    torch::Tensor unfinished = torch::ones({3}, torch::kLong);
+    for (int64_t s = 0; s < steps; ++s) {
+      const torch::Tensor logits = model->forward(input_ids, mask, sequences).select(1, -1);
+      torch::Tensor next = logits.argmax(-1) * unfinished;  // pad (0) once finished
+      sequences = torch::cat({sequences, next.unsqueeze(1)}, 1);
+      unfinished = unfinished * (next != 1).to(torch::kLong);
+      if (unfinished.max().item<int64_t>() == 0) break;
+    }
+    EXPECT_TRUE(torch::equal(cached, sequences)) << "tied=" << tied << "\ncached\n" << cached << "\nrecomputed\n"
+                                                 << sequences;
+  }
+}
+
+TEST(T5Model, DropoutIsActiveOnlyInTraining) {
+  T5Model model(small_config(FeedForwardKind::kRelu, true), solo());
+  model->initialize_weights(2);
+  const torch::Tensor ids = torch::randint(3, 50, {2, 5});
+  const torch::Tensor mask = torch::ones({2, 5}, torch::kLong);
+  model->eval();
+  EXPECT_TRUE(torch::equal(model->forward(ids, mask, ids), model->forward(ids, mask, ids)));
+  model->train();
+  EXPECT_FALSE(torch::equal(model->forward(ids, mask, ids), model->forward(ids, mask, ids)));
+}
+
+// A stand-in for one rank of a TP group that is never asked for a collective: construction and initialisation
+// need none.
+class StandInGroup final : public Communicator {
+ public:
+  StandInGroup(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "tp"; }
+  void all_reduce_sum(torch::Tensor&) override { FAIL() << "no collective expected"; }
+  void all_reduce_max(torch::Tensor&) override { FAIL() << "no collective expected"; }
+  torch::Tensor all_gather(const torch::Tensor& t) override {
+    ADD_FAILURE() << "no collective expected";
+    return t;
+  }
+  void broadcast(torch::Tensor&, int) override { FAIL() << "no collective expected"; }
+  torch::Tensor reduce_scatter_sum(const torch::Tensor& t) override {
+    ADD_FAILURE() << "no collective expected";
+    return t;
+  }
+  std::unique_ptr<CollectiveWork> all_reduce_sum_async(torch::Tensor&) override {
+    ADD_FAILURE() << "no collective expected";
+    return std::make_unique<CompletedWork>();
+  }
+  std::unique_ptr<CollectiveWork> reduce_scatter_sum_async(const torch::Tensor&, torch::Tensor&) override {
+    ADD_FAILURE() << "no collective expected";
+    return std::make_unique<CompletedWork>();
+  }
+
+ private:
+  int rank_;
+  int size_;
+};
+
+TEST(T5Model, SplitsThatDoNotDivideAreRefusedWithBothNumbers) {
+  ModelConfig config = named_model_config("t5-v1_1-xxl");  // 64 heads, d_ff 10240, vocab 32128
+  const std::string message = testing::error_of(
+      [&] { T5Model(config, std::make_shared<StandInGroup>(0, 3), torch::TensorOptions().device(torch::kMeta)); });
+  EXPECT_NE(message.find("num_heads 64 is not divisible by tp 3"), std::string::npos) << message;
+  config.num_heads = 63;
+  const std::string d_ff_message = testing::error_of(
+      [&] { T5Model(config, std::make_shared<StandInGroup>(0, 3), torch::TensorOptions().device(torch::kMeta)); });
+  EXPECT_NE(d_ff_message.find("d_ff 10240 is not divisible by tp 3"), std::string::npos) << d_ff_message;
+}
+
+
+// The planner's list of parameters (config/model_config.h, no LibTorch) is the model's: the same names in the same
+// order, the same elements on every TP rank, for both feed-forward kinds, tied and untied, at every TP size.
+TEST(T5Model, ParameterElementsAreTheModelsParameters) {
+  for (bool tied : {true, false}) {
+    ModelConfig config = small_config(tied ? FeedForwardKind::kRelu : FeedForwardKind::kGatedGelu, tied);
+    config.num_heads = 4;
+    config.vocab_size = 48;
+    for (int tp : {1, 2, 4}) {
+      T5Model model(config, std::make_shared<StandInGroup>(tp - 1, tp), torch::TensorOptions().device(torch::kMeta));
+      const auto params = model->named_parameters();
+      const std::vector<ParameterElements> listed = parameter_elements(config, tp);
+      ASSERT_EQ(listed.size(), params.size()) << "tp " << tp;
+      int64_t total = 0;
+      for (size_t i = 0; i < listed.size(); ++i) {
+        EXPECT_EQ(listed[i].name, params[i].key()) << "tp " << tp;
+        EXPECT_EQ(listed[i].per_rank, params[i].value().numel()) << listed[i].name << " at tp " << tp;
+        total += params[i].value().numel();
+      }
+      if (tp == 1) EXPECT_EQ(total, parameter_count(config)) << (tied ? "tied" : "untied");
+    }
+  }
+}
+
+// Each TP rank draws only its own shard of the initial weights, and the shards of every TP size put together are
+// the tensors one rank draws (the grid tests rely on it: every grid starts from the same model).
+TEST(T5Model, InitialisationDrawsEachShardOfTheOneRankTensors) {
+  for (bool tied : {true, false}) {
+    ModelConfig config = small_config(tied ? FeedForwardKind::kRelu : FeedForwardKind::kGatedGelu, tied);
+    config.num_heads = 4;    // divisible by every TP size below,
+    config.vocab_size = 48;  // as is the vocabulary
+    T5Model whole(config, solo());
+    whole->initialize_weights(17);
+    auto whole_params = whole->named_parameters();
+    for (int tp_size : {2, 4}) {
+      std::map<std::string, std::vector<torch::Tensor>> shards;
+      std::vector<ParameterLayout> layouts;
+      for (int tp_rank = 0; tp_rank < tp_size; ++tp_rank) {
+        T5Model part(config, std::make_shared<StandInGroup>(tp_rank, tp_size));
+        part->initialize_weights(17);
+        layouts = part->parameter_layouts();
+        for (const auto& item : part->named_parameters()) shards[item.key()].push_back(item.value().clone());
+      }
+      ASSERT_EQ(layouts.size(), whole_params.size());
+      for (const ParameterLayout& layout : layouts) {
+        const auto& pieces = shards.at(layout.name);
+        const torch::Tensor joined = layout.is_split() ? torch::cat(pieces, layout.split_dim) : pieces[0];
+        EXPECT_TRUE(torch::equal(joined, whole_params[layout.name]))
+            << layout.name << " at tp " << tp_size << (tied ? " (tied)" : " (untied)");
+        if (!layout.is_split()) {
+          for (const auto& piece : pieces) EXPECT_TRUE(torch::equal(piece, pieces[0])) << layout.name;
+        }
+      }
+    }
+  }
+}
+
+// The same function through both attention kernels: logits and every parameter's gradient (the relative-position
+// bias reaches its table only through the mask's gradient). fp64 shows the kernels compute the same thing; fp32
+// allows for a different summation order inside the softmax and products (a few ulps over d_kv = 8 and 7 keys).
+TEST(T5Model, AttentionKernelsAgreeOnLogitsAndGradients) {
+  for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    ModelConfig config = small_config(FeedForwardKind::kGatedGelu, false);
+    config.dropout_rate = 0.0;
+    std::map<std::string, torch::Tensor> results[2];
+    const torch::Tensor ids = torch::randint(3, 50, {2, 7});
+    torch::Tensor mask = torch::ones({2, 7}, torch::kLong);
+    mask.index_put_({1, torch::indexing::Slice(5, torch::indexing::None)}, 0);
+    const torch::Tensor labels = torch::randint(3, 50, {2, 5});
+    for (int which = 0; which < 2; ++which) {
+      T5Model model(config, solo(), dtype);
+      model->initialize_weights(4);
+      model->set_attention_kernel(which == 0 ? AttentionKernel::kExplicit : AttentionKernel::kSdpa);
+      model->train();
+      const torch::Tensor logits = model->forward(ids, mask, model->shift_right(labels));
+      model->token_losses(logits, labels).sum().backward();
+      results[which]["logits"] = logits.detach();
+      for (const auto& item : model->named_parameters()) results[which][item.key() + ".grad"] = item.value().grad();
+    }
+    // The explicit path rounds the softmax to fp32 as transformers does (the fp64 parity tests rely on it) while
+    // SDPA keeps fp64 throughout, so in fp64 the two agree to a few fp32 ulps (1.2e-7 each), not to fp64's.
+    const double tolerance = dtype == torch::kFloat64 ? 1e-6 : 1e-5;
+    for (const auto& [name, expected] : results[0]) {
+      EXPECT_TRUE(testing::tensors_close(name, results[1].at(name), expected, tolerance)) << c10::toString(dtype);
+    }
+  }
+}
+
+// SDPA's dropout takes no generator: TensorParallelStreamAsDefault lends it the TP stream and gives the default
+// stream back untouched, so the replicated dropout stays alike on every TP rank.
+TEST(T5Model, DefaultGeneratorDrawsFromTheTensorParallelStreamInsideTheGuard) {
+  ParallelRng rng(11, /*tp_rank=*/1);
+  torch::manual_seed(5);
+  const torch::Tensor default_before = at::detail::getDefaultCPUGenerator().get_state();
+  at::Generator tp_copy = rng.tensor_parallel().clone();
+  const torch::Tensor expected = torch::rand({64}, tp_copy);
+  torch::Tensor drawn;
+  {
+    TensorParallelStreamAsDefault guard(rng);
+    drawn = torch::rand({64});
+  }
+  EXPECT_TRUE(torch::equal(drawn, expected));
+  EXPECT_TRUE(torch::equal(at::detail::getDefaultCPUGenerator().get_state(), default_before));
+  EXPECT_TRUE(torch::equal(rng.tensor_parallel().get_state(), tp_copy.get_state()));  // advanced past the draw
+}
+
+// A two-rank tensor-parallel group seen from rank 0, whose collectives leave data as it is and are counted: the
+// model then runs one rank's share with every collective it would make.
+class CountingGroup final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string name() const override { return "tp"; }
+  void all_reduce_sum(torch::Tensor&) override { ++all_reduce_sums; }
+  void all_reduce_max(torch::Tensor&) override {}
+  torch::Tensor all_gather(const torch::Tensor& t) override { return torch::stack({t, t}); }
+  void broadcast(torch::Tensor&, int) override {}
+  torch::Tensor reduce_scatter_sum(const torch::Tensor& t) override { return t.chunk(2)[0].clone(); }
+  std::unique_ptr<CollectiveWork> all_reduce_sum_async(torch::Tensor&) override {
+    ++all_reduce_sums;
+    return std::make_unique<CompletedWork>();
+  }
+  std::unique_ptr<CollectiveWork> reduce_scatter_sum_async(const torch::Tensor& flat, torch::Tensor& chunk) override {
+    chunk.copy_(flat.chunk(2)[0]);
+    return std::make_unique<CompletedWork>();
+  }
+  int all_reduce_sums = 0;
+};
+
+// Megatron's count: the backward all-reduces the gradient once where a column-parallel region begins, i.e. once per
+// sub-layer (2 per encoder block: attention, feed-forward; 3 per decoder block: self-attention, the query of
+// cross-attention, feed-forward), once for the encoder output that every cross-attention reads, and once for the
+// tied LM head's input. Not once per q, k, v, wi_0 and wi_1.
+TEST(T5Model, BackwardAllReducesOncePerTensorParallelRegion) {
+  for (const bool tied : {true, false}) {
+    ModelConfig config = small_config(tied ? FeedForwardKind::kRelu : FeedForwardKind::kGatedGelu, tied);
+    config.num_heads = 4;  // two heads per rank of the two-rank group
+    auto group = std::make_shared<CountingGroup>();
+    T5Model model(config, group);
+    model->initialize_weights(6);
+    const torch::Tensor ids = torch::randint(3, 50, {2, 6});
+    const torch::Tensor labels = torch::randint(3, 25, {2, 4});  // ids this rank's half of the vocabulary holds
+    const torch::Tensor loss =
+        model->token_losses(model->forward(ids, torch::ones({2, 6}, torch::kLong), model->shift_right(labels)), labels)
+            .sum();
+    group->all_reduce_sums = 0;
+    loss.backward();
+    const int expected = 2 * config.num_layers + 3 * config.num_decoder_layers + /*encoder output*/ 1 + /*LM head*/ 1;
+    EXPECT_EQ(group->all_reduce_sums, expected) << "tied=" << tied;
+  }
+}
+
+// transformers' T5 clamps fp16 hidden states to 65504 - 1000 when any is infinite, else to 65504; other dtypes pass.
+TEST(T5Model, Fp16ClampFollowsTransformers) {
+  const torch::Tensor finite = torch::tensor({1.0, 65504.0, -65504.0}).to(torch::kHalf);
+  EXPECT_TRUE(torch::equal(clamp_fp16(finite), finite));
+  const torch::Tensor with_inf = torch::tensor({1.0f, 65504.0f, -INFINITY}).to(torch::kHalf);
+  const torch::Tensor expected = torch::tensor({1.0, 64504.0, -64504.0}).to(torch::kHalf);
+  EXPECT_TRUE(torch::equal(clamp_fp16(with_inf), expected)) << clamp_fp16(with_inf);
+  const torch::Tensor fp32 = torch::tensor({1e30f, -INFINITY});
+  EXPECT_TRUE(torch::equal(clamp_fp16(fp32), fp32));
+}
+
+}  // namespace
+}  // namespace t5scale

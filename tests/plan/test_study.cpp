@@ -1,0 +1,1061 @@
+// t5scale-study's library: spec loading and expansion (grid, list, linked axes, repeats, names), the refusal of
+// bad specs with file, line and key, the plan's figures against the functions the trainer uses, the rendered
+// sbatch text and its exit-code handling (run under bash with stand-ins for srun, mpirun and scontrol), and the
+// run-file and Slurm status readers (on files written by the telemetry part's RunFile, one of them by a writer
+// killed with SIGKILL).
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "config/model_config.h"
+#include "config/run_config.h"
+#include "core/check.h"
+#include "data/tokenized_dataset.h"
+#include "plan/cost_model.h"
+#include "plan/sbatch_render.h"
+#include "plan/study_plan.h"
+#include "plan/study_spec.h"
+#include "plan/study_status.h"
+#include "support/base_test_support.h"
+#include "telemetry/run_file.h"
+
+namespace t5scale {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::error_of;
+using testing::TempDir;
+
+StudySpec spec_from(const std::string& yaml, const std::string& dir = "") {
+  return parse_study_spec(yaml, "spec.yaml", dir);
+}
+
+std::vector<std::string> names_of(const std::vector<StudyRun>& runs) {
+  std::vector<std::string> names;
+  for (const auto& r : runs) names.push_back(r.name);
+  return names;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// ---- Expansion ----
+
+TEST(StudySpec, GridExpandsEveryCombinationFirstAxisSlowest) {
+  const StudySpec spec = spec_from(R"(
+study: demo
+base: {train: {max_steps: 10, global_batch: 64}}
+axes:
+  nodes: [1, 2]
+  lr_scaling.rule: [none, sqrt]
+slurm: {gpus_per_node: 4}
+)");
+  const auto runs = expand_study(spec);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(names_of(runs), (std::vector<std::string>{"n1-none", "n1-sqrt", "n2-none", "n2-sqrt"}));
+  EXPECT_EQ(runs[0].nodes, 1);
+  EXPECT_EQ(runs[2].nodes, 2);
+  EXPECT_EQ(runs[3].gpus_per_node, 4);  // slurm.gpus_per_node is the default of the launch key
+  EXPECT_EQ(runs[3].world(), 8);
+  EXPECT_EQ(runs[0].config.lr_scaling.rule, LrScalingSettings::Rule::kNone);
+  EXPECT_EQ(runs[1].config.lr_scaling.rule, LrScalingSettings::Rule::kSqrt);
+  for (const auto& run : runs) {
+    EXPECT_TRUE(run.errors.empty()) << run.name << ": " << run.errors.front();
+    EXPECT_EQ(run.config.run.name, run.name);
+    EXPECT_EQ(run.config.run.study, "demo");
+    EXPECT_EQ(run.config.run.output_dir, "results/demo");
+    EXPECT_EQ(run.config.train.max_steps, 10);
+    EXPECT_EQ(run.config.cost.gpus_per_node, 4);
+  }
+  EXPECT_EQ(runs[3].varied, (std::vector<std::pair<std::string, std::string>>{{"nodes", "2"},
+                                                                              {"lr_scaling.rule", "sqrt"}}));
+}
+
+TEST(StudySpec, RepeatsAddSeedsAndSuffixes) {
+  const StudySpec spec = spec_from(R"(
+study: rep
+base: {train.max_steps: 5, run.seed: 100}
+axes: {parallel.tp: [1, 2]}
+repeats: 3
+)");
+  const auto runs = expand_study(spec);
+  EXPECT_EQ(names_of(runs),
+            (std::vector<std::string>{"tp1-s0", "tp1-s1", "tp1-s2", "tp2-s0", "tp2-s1", "tp2-s2"}));
+  EXPECT_EQ(runs[0].config.run.seed, 100);
+  EXPECT_EQ(runs[2].config.run.seed, 102);
+  EXPECT_EQ(runs[4].config.run.seed, 101);
+  EXPECT_EQ(runs[4].repeat, 1);
+}
+
+TEST(StudySpec, ListRunsWithAndWithoutNamesAndTheirOwnAxes) {
+  const StudySpec spec = spec_from(R"(
+study: strategies
+base: {train: {max_steps: 5}, precision: bf16}
+mode: list
+runs:
+  - name: baseline
+  - set: {precision: fp32}
+  - set: {parallel.activation_checkpointing: true, data.sampling: sortish}
+  - name: big
+    set: {train.global_batch: 64}
+    axes: {lr_scaling.rule: [linear, sqrt]}
+)");
+  const auto runs = expand_study(spec);
+  EXPECT_EQ(names_of(runs),
+            (std::vector<std::string>{"baseline", "fp32", "ac-sortish", "big-linear", "big-sqrt"}));
+  EXPECT_EQ(runs[0].config.precision, RunConfig::Precision::kBf16);
+  EXPECT_EQ(runs[1].config.precision, RunConfig::Precision::kFp32);
+  EXPECT_EQ(runs[2].config.parallel.activation_checkpointing, ParallelSettings::ActivationCheckpointing::kOn);
+  EXPECT_EQ(runs[2].config.data.sampling, DataSettings::Sampling::kSortish);
+  EXPECT_EQ(runs[4].config.train.global_batch, 64);
+  EXPECT_EQ(runs[4].config.lr_scaling.rule, LrScalingSettings::Rule::kSqrt);
+  EXPECT_EQ(runs[0].config.train.global_batch, 16);  // the default, untouched
+}
+
+TEST(StudySpec, LinkedAxisSetsSeveralKeysTogether) {
+  const StudySpec spec = spec_from(R"(
+study: linked
+base: {train.max_steps: 5}
+axes:
+  shape:
+    - {label: small, gpus_per_node: 2, parallel: {tp: 2}}
+    - {gpus_per_node: 4, parallel.tp: 2, cost.price_per_node_hour_usd: 9.5}
+)");
+  const auto runs = expand_study(spec);
+  EXPECT_EQ(names_of(runs), (std::vector<std::string>{"small", "g4-tp2-price9.5"}));
+  EXPECT_EQ(runs[0].gpus_per_node, 2);
+  EXPECT_EQ(runs[0].config.parallel.tp, 2);
+  EXPECT_EQ(runs[1].world(), 4);
+  EXPECT_DOUBLE_EQ(runs[1].config.cost.price_per_node_hour_usd, 9.5);
+}
+
+TEST(StudySpec, GpusArePackedOntoWholeNodes) {
+  const StudySpec spec = spec_from(R"(
+study: gpus
+base: {train: {max_steps: 5, batch_mode: fixed_micro, micro_batch: 2}}
+axes: {gpus: [1, 4, 8, 16, 32, 12]}
+slurm: {gpus_per_node: 8}
+)");
+  const auto runs = expand_study(spec);
+  ASSERT_EQ(runs.size(), 6u);
+  const std::vector<std::pair<int64_t, int64_t>> expected = {{1, 1}, {1, 4}, {1, 8}, {2, 8}, {4, 8}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(runs[i].nodes, expected[i].first) << runs[i].name;
+    EXPECT_EQ(runs[i].gpus_per_node, expected[i].second) << runs[i].name;
+    EXPECT_TRUE(runs[i].errors.empty()) << runs[i].name;
+  }
+  EXPECT_EQ(runs[3].name, "gpu16");
+  ASSERT_EQ(runs[5].errors.size(), 1u);
+  EXPECT_TRUE(contains(runs[5].errors[0], "gpus: 12 GPUs do not fill whole nodes of slurm.gpus_per_node 8"))
+      << runs[5].errors[0];
+}
+
+TEST(StudySpec, OnlyVaryingValuesNameRunsAndNamesAreFilesystemSafe) {
+  const StudySpec spec = spec_from(R"(
+study: names
+base: {train.max_steps: 5}
+axes:
+  precision: [bf16]
+  optimizer.lr: [1.0e-4, 3e-4]
+  data.dataset: [data/a b.h5, /x/samsum.h5]
+  parallel.zero1: [true, false]
+)");
+  const auto runs = expand_study(spec);
+  ASSERT_EQ(runs.size(), 8u);
+  EXPECT_EQ(runs[0].name, "lr1.0e-4-a_b-zero1");
+  EXPECT_EQ(runs[7].name, "lr3e-4-samsum-nozero1");
+  for (const auto& run : runs) EXPECT_EQ(filesystem_safe(run.name), run.name);
+  EXPECT_EQ(filesystem_safe("a/b c:d"), "a_b_c_d");
+}
+
+TEST(StudySpec, BaseConfigFileIsRelativeToTheSpecAndInlineKeysGoOverIt) {
+  TempDir dir;
+  fs::create_directories(dir.path() / "configs");
+  write_text(dir / "configs/base.yaml", "train: {max_steps: 77, global_batch: 32}\nprecision: fp16\n");
+  write_text(dir / "study.yaml", R"(
+study: based
+base_config: configs/base.yaml
+base:
+  precision: fp32
+  train.log_every: 3
+cost: {price_per_node_hour_usd: 12.5, low_priority_price_per_node_hour_usd: 4.0}
+results_dir: out/based
+)");
+  const StudySpec spec = load_study_spec(dir / "study.yaml");
+  const auto runs = expand_study(spec);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].name, "based");  // nothing varies: the study's name
+  const RunConfig& c = runs[0].config;
+  EXPECT_EQ(c.train.max_steps, 77);
+  EXPECT_EQ(c.train.global_batch, 32);
+  EXPECT_EQ(c.train.log_every, 3);
+  EXPECT_EQ(c.precision, RunConfig::Precision::kFp32);
+  EXPECT_DOUBLE_EQ(c.cost.price_per_node_hour_usd, 12.5);
+  EXPECT_DOUBLE_EQ(c.cost.low_priority_price_per_node_hour_usd, 4.0);
+  EXPECT_EQ(c.run.output_dir, "out/based");
+
+  ExpandOptions options;
+  options.results_dir = "/elsewhere";
+  options.overrides = {"train.max_steps=3", "nodes=2"};
+  const auto overridden = expand_study(spec, options);
+  EXPECT_EQ(overridden[0].config.run.output_dir, "/elsewhere");
+  EXPECT_EQ(overridden[0].config.train.max_steps, 3);
+  EXPECT_EQ(overridden[0].nodes, 2);
+  const std::string bad = error_of([&] {
+    ExpandOptions o;
+    o.overrides = {"train.max_step=3"};
+    expand_study(spec, o);
+  });
+  EXPECT_TRUE(contains(bad, "unknown key 'train.max_step' (did you mean 'train.max_steps'?)")) << bad;
+}
+
+TEST(StudySpec, CollidingNamesAreRefused) {
+  const StudySpec spec = spec_from(R"(
+study: clash
+base: {train.max_steps: 5}
+mode: list
+runs:
+  - name: same
+  - name: same
+)");
+  const std::string e = error_of([&] { expand_study(spec); });
+  EXPECT_TRUE(contains(e, "run names collide: 'same' (runs 1 and 2)")) << e;
+}
+
+// ---- Bad specs ----
+
+TEST(StudySpec, UnknownKeysAreRefusedWithLineAndSuggestion) {
+  const std::string e = error_of([] {
+    spec_from(R"(study: bad
+axis: {nodes: [1]}
+base:
+  train: {max_step: 10}
+slurm: {partion: gpu}
+)");
+  });
+  EXPECT_TRUE(contains(e, "spec.yaml:2: unknown key 'axis' (did you mean 'axes'?)")) << e;
+  EXPECT_TRUE(contains(e, "spec.yaml:4: base: unknown key 'train.max_step' (did you mean 'train.max_steps'?)")) << e;
+  EXPECT_TRUE(contains(e, "spec.yaml:5: unknown key 'slurm.partion' (did you mean 'partition'?)")) << e;
+}
+
+TEST(StudySpec, AnAxisOnAnUnknownConfigKeyIsRefused) {
+  const std::string e = error_of([] {
+    spec_from(R"(study: bad
+axes:
+  train.global_bach: [16, 32]
+)");
+  });
+  EXPECT_TRUE(contains(e, "spec.yaml:3: axes: unknown key 'train.global_bach' (did you mean 'train.global_batch'?)"))
+      << e;
+}
+
+TEST(StudySpec, ValuesOfTheWrongTypeAndOtherMistakesAreAllReported) {
+  const std::string e = error_of([] {
+    spec_from(R"(study: bad
+axes:
+  train.global_batch: [16, lots]
+  nodes: [0]
+  run.name: [a, b]
+mode: grid
+repeats: 0
+slurm: {launcher: ssh, env: {"1BAD": x}}
+)");
+  });
+  EXPECT_TRUE(contains(e, "spec.yaml:3: axes: train.global_batch:")) << e;
+  EXPECT_TRUE(contains(e, "'lots'")) << e;
+  EXPECT_TRUE(contains(e, "spec.yaml:4: axes: nodes: must be an integer >= 1, got '0'")) << e;
+  EXPECT_TRUE(contains(e, "spec.yaml:5: axes: run.name: is set by the study")) << e;
+  EXPECT_TRUE(contains(e, "repeats: must be an integer >= 1, got '0'")) << e;
+  EXPECT_TRUE(contains(e, "slurm.launcher: must be srun or mpirun, got 'ssh'")) << e;
+  EXPECT_TRUE(contains(e, "slurm.env: '1BAD' is not an environment variable name")) << e;
+}
+
+TEST(StudySpec, MissingStudyNameAndBadModeAreRefused) {
+  const std::string e = error_of([] { spec_from("mode: table\nruns: []\n"); });
+  EXPECT_TRUE(contains(e, "study: missing")) << e;
+  EXPECT_TRUE(contains(e, "mode: must be grid or list, got 'table'")) << e;
+}
+
+TEST(StudySpec, ARunWhoseTpDoesNotDivideTheModelNamesTheRunAndTheKey) {
+  const StudySpec spec = spec_from(R"(
+study: tp
+base: {model.name: t5-small, train.max_steps: 5, train.global_batch: 24}
+axes: {gpus_per_node: [6], parallel.tp: [2, 3]}
+)");
+  const StudyPlan plan = plan_study(spec);
+  ASSERT_EQ(plan.runs.size(), 2u);
+  EXPECT_TRUE(plan.runs[0].valid());
+  ASSERT_FALSE(plan.runs[1].valid());
+  EXPECT_EQ(plan.runs[1].run.name, "tp3");
+  bool heads = false;
+  for (const auto& error : plan.runs[1].errors) {
+    heads = heads || contains(error, "parallel.tp: model t5-small: num_heads 8 is not divisible by tp 3");
+  }
+  EXPECT_TRUE(heads);
+  EXPECT_EQ(plan.invalid_count(), 1u);
+  const std::string table = format_plan(plan);
+  EXPECT_TRUE(contains(table, "tp3 (INVALID)")) << table;
+  EXPECT_TRUE(contains(table, "invalid runs:\n  tp3:\n    parallel.tp: model t5-small: num_heads 8")) << table;
+}
+
+TEST(StudySpec, EveryErrorOfAnInvalidRunIsListed) {
+  const StudySpec spec = spec_from(R"(
+study: many
+base: {train: {max_steps: 5, epochs: 2, global_batch: 10}, optimizer.name: adafactor, parallel.zero1: true}
+axes: {gpus_per_node: [4]}
+)");
+  const StudyPlan plan = plan_study(spec);
+  ASSERT_EQ(plan.runs.size(), 1u);
+  std::string all;
+  for (const auto& e : plan.runs[0].errors) all += e + "\n";
+  EXPECT_TRUE(contains(all, "train.max_steps: and train.epochs are both set")) << all;
+  EXPECT_TRUE(contains(all, "optimizer.name: adafactor keeps factored second moments")) << all;
+  EXPECT_TRUE(contains(all, "train.global_batch: 10 is not divisible by dp 4")) << all;
+}
+
+// ---- Plan figures ----
+
+TEST(StudyPlan, EffectiveLrFollowsEachRule) {
+  const StudySpec spec = spec_from(R"(
+study: lr
+base:
+  train: {max_steps: 100, batch_mode: fixed_micro, micro_batch: 8}
+  optimizer.lr: 1.0e-4
+  lr_scaling: {reference_global_batch: 8}
+  lr_schedule: {warmup_steps: 10}
+axes:
+  gpus_per_node: [1, 4]
+  lr_scaling.rule: [none, linear, sqrt]
+)");
+  const StudyPlan plan = plan_study(spec);
+  ASSERT_EQ(plan.runs.size(), 6u);
+  const double expected[] = {1e-4, 1e-4, 1e-4, 1e-4, 4e-4, 2e-4};  // k = 1 for one GPU, 4 for four
+  for (size_t i = 0; i < 6; ++i) {
+    const RunPlan& p = plan.runs[i];
+    ASSERT_TRUE(p.lr_known) << p.run.name;
+    EXPECT_DOUBLE_EQ(p.lr.effective_lr, expected[i]) << p.run.name;
+    EXPECT_DOUBLE_EQ(p.lr.base_lr, 1e-4);
+    EXPECT_EQ(p.lr.warmup_steps, 10);
+    EXPECT_EQ(p.total_steps, 100);
+  }
+  EXPECT_EQ(plan.runs[4].batch.global_batch, 32);
+  const std::string csv = plan_csv(plan);
+  EXPECT_TRUE(contains(csv, "\ng4-linear,lr,1,4,4,1,4,8,1,32,0.0001,0.0004,linear,10,100,")) << csv;
+}
+
+TEST(StudyPlan, StepsAndEpochsComeFromTheTrainingSplit) {
+  const StudySpec spec = spec_from(R"(
+study: epochs
+base: {data.synthetic_examples: 1000, train: {global_batch: 100}}
+mode: list
+runs:
+  - name: by-epochs
+    set: {train.epochs: 2}
+  - name: by-steps
+    set: {train.max_steps: 25}
+  - name: by-epochs-keep-last
+    set: {train.epochs: 1, data.drop_last: false, train.global_batch: 300}
+)");
+  const StudyPlan plan = plan_study(spec);
+  ASSERT_EQ(plan.runs.size(), 3u);
+  EXPECT_EQ(plan.runs[0].train_examples, 1000);
+  EXPECT_EQ(plan.runs[0].steps_per_epoch, 10);
+  EXPECT_EQ(plan.runs[0].total_steps, 20);
+  EXPECT_DOUBLE_EQ(plan.runs[0].epochs, 2.0);
+  EXPECT_EQ(plan.runs[1].total_steps, 25);
+  EXPECT_DOUBLE_EQ(plan.runs[1].epochs, 2.5);
+  EXPECT_EQ(plan.runs[2].steps_per_epoch, 4);  // 1000 / 300 without drop_last: 4 steps
+  EXPECT_EQ(plan.runs[2].total_steps, 4);
+}
+
+TEST(StudyPlan, ADatasetFileIsCountedAndAMissingOneIsUnknown) {
+  TempDir dir;
+  const std::string path = dir / "data.h5";
+  {
+    TokenizedDatasetInfo info;
+    info.tokenizer_sha256 = "synthetic-vocab100";
+    info.vocab_size = 100;
+    info.created_by = "test";
+    TokenizedDatasetWriter writer(path, info);
+    for (int i = 0; i < 50; ++i) writer.append("train", {5, 6, 1}, {7, 1});
+    for (int i = 0; i < 5; ++i) writer.append("validation", {5, 1}, {7, 1});
+    writer.finish();
+  }
+  const StudySpec spec = spec_from(msg(R"(
+study: files
+base: {train: {epochs: 3, global_batch: 8}}
+axes:
+  data.dataset: [")", path, R"(", )", (dir / "missing.h5"), R"(]
+)"));
+  const StudyPlan plan = plan_study(spec);
+  ASSERT_EQ(plan.runs.size(), 2u);
+  EXPECT_EQ(plan.runs[0].train_examples, 50);
+  EXPECT_EQ(plan.runs[0].steps_per_epoch, 6);
+  EXPECT_EQ(plan.runs[0].total_steps, 18);
+  ASSERT_TRUE(plan.runs[0].model_known);  // tiny, with the file's vocabulary
+  EXPECT_EQ(plan.runs[0].parameter_count, parameter_count(tiny_model_config(100)));
+  EXPECT_TRUE(plan.runs[1].valid());
+  EXPECT_EQ(plan.runs[1].train_examples, -1);
+  EXPECT_FALSE(plan.runs[1].steps_known);
+  EXPECT_TRUE(std::isnan(plan.runs[1].epochs) || plan.runs[1].epochs == 3.0);
+  const std::string table = format_plan(plan);
+  EXPECT_TRUE(contains(table, "missing.h5' does not exist here yet")) << table;
+}
+
+TEST(StudyPlan, MemoryAndFlopsAreTheCostModelsWithTheTrainersInputs) {
+  const StudySpec spec = spec_from(R"(
+study: xxl
+base:
+  model.name: t5-v1_1-xxl
+  data: {max_source_length: 512, max_target_length: 32}
+  precision: bf16
+  train: {max_steps: 10, batch_mode: fixed_micro, micro_batch: 4, grad_accumulation: 2}
+mode: list
+runs:
+  - name: tp1
+    set: {parallel.tp: 1, gpus_per_node: 1}
+  - name: tp8-ac-zero1
+    set: {parallel.tp: 8, gpus_per_node: 8, nodes: 2, parallel.activation_checkpointing: true, parallel.zero1: true}
+slurm: {gpu: A100-80GB}
+)");
+  const StudyPlan plan = plan_study(spec);
+  ASSERT_EQ(plan.runs.size(), 2u);
+  EXPECT_DOUBLE_EQ(plan.device_memory_gib, 80.0);
+  const ModelConfig xxl = named_model_config("t5-v1_1-xxl");
+  for (const RunPlan& p : plan.runs) {
+    ASSERT_TRUE(p.memory_known) << p.run.name;
+    MemoryInputs in;
+    in.tp = static_cast<int>(p.run.config.parallel.tp);
+    in.dp = static_cast<int>(p.batch.dp);
+    in.compute_bytes_per_element = 2;
+    in.zero1 = p.run.config.parallel.zero1;
+    in.checkpoint_every_blocks = requested_checkpoint_every_blocks(p.run.config.parallel);
+    in.micro_batch = BatchShape{4, 512, 32};
+    EXPECT_EQ(p.memory.total_bytes(), predict_memory(xxl, in).total_bytes()) << p.run.name;
+    EXPECT_DOUBLE_EQ(p.flops_per_step, training_flops(xxl, BatchShape{4, 512, 32}) * 2.0 * p.batch.dp);
+    const double gib = static_cast<double>(p.memory.total_bytes()) / (1024.0 * 1024.0 * 1024.0);
+    EXPECT_EQ(p.fits, gib <= 0.95 * 80.0 ? "yes" : "NO") << p.run.name;  // 5% left to the allocator
+  }
+  // 11B parameters on one GPU with AdamW: far beyond 80 GiB; TP 8 with checkpointing and ZeRO-1 fits.
+  EXPECT_EQ(plan.runs[0].fits, "NO");
+  EXPECT_EQ(plan.runs[1].fits, "yes");
+  EXPECT_EQ(plan.runs[1].batch.dp, 2);
+}
+
+// A run that does not fit is told the least activation checkpointing that would, by the cost model's choice.
+TEST(StudyPlan, RunThatDoesNotFitIsToldTheCheckpointingThatWould) {
+  const StudySpec spec = spec_from(R"(
+study: t5-3b
+base:
+  model.name: t5-3b
+  data: {max_source_length: 512, max_target_length: 128}
+  precision: bf16
+  train: {max_steps: 10, batch_mode: fixed_micro, micro_batch: 48, grad_accumulation: 1}
+mode: list
+runs:
+  - name: plain
+    set: {gpus_per_node: 1}
+slurm: {gpu: H100-80GB}
+)");
+  const StudyPlan plan = plan_study(spec);
+  ASSERT_EQ(plan.runs.size(), 1u);
+  const RunPlan& p = plan.runs[0];
+  ASSERT_EQ(p.fits, "NO") << p.memory.describe();
+  MemoryInputs in;
+  in.compute_bytes_per_element = 2;
+  in.micro_batch = BatchShape{48, 512, 128};
+  const CheckpointingChoice choice =
+      choose_activation_checkpointing(named_model_config("t5-3b"), in, int64_t{80} * 1024 * 1024 * 1024);
+  ASSERT_TRUE(choice.fits);
+  ASSERT_GT(choice.checkpoint_every_blocks, 0);
+  std::string notes;
+  for (const auto& note : p.notes) notes += note + "\n";
+  EXPECT_TRUE(contains(notes, "try parallel.activation_checkpointing=true with parallel.checkpoint_every_blocks=" +
+                                  std::to_string(choice.checkpoint_every_blocks) + " (" + choice.describe()))
+      << notes;
+}
+
+// activation_checkpointing: auto is planned as the trainer resolves it: the cost model's choice for the GPU's memory,
+// named in the run's notes and in its name; on CPU, where the plan knows no memory, none.
+TEST(StudyPlan, AutoCheckpointingIsPlannedAsTheChoiceForTheGpu) {
+  // The smallest micro-batch of T5-3B at which an H100 needs some checkpointing, but not every block's.
+  const int64_t h100_bytes = int64_t{80} * 1024 * 1024 * 1024;
+  MemoryInputs in;
+  in.compute_bytes_per_element = 2;
+  CheckpointingChoice choice;
+  for (int64_t rows = 8; rows <= 64 && choice.checkpoint_every_blocks <= 1; rows += 4) {
+    in.micro_batch = BatchShape{rows, 512, 128};
+    choice = choose_activation_checkpointing(named_model_config("t5-3b"), in, h100_bytes);
+  }
+  ASSERT_TRUE(choice.fits);
+  ASSERT_GT(choice.checkpoint_every_blocks, 1);  // neither none nor every block: a choice that means something
+  const StudySpec spec = spec_from(msg(R"(
+study: t5-3b
+base:
+  model.name: t5-3b
+  data: {max_source_length: 512, max_target_length: 128}
+  precision: bf16
+  train: {max_steps: 10, batch_mode: fixed_micro, micro_batch: )", in.micro_batch.rows, R"(, grad_accumulation: 1}
+mode: list
+runs:
+  - set: {parallel.activation_checkpointing: auto}
+  - set: {parallel.activation_checkpointing: false}
+slurm: {gpu: H100-80GB, gpus_per_node: 1}
+)"));
+  const StudyPlan plan = plan_study(spec);
+  ASSERT_EQ(plan.runs.size(), 2u);
+  EXPECT_EQ(plan.runs[0].run.name, "acauto");
+  EXPECT_EQ(plan.runs[1].run.name, "noac");
+  const RunPlan& chosen = plan.runs[0];
+  EXPECT_EQ(chosen.fits, "yes");
+  EXPECT_EQ(chosen.memory.total_bytes(), choice.memory.total_bytes());
+  std::string notes;
+  for (const auto& note : chosen.notes) notes += note + "\n";
+  EXPECT_TRUE(contains(notes, "activation checkpointing auto: " + choice.describe_against(h100_bytes))) << notes;
+  EXPECT_EQ(plan.runs[1].fits, "NO");  // the same run without checkpointing does not fit
+
+  const StudyPlan cpu = plan_study(spec_from(
+      "study: cpu\nbase: {train.max_steps: 3, parallel.activation_checkpointing: auto}\nslurm: {gpu: none}\n"));
+  ASSERT_TRUE(cpu.runs[0].memory_known);
+  std::string cpu_notes;
+  for (const auto& note : cpu.runs[0].notes) cpu_notes += note + "\n";
+  EXPECT_TRUE(contains(cpu_notes, "activation checkpointing auto: none predicted")) << cpu_notes;
+}
+
+// A TP group must stay inside a node: the plan refuses a tp larger than, or not dividing, the GPUs per node,
+// naming the first group that would span two.
+TEST(StudyPlan, ATpGroupSpanningNodesIsAnErrorNamingTheGroup) {
+  const StudyPlan plan = plan_study(spec_from(R"(
+study: placement
+base: {train: {max_steps: 3, global_batch: 24}}
+mode: list
+runs:
+  - name: inside
+    set: {parallel.tp: 2, gpus_per_node: 4, nodes: 2}
+  - name: wider
+    set: {parallel.tp: 8, gpus_per_node: 4, nodes: 2}
+  - name: straddles
+    set: {parallel.tp: 2, gpus_per_node: 3, nodes: 2}
+slurm: {gpu: none}
+)"));
+  ASSERT_EQ(plan.runs.size(), 3u);
+  auto errors_of = [](const RunPlan& p) {
+    std::string text;
+    for (const auto& e : p.errors) text += e + "\n";
+    return text;
+  };
+  EXPECT_FALSE(contains(errors_of(plan.runs[0]), "spans hosts")) << errors_of(plan.runs[0]);
+  EXPECT_TRUE(contains(errors_of(plan.runs[1]), "parallel.tp 8 with 4 GPUs per node: TP group 0 (ranks 0-7) spans "
+                                                "hosts node 0, node 1"))
+      << errors_of(plan.runs[1]);
+  EXPECT_TRUE(contains(errors_of(plan.runs[2]), "TP group 1 (ranks 2-3) spans hosts node 0, node 1"))
+      << errors_of(plan.runs[2]);
+}
+
+// Freezing shows in the plan's memory: the frozen parameters' gradients and optimizer state are not predicted.
+TEST(StudyPlan, FrozenParametersLowerThePredictedMemory) {
+  const StudyPlan plan = plan_study(spec_from(R"(
+study: freezing
+base:
+  model.name: t5-v1_1-base
+  precision: bf16
+  train: {max_steps: 3, batch_mode: fixed_micro, micro_batch: 4}
+mode: list
+runs:
+  - name: all
+  - name: encoder
+    set: {train.freeze_encoder: true}
+slurm: {gpu: H100-80GB, gpus_per_node: 1}
+)"));
+  ASSERT_EQ(plan.runs.size(), 2u);
+  ASSERT_TRUE(plan.runs[0].memory_known && plan.runs[1].memory_known);
+  FreezeOptions encoder;
+  encoder.encoder = true;
+  const int64_t frozen = frozen_parameters_per_rank(named_model_config("t5-v1_1-base"), 1, encoder);
+  EXPECT_EQ(plan.runs[0].memory.total_bytes() - plan.runs[1].memory.total_bytes(), frozen * (4 + 2 + 12));
+}
+
+TEST(StudyPlan, GpuMemoryComesFromTheTableTheOverrideOrNothingOnCpu) {
+  SlurmSpec s;
+  EXPECT_DOUBLE_EQ(gpu_memory_gib(s), 80.0);
+  s.gpu = "A100-40GB";
+  EXPECT_DOUBLE_EQ(gpu_memory_gib(s), 40.0);
+  s.gpu = "nvidia h100";
+  EXPECT_DOUBLE_EQ(gpu_memory_gib(s), 80.0);
+  s.gpu = "H200";
+  EXPECT_DOUBLE_EQ(gpu_memory_gib(s), 141.0);
+  s.gpu_memory_gib = 24;
+  EXPECT_DOUBLE_EQ(gpu_memory_gib(s), 24.0);
+  s.gpu_memory_gib = 0;
+  s.gpu = "none";
+  EXPECT_DOUBLE_EQ(gpu_memory_gib(s), 0.0);
+  s.gpu = "X9000";
+  const std::string e = error_of([&] { gpu_memory_gib(s); });
+  EXPECT_TRUE(contains(e, "slurm.gpu: no memory size known for GPU 'X9000'")) << e;
+  EXPECT_TRUE(contains(e, "slurm.gpu_memory_gib")) << e;
+
+  const StudyPlan cpu = plan_study(spec_from("study: cpu\nbase: {train.max_steps: 3}\nslurm: {gpu: none}\n"));
+  EXPECT_EQ(cpu.runs[0].fits, "-");
+  EXPECT_FALSE(cpu.runs[0].memory.workspace_bytes > 0);  // no CUDA context on CPU
+}
+
+// ---- Rendering ----
+
+const char* kRenderSpec = R"(
+study: demo
+base: {train: {max_steps: 10, batch_mode: fixed_micro, micro_batch: 2}}
+axes:
+  nodes: [1, 2]
+  lr_scaling.rule: [none, sqrt]
+slurm:
+  partition: gpu
+  account: proj42
+  qos: normal
+  constraint: a100
+  time_limit: "02:00:00"
+  gpus_per_node: 8
+  gpu: A100-80GB
+  cpus_per_task: 12
+  signal_s: 120
+  extra_sbatch: [--exclusive]
+  env: {NCCL_DEBUG: WARN, NCCL_IB_TIMEOUT: "22"}
+  modules: [cuda/12.4]
+)";
+
+RenderOptions render_options(const std::string& out) {
+  RenderOptions o;
+  o.out_dir = out;
+  o.bin_dir = "/opt/t5scale/bin";
+  o.workdir = "/scratch/project";
+  o.spec_path = "jobs/demo.yaml";
+  return o;
+}
+
+TEST(StudyRender, TheSbatchScriptHasTheKeyLines) {
+  const StudyPlan plan = plan_study(spec_from(kRenderSpec));
+  ASSERT_EQ(plan.runs.size(), 4u);
+  const RunPlan& run = plan.runs[3];
+  ASSERT_EQ(run.run.name, "n2-sqrt");
+  const std::string text = render_run_sbatch(plan, run, "/cfg/n2-sqrt.yaml", render_options("/cfg"));
+  const std::vector<std::string> lines = {
+      "#!/bin/bash\n",
+      "\n#SBATCH --job-name=demo.n2-sqrt\n",
+      "\n#SBATCH --nodes=2\n",
+      "\n#SBATCH --ntasks-per-node=8\n",
+      "\n#SBATCH --gpus-per-node=8\n",
+      "\n#SBATCH --cpus-per-task=12\n",
+      "\n#SBATCH --time=02:00:00\n",
+      "\n#SBATCH --partition=gpu\n",
+      "\n#SBATCH --account=proj42\n",
+      "\n#SBATCH --qos=normal\n",
+      "\n#SBATCH --constraint=a100\n",
+      "\n#SBATCH --signal=USR1@120\n",
+      "\n#SBATCH --requeue\n",
+      "\n#SBATCH --open-mode=append\n",
+      "\n#SBATCH --chdir=/scratch/project\n",
+      "\n#SBATCH --exclusive\n",
+      "\n#SBATCH --output=results/demo/n2-sqrt.%j.log\n",
+      "\n#SBATCH --error=results/demo/n2-sqrt.%j.log\n",
+      "\nT5SCALE_BIN=\"/opt/t5scale/bin\"\n",
+      "\nRUN_CONFIG=\"/cfg/n2-sqrt.yaml\"",
+      "\nmodule load cuda/12.4\n",
+      "\nexport OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}\n",
+      "\nexport NCCL_DEBUG=\"WARN\"\n",
+      "\nexport NCCL_IB_TIMEOUT=\"22\"\n",
+      "\nsrun --mpi=pmix --kill-on-bad-exit=1 \"$T5SCALE_BIN/t5scale-train\" --config \"$RUN_CONFIG\" &\n",
+      "\nif [ \"$rc\" -eq 75 ]; then\n",
+      "\n  scontrol requeue \"$SLURM_JOB_ID\"\n  exit 0\nfi\n",
+      "\nexit \"$rc\"\n",
+  };
+  for (const auto& line : lines) EXPECT_TRUE(contains(text, line)) << "missing " << line << " in\n" << text;
+  // A summary of the run for the reader.
+  EXPECT_TRUE(contains(text, "# 2 node(s) x 8 task(s) = world 16: tp 1 x dp 16; micro batch 2 x accumulation 1 -> "
+                             "global batch 32\n"))
+      << text;
+  EXPECT_TRUE(contains(text, "lr 0.0003 -> 0.000424 (lr_scaling sqrt), 10 steps")) << text;
+  // #SBATCH lines must come before the first command, or sbatch ignores them.
+  const size_t last_directive = text.rfind("#SBATCH");
+  const size_t first_command = text.find("\nT5SCALE_BIN=");
+  EXPECT_LT(last_directive, first_command);
+  // No user's home or network interface built in.
+  EXPECT_FALSE(contains(text, "/home/"));
+  EXPECT_FALSE(contains(text, "SOCKET_IFNAME"));
+}
+
+TEST(StudyRender, OptionalLinesAreLeftOutAndCpuJobsAskForNoGpus) {
+  const StudyPlan plan = plan_study(spec_from(R"(
+study: cpu
+base: {train.max_steps: 4}
+slurm: {gpu: none, signal_s: 0, launcher: mpirun}
+)"));
+  const std::string text = render_run_sbatch(plan, plan.runs[0], "/c/cpu.yaml", render_options("/c"));
+  for (const char* absent : {"#SBATCH --partition", "#SBATCH --account", "#SBATCH --qos", "#SBATCH --constraint",
+                             "#SBATCH --mem", "#SBATCH --gpus-per-node", "#SBATCH --signal", "#SBATCH --cpus-per-task",
+                             "module load"}) {
+    EXPECT_FALSE(contains(text, absent)) << absent << " in\n" << text;
+  }
+  EXPECT_TRUE(contains(text, "mpirun -np \"$SLURM_NTASKS\" --bind-to none \"$T5SCALE_BIN/t5scale-train\"")) << text;
+
+  const StudyPlan mpirun = plan_study(spec_from("study: m\nbase: {train.max_steps: 4}\nslurm: {launcher: mpirun}\n"));
+  const std::string with_signal = render_run_sbatch(mpirun, mpirun.runs[0], "/c/m.yaml", render_options("/c"));
+  EXPECT_TRUE(contains(with_signal, "#SBATCH --signal=B:USR1@120\n")) << with_signal;  // to the batch shell
+}
+
+// Runs a rendered script under bash with stand-ins for the launcher and scontrol; returns bash's exit status.
+// The stand-in launcher logs its arguments, then behaves as `launcher_body` says.
+struct ScriptRun {
+  int exit_code = -1;
+  std::string launcher_log;
+  std::string scontrol_log;
+  std::string output;
+};
+
+ScriptRun run_script(const TempDir& dir, const std::string& script, const std::string& launcher,
+                     const std::string& launcher_body, bool send_usr1 = false) {
+  const fs::path bin = dir.path() / "fakebin";
+  fs::create_directories(bin);
+  write_text((bin / launcher).string(),
+             "#!/bin/bash\necho \"$*\" >> " + (dir / "launcher.log") + "\n" + launcher_body + "\n");
+  write_text((bin / "scontrol").string(), "#!/bin/bash\necho \"$*\" >> " + (dir / "scontrol.log") + "\n");
+  fs::permissions(bin / launcher, fs::perms::owner_all);
+  fs::permissions(bin / "scontrol", fs::perms::owner_all);
+  write_text(dir / "job.sbatch", script);
+  const std::string environment = "PATH=" + bin.string() + ":/usr/bin:/bin SLURM_JOB_ID=4242 SLURM_NTASKS=4 ";
+  std::string command;
+  if (send_usr1) {
+    // The job shell gets SIGUSR1 (as from --signal=B:...) once the launcher has started.
+    command = "env " + environment + "bash " + (dir / "job.sbatch") + " > " + (dir / "out.txt") + " 2>&1 & job=$!; " +
+              "for i in $(seq 100); do [ -e " + (dir / "started") + " ] && break; sleep 0.05; done; " +
+              "kill -USR1 $job; wait $job";
+  } else {
+    command = "env " + environment + "bash " + (dir / "job.sbatch") + " > " + (dir / "out.txt") + " 2>&1";
+  }
+  const int status = std::system(("bash -c '" + command + "'").c_str());
+  ScriptRun r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.launcher_log = read_text(dir / "launcher.log");
+  r.scontrol_log = read_text(dir / "scontrol.log");
+  r.output = read_text(dir / "out.txt");
+  return r;
+}
+
+TEST(StudyRender, ExitCode75RequeuesTheJobAndOtherCodesPassThrough) {
+  const StudyPlan plan = plan_study(spec_from(kRenderSpec));
+  const std::string script = render_run_sbatch(plan, plan.runs[0], "/cfg/n1-none.yaml", render_options("/cfg"));
+  {
+    TempDir dir;
+    const ScriptRun r = run_script(dir, script, "srun", "exit 75");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.scontrol_log, "requeue 4242\n");
+    EXPECT_EQ(r.launcher_log, "--mpi=pmix --kill-on-bad-exit=1 /opt/t5scale/bin/t5scale-train --config "
+                              "/cfg/n1-none.yaml\n");
+  }
+  for (int code : {0, 2, 3}) {
+    TempDir dir;
+    const ScriptRun r = run_script(dir, script, "srun", msg("exit ", code));
+    EXPECT_EQ(r.exit_code, code) << r.output;
+    EXPECT_EQ(r.scontrol_log, "");  // no requeue
+  }
+}
+
+TEST(StudyRender, TheMpirunScriptPassesSigusr1OnAndRequeues) {
+  const StudyPlan plan =
+      plan_study(spec_from("study: m\nbase: {train.max_steps: 4}\nslurm: {launcher: mpirun, gpus_per_node: 4}\n"));
+  const std::string script = render_run_sbatch(plan, plan.runs[0], "/cfg/m.yaml", render_options("/cfg"));
+  TempDir dir;
+  // The stand-in for mpirun: exits 75 when SIGUSR1 reaches it (as the trainer does), 1 if it never comes.
+  const std::string body = "trap 'exit 75' USR1\ntouch " + (dir / "started") +
+                           "\nfor i in $(seq 200); do sleep 0.05; done\nexit 1";
+  const ScriptRun r = run_script(dir, script, "mpirun", body, /*send_usr1=*/true);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.scontrol_log, "requeue 4242\n") << r.output;
+  EXPECT_EQ(r.launcher_log, "-np 4 --bind-to none /opt/t5scale/bin/t5scale-train --config /cfg/m.yaml\n");
+}
+
+TEST(StudyRender, WritesConfigsThatLoadBackScriptsAndTheRunsTable) {
+  TempDir dir;
+  const StudyPlan plan = plan_study(spec_from(kRenderSpec));
+  const RenderedStudy rendered = write_rendered_study(plan, render_options(dir / "out"), /*array=*/true);
+  ASSERT_EQ(rendered.run_scripts.size(), 4u);
+  for (const auto& p : plan.runs) {
+    const RunConfig loaded = load_run_config(dir / ("out/" + p.run.name + ".yaml"));
+    EXPECT_TRUE(loaded == p.run.config) << p.run.name;
+    const fs::path script = dir.path() / "out" / (p.run.name + ".sbatch");
+    ASSERT_TRUE(fs::exists(script));
+    EXPECT_NE(fs::status(script).permissions() & fs::perms::owner_exec, fs::perms::none);
+    EXPECT_EQ(std::system(("bash -n " + script.string()).c_str()), 0) << script;
+  }
+  const std::string csv = read_text(rendered.runs_csv);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5);
+  EXPECT_EQ(csv.rfind("run,study,nodes,gpus_per_node,world,tp,dp,micro_batch,grad_accumulation,global_batch,", 0),
+            0u);
+  // One array per launch shape: 1 node and 2 nodes, two runs each.
+  ASSERT_EQ(rendered.array_scripts.size(), 2u);
+  EXPECT_EQ(read_text(dir / "out/array-n2x8.runs"), "n2-none\nn2-sqrt\n");
+  const std::string array = read_text(dir / "out/array-n2x8.sbatch");
+  EXPECT_TRUE(contains(array, "\n#SBATCH --array=0-1\n")) << array;
+  EXPECT_TRUE(contains(array, "\n#SBATCH --nodes=2\n")) << array;
+  EXPECT_TRUE(contains(array, "\n#SBATCH --output=results/demo/array-n2x8.%A_%a.log\n")) << array;
+  EXPECT_EQ(std::system(("bash -n " + (dir / "out/array-n2x8.sbatch")).c_str()), 0);
+}
+
+TEST(StudyRender, TheArrayScriptPicksItsTasksRun) {
+  TempDir dir;
+  const StudyPlan plan = plan_study(spec_from(kRenderSpec));
+  write_rendered_study(plan, render_options(dir / "out"), /*array=*/true);
+  TempDir run_dir;
+  const std::string script = read_text(dir / "out/array-n2x8.sbatch");
+  setenv("SLURM_ARRAY_TASK_ID", "1", 1);
+  const ScriptRun r = run_script(run_dir, script, "srun", "exit 0");
+  unsetenv("SLURM_ARRAY_TASK_ID");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.launcher_log, "--config " + (dir / "out") + "/n2-sqrt.yaml")) << r.launcher_log;
+}
+
+TEST(StudyRender, AStudyWithInvalidRunsIsNotRendered) {
+  TempDir dir;
+  const StudyPlan plan = plan_study(spec_from(R"(
+study: bad
+base: {model.name: t5-small, train.max_steps: 3}
+axes: {parallel.tp: [3]}
+)"));
+  const std::string e = error_of([&] { write_rendered_study(plan, render_options(dir / "out"), false); });
+  EXPECT_TRUE(contains(e, "1 invalid run(s), nothing rendered: bad (see t5scale-study plan)")) << e;
+  EXPECT_FALSE(fs::exists(dir.path() / "out"));
+}
+
+// ---- Status ----
+
+RunAttributes run_attributes(int64_t max_steps) {
+  RunAttributes attributes;
+  for (const auto& [name, kind] : run_file_caller_attributes()) {
+    if (name == "max_steps") {
+      attributes.emplace_back(name, max_steps);
+    } else if (name == "energy_source_gpu" || name == "energy_source_cpu") {
+      attributes.emplace_back(name, std::string("none"));
+    } else if (kind == AttributeKind::kInt64) {
+      attributes.emplace_back(name, int64_t{1});
+    } else if (kind == AttributeKind::kFloat64) {
+      attributes.emplace_back(name, 0.0);
+    } else {
+      attributes.emplace_back(name, std::string("x"));
+    }
+  }
+  return attributes;
+}
+
+StepRecord step_record(int64_t step) {
+  StepRecord r;
+  r.step = step;
+  r.loss = 1.0;
+  for (auto* column : {&r.memory_allocated_bytes, &r.memory_reserved_bytes, &r.memory_peak_bytes,
+                       &r.host_memory_bytes, &r.gpu_power_w, &r.gpu_energy_j, &r.cpu_energy_j}) {
+    column->assign(1, 0.0);
+  }
+  return r;
+}
+
+TEST(StudyStatus, ReadsStatusAndLastStepOfFinishedAndUnfinishedRunFiles) {
+  TempDir dir;
+  EXPECT_FALSE(read_run_file_state(dir / "none.h5").exists);
+  {
+    RunFile file = RunFile::create(dir / "done.h5", run_attributes(3));
+    for (int64_t s = 1; s <= 3; ++s) file.append_step(step_record(s));
+    file.finish({}, "completed");
+  }
+  const RunFileState done = read_run_file_state(dir / "done.h5");
+  EXPECT_TRUE(done.exists);
+  EXPECT_EQ(done.error, "");
+  EXPECT_EQ(done.status, "completed");
+  EXPECT_EQ(done.attempt, 0);
+  EXPECT_EQ(done.max_steps, 3);
+  EXPECT_EQ(done.steps_rows, 3);
+  EXPECT_EQ(done.last_step, 3);
+
+  {
+    RunFile file = RunFile::create(dir / "open.h5", run_attributes(10), RunFileOptions{2});
+    for (int64_t s = 1; s <= 4; ++s) file.append_step(step_record(s));
+  }  // closed without finish(): still "running"
+  const RunFileState open = read_run_file_state(dir / "open.h5");
+  EXPECT_EQ(open.status, "running");
+  EXPECT_EQ(open.last_step, 4);
+
+  write_text(dir / "garbage.h5", "not hdf5");
+  const RunFileState garbage = read_run_file_state(dir / "garbage.h5");
+  EXPECT_TRUE(garbage.exists);
+  EXPECT_TRUE(contains(garbage.error, "garbage.h5")) << garbage.error;
+}
+
+TEST(StudyStatus, ReadsTheFileOfAWriterKilledWithSigkill) {
+  TempDir dir;
+  const std::string path = dir / "killed.h5";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      RunFile file = RunFile::create(path, run_attributes(100), RunFileOptions{5});
+      for (int64_t s = 1; s <= 7; ++s) file.append_step(step_record(s));  // rows 1-5 flushed, 6-7 buffered
+      raise(SIGKILL);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "writer: %s\n", e.what());
+    }
+    _exit(1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  const RunFileState state = read_run_file_state(path);
+  EXPECT_EQ(state.error, "");
+  EXPECT_EQ(state.status, "running");
+  EXPECT_EQ(state.last_step, 5);
+  EXPECT_EQ(state.max_steps, 100);
+}
+
+TEST(StudyStatus, RunStatesJoinSlurmAndTheRunFile) {
+  const JobRecord job{"r", "7", "", ""};
+  RunFileState none;
+  RunFileState running;
+  running.exists = true;
+  running.status = "running";
+  RunFileState preempted = running;
+  preempted.status = "preempted";
+  RunFileState completed = running;
+  completed.status = "completed";
+  RunFileState diverged = running;
+  diverged.status = "diverged";
+  const SlurmJobState pending{"PENDING", "0:00", "", "squeue"};
+  const SlurmJobState active{"RUNNING", "1:00", "", "squeue"};
+  const SlurmJobState done{"COMPLETED", "2:00", "0:0", "scontrol"};
+  const SlurmJobState failed{"FAILED", "0:05", "2:0", "sacct"};
+
+  EXPECT_EQ(run_state(nullptr, nullptr, none), "not submitted");
+  EXPECT_EQ(run_state(&job, &pending, none), "pending");
+  EXPECT_EQ(run_state(&job, &pending, preempted), "preempted (requeued)");
+  EXPECT_EQ(run_state(&job, &active, running), "running");
+  EXPECT_EQ(run_state(&job, &done, completed), "completed");
+  EXPECT_EQ(run_state(&job, &done, diverged), "diverged");
+  EXPECT_EQ(run_state(&job, &done, preempted), "preempted (not requeued)");
+  EXPECT_EQ(run_state(&job, &failed, none), "failed (job FAILED, no run file: see the job's log)");
+  EXPECT_EQ(run_state(&job, &failed, running), "failed (killed: job FAILED, run file still says running)");
+  EXPECT_EQ(run_state(&job, nullptr, completed), "completed");
+  EXPECT_EQ(run_state(nullptr, nullptr, completed), "completed");
+}
+
+TEST(StudyStatus, JobRecordsAndSbatchOutput) {
+  EXPECT_EQ(parse_sbatch_job_id("1234\n"), "1234");
+  EXPECT_EQ(parse_sbatch_job_id("99;cluster\n"), "99");
+  const std::string e = error_of([] { parse_sbatch_job_id("sbatch: error: invalid partition"); });
+  EXPECT_TRUE(contains(e, "not a job id")) << e;
+
+  TempDir dir;
+  EXPECT_TRUE(read_job_records(dir / "jobs.csv").empty());
+  append_job_records(dir / "jobs.csv", {{"a", "1", "2026-01-01T00:00:00Z", "/s/a.sbatch"}});
+  append_job_records(dir / "jobs.csv", {{"a", "5", "2026-01-02T00:00:00Z", "/s/a.sbatch"}, {"b", "6_1", "", ""}});
+  const auto records = read_job_records(dir / "jobs.csv");
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[1].job_id, "5");
+  EXPECT_EQ(records[2].job_id, "6_1");
+  EXPECT_EQ(read_text(dir / "jobs.csv").rfind("run,job_id,submit_time_utc,script\na,1,", 0), 0u);
+}
+
+TEST(StudyStatus, CommandsAndMissingSlurmTools) {
+  const CommandResult r = run_command({"bash", "-c", "echo out; echo err >&2; exit 3"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.output, "out\n");
+  EXPECT_EQ(r.errors, "err\n");
+  EXPECT_EQ(run_command({"no-such-program-t5scale"}).exit_code, 127);
+
+  TempDir empty;
+  const std::string saved = std::getenv("PATH") ? std::getenv("PATH") : "";
+  setenv("PATH", empty.path().c_str(), 1);
+  const std::string e = error_of([] { require_slurm_command("sbatch", "t5scale-study submit"); });
+  setenv("PATH", saved.c_str(), 1);
+  EXPECT_TRUE(contains(e, "sbatch is not on PATH: t5scale-study submit needs Slurm's client commands")) << e;
+}
+
+// ---- The example specs in jobs/ ----
+
+TEST(StudyExamples, EverySpecInJobsPlansWithoutInvalidRuns) {
+  const fs::path jobs = fs::path(T5SCALE_SOURCE_DIR) / "jobs";
+  std::map<std::string, size_t> runs;
+  for (const auto& entry : fs::directory_iterator(jobs)) {
+    if (entry.path().extension() != ".yaml") continue;
+    const StudyPlan plan = plan_study(load_study_spec(entry.path().string()));
+    EXPECT_EQ(plan.invalid_count(), 0u) << entry.path() << "\n" << format_plan(plan);
+    for (const auto& p : plan.runs) EXPECT_NE(p.fits, "NO") << entry.path() << ": " << p.run.name;
+    runs[entry.path().filename().string()] = plan.runs.size();
+  }
+  EXPECT_EQ(runs["cpu-demo.yaml"], 4u);
+  EXPECT_EQ(runs["lr-scaling-seed002.yaml"], 15u);
+  EXPECT_EQ(runs["t5-xxl-scaling.yaml"], 10u);
+  EXPECT_EQ(runs["strategies-seed000.yaml"], 16u);
+  EXPECT_EQ(runs["zero2-seed003.yaml"], 3u);
+}
+
+TEST(StudyExamples, TheSeed003StudyShardsTheGradientsOverTheEightV100s) {
+  // ZeRO-2 keeps 1/8 of T5-3B's fp32 gradients (plus the buckets in flight) where ZeRO-1 keeps them whole: about
+  // 10 GiB less per GPU, so the planner needs no recomputation for ZeRO-2 and some for ZeRO-1 on 32 GiB.
+  const StudyPlan plan =
+      plan_study(load_study_spec((fs::path(T5SCALE_SOURCE_DIR) / "jobs/zero2-seed003.yaml").string()));
+  std::map<std::string, const RunPlan*> by_name;
+  for (const auto& p : plan.runs) {
+    by_name[p.run.name] = &p;
+    EXPECT_EQ(p.run.config.model.name, "t5-3b");
+    EXPECT_EQ(p.run.world(), 8);
+    EXPECT_EQ(p.batch.global_batch, 16);
+    EXPECT_EQ(p.run.config.precision, RunConfig::Precision::kFp16);
+    EXPECT_EQ(p.device_memory_gib, 32.0);
+  }
+  ASSERT_EQ(by_name.size(), 3u);
+  const RunPlan& zero2 = *by_name.at("zero2");
+  const RunPlan& zero1 = *by_name.at("zero1");
+  EXPECT_TRUE(zero2.run.config.parallel.zero2);
+  EXPECT_FALSE(zero1.run.config.parallel.zero2);
+  const int64_t n = zero2.memory.parameters_per_rank;
+  const int64_t bucket_bytes = 25 * 1024 * 1024;  // parallel.bucket_mib's default
+  EXPECT_EQ(zero1.memory.gradients_bytes - zero2.memory.gradients_bytes,
+            n * 4 - ((n + 7) / 8 * 4 + kZero2BucketsHeld * bucket_bytes));
+  EXPECT_EQ(zero1.memory.optimizer_bytes, zero2.memory.optimizer_bytes);
+  EXPECT_EQ(zero2.memory.activations_bytes, plan.runs[0].memory.activations_bytes);
+  EXPECT_GT(zero2.memory.activations_bytes, zero1.memory.activations_bytes);  // zero1 recomputes, zero2 need not
+}
+
+TEST(StudyExamples, TheXxlStudyIsTp8InsideANodeAndDpOverNodes) {
+  const StudyPlan plan = plan_study(load_study_spec((fs::path(T5SCALE_SOURCE_DIR) / "jobs/t5-xxl-scaling.yaml").string()));
+  std::vector<int64_t> nodes;
+  for (const auto& p : plan.runs) {
+    EXPECT_EQ(p.run.config.model.name, "t5-v1_1-xxl");
+    EXPECT_EQ(p.run.config.parallel.tp, 8);
+    EXPECT_EQ(p.run.gpus_per_node, 8);
+    EXPECT_EQ(p.batch.dp, p.run.nodes);
+    EXPECT_EQ(p.run.config.parallel.activation_checkpointing, ParallelSettings::ActivationCheckpointing::kOn);
+    EXPECT_EQ(p.run.config.precision, RunConfig::Precision::kBf16);
+    nodes.push_back(p.run.nodes);
+  }
+  EXPECT_EQ(nodes, (std::vector<int64_t>{1, 1, 2, 2, 4, 4, 8, 8, 16, 16}));
+}
+
+}  // namespace
+}  // namespace t5scale

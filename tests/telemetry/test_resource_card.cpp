@@ -1,0 +1,92 @@
+// The resource card from figures worked out by hand.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "telemetry/resource_card.h"
+
+namespace t5scale {
+namespace {
+
+ResourceCardFigures two_gpu_nodes() {
+  ResourceCardFigures f;
+  f.run_name = "xl-4n";
+  f.status = "completed";
+  f.world_size = 16;
+  f.tp = 4;
+  f.dp = 4;
+  f.nodes = 2;
+  f.on_gpu = true;
+  f.device_names = "NVIDIA H100 80GB HBM3";
+  f.wall_time_s = 3600.0;
+  f.train_time_s = 3000.0;
+  f.eval_time_s = 500.0;
+  f.price_per_node_hour_usd = 2.5;  // 2 nodes x 1 h: 5 USD
+  f.host_peak_bytes = 3.0 * 1024 * 1024 * 1024;
+  f.mean_memory_allocated_bytes = 40.0 * 1024 * 1024 * 1024;
+  f.peak_memory_bytes = 60.5 * 1024 * 1024 * 1024;
+  f.gpu_energy_source = "nvml_energy_counter";
+  f.cpu_energy_source = "none";
+  f.gpu_energy_j = 3.6e6;  // 1 kWh, x PUE 1.5 = 1.5 kWh, x 400 g/kWh = 0.6 kg
+  f.pue = 1.5;
+  f.carbon_intensity_g_per_kwh = 400.0;
+  f.steps = 100;
+  f.samples = 1000;
+  f.tokens = 512000;
+  f.step_time_sum_s = 10.0;  // 100 samples/s, 51200 tokens/s, 0.1 s per step
+  f.model_flops = 1.5e15;
+  f.mfu_sum = 40.0;  // 0.4 per step on average: 40%
+  f.peak_flops_per_device = 989e12;
+  f.telemetry_time_s = 0.01;  // 100 us per step, 0.1% of the step time
+  f.run_file_path = "results/xl/xl-4n.h5";
+  return f;
+}
+
+bool has_line(const std::string& card, const std::string& line) {
+  return card.find(line + "\n") != std::string::npos;
+}
+
+TEST(ResourceCard, FiguresWorkedOutByHand) {
+  const std::string card = resource_card(two_gpu_nodes());
+  EXPECT_TRUE(has_line(card, "---- resource card: xl-4n (completed) ----")) << card;
+  EXPECT_TRUE(has_line(card, "grid            16 GPU ranks = tp 4 x dp 4 on 2 node(s); NVIDIA H100 80GB HBM3")) << card;
+  EXPECT_TRUE(has_line(card, "duration        3600.0 s wall (3000.0 s training, 500.0 s evaluation)")) << card;
+  EXPECT_TRUE(has_line(card, "cost            5.0000 USD (2.50 USD per node-hour x 2 node(s))")) << card;
+  EXPECT_TRUE(has_line(card, "cost low-prio   unknown (cost.low_priority_price_per_node_hour_usd not set)")) << card;
+  EXPECT_TRUE(has_line(card, "memory          40.00 GiB average allocated (rank 0), 60.50 GiB peak allocated (max "
+                             "over GPUs); host peak resident set 3.00 GiB (max over ranks)"))
+      << card;
+  EXPECT_TRUE(has_line(card, "GPU energy      3600.000000 kJ (nvml_energy_counter)")) << card;
+  EXPECT_TRUE(has_line(card, "CPU energy      not measured (RAPL not readable)")) << card;
+  EXPECT_TRUE(has_line(card, "emissions       0.600000 kg CO2eq (1.000000 kWh x PUE 1.50 x 400 g/kWh; measured "
+                             "sources only)"))
+      << card;
+  EXPECT_TRUE(has_line(card, "throughput      100.0 samples/s, 51200 tokens/s, 0.100 s per step (100 steps)")) << card;
+  EXPECT_TRUE(has_line(card, "FLOPs           1.500e+15 model FLOPs in total, MFU 40.000000%")) << card;
+  EXPECT_TRUE(has_line(card, "telemetry       100 us per step, 0.100% of the step time")) << card;
+  EXPECT_TRUE(has_line(card, "run file        results/xl/xl-4n.h5")) << card;
+}
+
+TEST(ResourceCard, CpuRanksWithoutMetersOrPrices) {
+  ResourceCardFigures f = two_gpu_nodes();
+  f.on_gpu = false;
+  f.world_size = 4;
+  f.price_per_node_hour_usd = 0.0;
+  f.gpu_energy_source = "none";
+  f.gpu_energy_j = 0.0;
+  f.peak_flops_per_device = 0.0;
+  f.steps = 0;
+  const std::string card = resource_card(f);
+  EXPECT_TRUE(has_line(card, "cost            unknown (cost.price_per_node_hour_usd not set)")) << card;
+  EXPECT_TRUE(has_line(card, "memory          host peak resident set 3.00 GiB (max over 4 CPU ranks; no device memory)"))
+      << card;
+  EXPECT_TRUE(has_line(card, "GPU energy      none (CPU ranks)")) << card;
+  EXPECT_TRUE(has_line(card, "FLOPs           1.500e+15 model FLOPs in total, MFU n/a (no peak known for this device)"))
+      << card;
+  EXPECT_EQ(gib_text(std::numeric_limits<double>::quiet_NaN()), "n/a");
+}
+
+}  // namespace
+}  // namespace t5scale
