@@ -79,98 +79,65 @@ const std::vector<std::string>& option_names() {
   return names;
 }
 
-// The whole of `text` as a number (convert: std::stoll or std::stod), or an error naming the flag.
-template <typename Convert>
-auto parse_number(const std::string& flag, const std::string& text, const char* kind, Convert convert) {
-  size_t used = 0;
-  decltype(convert(text, &used)) value{};
-  try {
-    value = convert(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  T5S_CHECK(used == text.size() && !text.empty(), flag, ": '", text, "' is not ", kind);
-  return value;
-}
-
-int64_t to_int(const std::string& flag, const std::string& text) {
-  return parse_number(flag, text, "an integer", [](const std::string& s, size_t* used) { return std::stoll(s, used); });
-}
-
-double to_double(const std::string& flag, const std::string& text) {
-  return parse_number(flag, text, "a number", [](const std::string& s, size_t* used) { return std::stod(s, used); });
-}
-
 Arguments parse(int argc, char** argv) {
   Arguments a;
   StepBenchmarkOptions& o = a.options;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    std::string inline_value;
-    bool has_inline = false;
-    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      inline_value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_inline = true;
-    }
-    auto value = [&]() -> std::string {
-      if (has_inline) return inline_value;
-      if (i + 1 >= argc) throw Error(msg(flag, ": needs a value"));
-      return argv[++i];
-    };
+  CommandLine line(argc, argv);
+  while (line.next()) {
+    const std::string& flag = line.word();
     if (flag == "--help" || flag == "-h") {
       std::cout << kUsage;
       std::exit(0);
     } else if (flag == "--model") {
-      o.model = value();
+      o.model = line.value();
     } else if (flag == "--precision") {
-      o.precision = parse_precision(value());
+      o.precision = parse_precision(line.value());
     } else if (flag == "--micro-batch") {
-      o.micro_batch = to_int(flag, value());
+      o.micro_batch = line.integer();
     } else if (flag == "--source-length") {
-      o.source_length = to_int(flag, value());
+      o.source_length = line.integer();
     } else if (flag == "--target-length") {
-      o.target_length = to_int(flag, value());
+      o.target_length = line.integer();
     } else if (flag == "--steps") {
-      o.steps = to_int(flag, value());
+      o.steps = line.integer();
     } else if (flag == "--warmup-steps") {
-      o.warmup_steps = to_int(flag, value());
+      o.warmup_steps = line.integer();
     } else if (flag == "--device") {
-      a.device = value();
+      a.device = line.value();
     } else if (flag == "--threads") {
-      a.threads = static_cast<int>(to_int(flag, value()));
+      a.threads = static_cast<int>(line.integer());
       T5S_CHECK(a.threads >= 0, "--threads must be at least 0, got ", a.threads);
     } else if (flag == "--activation-checkpointing") {
       o.checkpoint_every_blocks = 1;
     } else if (flag == "--checkpoint-every-blocks") {
-      const std::string every = value();
-      o.checkpoint_every_blocks = every == "auto" ? kChooseCheckpointing : to_int(flag, every);
+      const std::string every = line.value();
+      o.checkpoint_every_blocks = every == "auto" ? kChooseCheckpointing : line.integer_in(every);
       T5S_CHECK(o.checkpoint_every_blocks >= kChooseCheckpointing, flag, " must be auto or at least 0, got ", every);
     } else if (flag == "--device-memory-gib") {
-      o.device_memory_gib = to_double(flag, value());
+      o.device_memory_gib = line.number();
       T5S_CHECK(o.device_memory_gib > 0, "--device-memory-gib must be positive, got ", o.device_memory_gib);
     } else if (flag == "--optimizer") {
-      const std::string name = value();
+      const std::string name = line.value();
       T5S_CHECK(name == "adamw" || name == "adafactor", "--optimizer: '", name, "' is not adamw or adafactor");
       o.optimizer = name == "adamw" ? OptimizerKind::kAdamW : OptimizerKind::kAdafactor;
     } else if (flag == "--lr") {
-      o.learning_rate = to_double(flag, value());
+      o.learning_rate = line.number();
     } else if (flag == "--dropout") {
-      o.dropout_rate = to_double(flag, value());
+      o.dropout_rate = line.number();
       T5S_CHECK(o.dropout_rate >= 0.0 && o.dropout_rate < 1.0, "--dropout must be in [0, 1), got ", o.dropout_rate);
     } else if (flag == "--vocab-size") {
-      o.tiny_vocab_size = to_int(flag, value());
+      o.tiny_vocab_size = line.integer();
     } else if (flag == "--tp-shard") {
-      o.tp_shard = static_cast<int>(to_int(flag, value()));
+      o.tp_shard = static_cast<int>(line.integer());
     } else if (flag == "--peak-flops") {
-      o.peak_flops_per_device = to_double(flag, value());
+      o.peak_flops_per_device = line.number();
       T5S_CHECK(o.peak_flops_per_device > 0, "--peak-flops must be positive, got ", o.peak_flops_per_device);
     } else if (flag == "--matmul-peak") {
       o.measure_matmul = true;
     } else if (flag == "--seed") {
-      o.seed = static_cast<uint64_t>(to_int(flag, value()));
+      o.seed = static_cast<uint64_t>(line.integer());
     } else if (flag == "--json") {
-      a.json_path = value();
+      a.json_path = line.value();
     } else if (flag == "--print-model-config") {
       a.print_model_config = true;
     } else {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/command_line.h"
 #include "data/prep_pipeline.h"
 #include "data/synthetic_examples.h"
 #include "data/tokenized_dataset.h"
@@ -48,101 +49,32 @@ options:
   --report-json F                  also write the final report as JSON
 )";
 
-struct UsageError : t5scale::Error {
-  using t5scale::Error::Error;
-};
-
-// "--key value" and "--key=value" alike.
-class Arguments {
- public:
-  Arguments(int argc, char** argv, int first) {
-    for (int i = first; i < argc; ++i) items_.emplace_back(argv[i]);
-  }
-  bool done() const { return position_ >= items_.size(); }
-  std::string next_key() {
-    std::string item = items_[position_++];
-    if (item.rfind("--", 0) != 0) throw UsageError(t5scale::msg("unexpected argument '", item, "'"));
-    const size_t equals = item.find('=');
-    if (equals != std::string::npos) {
-      pending_value_ = item.substr(equals + 1);
-      has_pending_ = true;
-      item = item.substr(0, equals);
-    }
-    return item;
-  }
-  std::string value(const std::string& key) {
-    if (has_pending_) {
-      has_pending_ = false;
-      return pending_value_;
-    }
-    if (done()) throw UsageError(t5scale::msg(key, " needs a value"));
-    return items_[position_++];
-  }
-  void no_value(const std::string& key) {
-    if (has_pending_) throw UsageError(t5scale::msg(key, " takes no value"));
-  }
-  int64_t integer(const std::string& key) {
-    const std::string text = value(key);
-    size_t used = 0;
-    int64_t parsed = 0;
-    try {
-      parsed = std::stoll(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != text.size()) throw UsageError(t5scale::msg(key, ": '", text, "' is not an integer"));
-    return parsed;
-  }
-  double number(const std::string& key) {
-    const std::string text = value(key);
-    size_t used = 0;
-    double parsed = 0;
-    try {
-      parsed = std::stod(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != text.size()) throw UsageError(t5scale::msg(key, ": '", text, "' is not a number"));
-    return parsed;
-  }
-  std::pair<std::string, std::string> name_value(const std::string& key) {
-    const std::string text = value(key);
-    const size_t equals = text.find('=');
-    if (equals == std::string::npos || equals == 0 || equals + 1 == text.size()) {
-      throw UsageError(t5scale::msg(key, ": expected NAME=VALUE, got '", text, "'"));
-    }
-    return {text.substr(0, equals), text.substr(equals + 1)};
-  }
-
- private:
-  std::vector<std::string> items_;
-  size_t position_ = 0;
-  std::string pending_value_;
-  bool has_pending_ = false;
-};
+using t5scale::CommandLine;
+using t5scale::UsageError;
 
 const std::string kCreatedBy = std::string("t5scale-prep ") + T5SCALE_VERSION;
 
-int run_synthetic(Arguments& args) {
+int run_synthetic(CommandLine& args) {
   t5scale::SyntheticDatasetOptions options;
   std::string out;
   bool validation_given = false;
-  while (!args.done()) {
-    const std::string key = args.next_key();
+  while (args.next()) {
+    const std::string key = args.word();
+    if (!args.is_flag()) throw UsageError(t5scale::msg("unexpected argument '", key, "'"));
     if (key == "--out")
-      out = args.value(key);
+      out = args.value();
     else if (key == "--examples")
-      options.train_examples = args.integer(key);
+      options.train_examples = args.integer();
     else if (key == "--validation-examples")
-      options.validation_examples = args.integer(key), validation_given = true;
+      options.validation_examples = args.integer(), validation_given = true;
     else if (key == "--vocab-size")
-      options.task.vocab_size = args.integer(key);
+      options.task.vocab_size = args.integer();
     else if (key == "--min-length")
-      options.task.min_length = args.integer(key);
+      options.task.min_length = args.integer();
     else if (key == "--max-length")
-      options.task.max_length = args.integer(key);
+      options.task.max_length = args.integer();
     else if (key == "--seed")
-      options.task.seed = static_cast<uint64_t>(args.integer(key));
+      options.task.seed = static_cast<uint64_t>(args.integer());
     else
       throw UsageError(t5scale::msg("unknown option '", key, "' for t5scale-prep synthetic"));
   }
@@ -157,12 +89,13 @@ int run_synthetic(Arguments& args) {
 int run_check(int argc, char** argv) {
   if (argc < 3) throw UsageError("t5scale-prep check: give the dataset file");
   const std::string path = argv[2];
-  Arguments args(argc, argv, 3);
+  CommandLine args(argc, argv, 3);
   std::string tokenizer_path;
-  while (!args.done()) {
-    const std::string key = args.next_key();
+  while (args.next()) {
+    const std::string key = args.word();
+    if (!args.is_flag()) throw UsageError(t5scale::msg("unexpected argument '", key, "'"));
     if (key == "--tokenizer")
-      tokenizer_path = args.value(key);
+      tokenizer_path = args.value();
     else
       throw UsageError(t5scale::msg("unknown option '", key, "' for t5scale-prep check"));
   }
@@ -185,59 +118,52 @@ int run_check(int argc, char** argv) {
   return 0;
 }
 
-int run_prep(Arguments& args) {
+int run_prep(CommandLine& args) {
   t5scale::PrepOptions options;
   options.created_by = kCreatedBy;
   std::string report_json;
-  while (!args.done()) {
-    const std::string key = args.next_key();
+  while (args.next()) {
+    const std::string key = args.word();
+    if (!args.is_flag()) throw UsageError(t5scale::msg("unexpected argument '", key, "'"));
     if (key == "--recipe")
-      options.recipe_path = args.value(key);
+      options.recipe_path = args.value();
     else if (key == "--input")
-      options.inputs.push_back(args.value(key));
+      options.inputs.push_back(args.value());
     else if (key == "--input-split")
-      options.input_splits.push_back(args.name_value(key));
+      options.input_splits.push_back(args.name_value());
     else if (key == "--out")
-      options.out_path = args.value(key);
+      options.out_path = args.value();
     else if (key == "--data-dir")
-      options.data_dir = args.value(key);
+      options.data_dir = args.value();
     else if (key == "--tokenizer")
-      options.tokenizer_path = args.value(key);
+      options.tokenizer_path = args.value();
     else if (key == "--train-tokenizer")
-      args.no_value(key), options.train_tokenizer = true;
+      options.train_tokenizer = true;
     else if (key == "--tokenizer-out")
-      options.tokenizer_out = args.value(key);
+      options.tokenizer_out = args.value();
     else if (key == "--vocab-size")
-      options.tokenizer_training.vocab_size = args.integer(key);
+      options.tokenizer_training.vocab_size = args.integer();
     else if (key == "--character-coverage")
-      options.tokenizer_training.character_coverage = args.number(key);
+      options.tokenizer_training.character_coverage = args.number();
     else if (key == "--tokenizer-sample-mb")
-      options.tokenizer_text_max_bytes = args.integer(key) << 20;
+      options.tokenizer_text_max_bytes = args.integer() << 20;
     else if (key == "--max-source-length")
-      options.max_source_length = args.integer(key);
+      options.max_source_length = args.integer();
     else if (key == "--max-target-length")
-      options.max_target_length = args.integer(key);
+      options.max_target_length = args.integer();
     else if (key == "--split-seed")
-      options.split_seed = args.integer(key);
+      options.split_seed = args.integer();
     else if (key == "--split-ratio") {
-      const auto [name, ratio] = args.name_value(key);
-      size_t used = 0;
-      double parsed = 0;
-      try {
-        parsed = std::stod(ratio, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != ratio.size()) throw UsageError(t5scale::msg(key, ": '", ratio, "' is not a number"));
-      options.split_ratios[name] = parsed;
+      const auto [name, ratio] = args.name_value();
+      options.split_ratios[name] = args.number_in(ratio);
     } else if (key == "--threads")
-      options.threads = static_cast<int>(args.integer(key));
+      options.threads = static_cast<int>(args.integer());
     else if (key == "--on-malformed")
-      options.on_malformed = t5scale::malformed_policy_from_name(args.value(key));
+      options.on_malformed = t5scale::malformed_policy_from_name(args.value());
     else if (key == "--log-every-s")
-      options.log_every_s = args.number(key);
+      options.log_every_s = args.number();
     else if (key == "--progress") {
-      const std::string style = args.value(key);
+      const std::string style = args.value();
       if (style == "auto")
         options.progress = t5scale::ProgressStyle::kAuto;
       else if (style == "bar")
@@ -249,7 +175,7 @@ int run_prep(Arguments& args) {
       else
         throw UsageError(t5scale::msg("--progress: '", style, "' is not auto, bar, lines or none"));
     } else if (key == "--report-json")
-      report_json = args.value(key);
+      report_json = args.value();
     else
       throw UsageError(t5scale::msg("unknown option '", key, "'"));
   }
@@ -276,11 +202,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (argc >= 2 && std::string(argv[1]) == "synthetic") {
-      Arguments args(argc, argv, 2);
+      CommandLine args(argc, argv, 2);
       return run_synthetic(args);
     }
     if (argc >= 2 && std::string(argv[1]) == "check") return run_check(argc, argv);
-    Arguments args(argc, argv, 1);
+    CommandLine args(argc, argv, 1);
     return run_prep(args);
   } catch (const UsageError& e) {
     std::cerr << "t5scale-prep: error: " << e.what() << "\n\n" << kUsage;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/command_line.h"
 #include "core/utc_time.h"
 #include "plan/sbatch_render.h"
 #include "plan/study_plan.h"
@@ -63,33 +64,25 @@ struct Arguments {
   bool force = false;
 };
 
-class UsageError : public Error {
- public:
-  using Error::Error;
-};
-
 Arguments parse(int argc, char** argv) {
   Arguments a;
   std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(msg(flag, ": needs a value"));
-      return argv[++i];
-    };
+  CommandLine line(argc, argv);
+  while (line.next()) {
+    const std::string& flag = line.word();
     if (flag == "--help" || flag == "-h") {
       std::cout << kUsage;
       std::exit(0);
     } else if (flag == "--out") {
-      a.out_dir = value();
+      a.out_dir = line.value();
     } else if (flag == "--results-dir") {
-      a.results_dir = value();
+      a.results_dir = line.value();
     } else if (flag == "--set") {
-      a.overrides.push_back(value());
+      a.overrides.push_back(line.value());
     } else if (flag == "--bin") {
-      a.bin_dir = value();
+      a.bin_dir = line.value();
     } else if (flag == "--workdir") {
-      a.workdir = value();
+      a.workdir = line.value();
     } else if (flag == "--array") {
       a.array = true;
     } else if (flag == "--dry-run") {

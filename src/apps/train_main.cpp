@@ -6,6 +6,7 @@
 
 #include "config/run_config.h"
 #include "core/check.h"
+#include "core/command_line.h"
 #include "dist/mpi_runtime.h"
 #include "train/training_job.h"
 
@@ -37,12 +38,9 @@ struct Arguments {
 
 Arguments parse(int argc, char** argv) {
   Arguments a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw Error(msg(flag, ": needs a value"));
-      return argv[++i];
-    };
+  CommandLine line(argc, argv);
+  while (line.next()) {
+    const std::string& flag = line.word();
     if (flag == "--help" || flag == "-h") {
       std::cout << kUsage;
       std::exit(0);
@@ -50,11 +48,9 @@ Arguments parse(int argc, char** argv) {
       std::cout << config_reference_markdown();
       std::exit(0);
     } else if (flag == "--config") {
-      a.config_path = value();
+      a.config_path = line.value();
     } else if (flag == "--set") {
-      a.overrides.push_back(value());
-    } else if (flag.rfind("--set=", 0) == 0) {
-      a.overrides.push_back(flag.substr(6));
+      a.overrides.push_back(line.value());
     } else if (flag == "--print-config") {
       a.print_config = true;
     } else {

@@ -1,47 +1,98 @@
-// What every program's command line needs: flags read one at a time with their values, numbers parsed whole, and a
-// main that turns an exception into one line on stderr and an exit code.
+// What every program's command line needs: words read one at a time, flags with their values ("--flag value" or
+// "--flag=value"), numbers parsed whole, NAME=VALUE pairs, and a main that turns an exception into one line on
+// stderr and an exit code. t5scale-train, -bench, -ckpt, -prep and -study all read their arguments with it.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "core/check.h"
 
 namespace t5scale {
 
-// Walks argv[1..]: next() gives each word in turn; value() the word after the current flag, or an error naming it.
+// A command line that cannot be used as given: the programs exit with 2 and the message.
+struct UsageError : Error {
+  using Error::Error;
+};
+
+// Walks argv[first..]: next() gives each word in turn; for "--flag=value" the word is "--flag" and value() the
+// inline part, else value() takes the next word. Every error is a UsageError naming the flag.
 class CommandLine {
  public:
-  CommandLine(int argc, char** argv) : argc_(argc), argv_(argv) {}
+  CommandLine(int argc, char** argv, int first = 1) : argc_(argc), argv_(argv), index_(first - 1) {}
+
   bool next() {
+    if (has_inline_) throw UsageError(msg(word_, " takes no value"));
     if (index_ + 1 >= argc_) return false;
     word_ = argv_[++index_];
+    has_inline_ = false;
+    if (const size_t equals = word_.find('='); word_.rfind("--", 0) == 0 && equals != std::string::npos) {
+      inline_value_ = word_.substr(equals + 1);
+      word_ = word_.substr(0, equals);
+      has_inline_ = true;
+    }
     return true;
   }
   const std::string& word() const { return word_; }
+  bool is_flag() const { return word_.size() > 1 && word_[0] == '-'; }
+
   std::string value() {
-    T5S_CHECK(index_ + 1 < argc_, word_, ": needs a value");
+    if (has_inline_) {
+      has_inline_ = false;
+      return inline_value_;
+    }
+    if (index_ + 1 >= argc_) throw UsageError(msg(word_, ": needs a value"));
     return argv_[++index_];
+  }
+  int64_t integer() { return integer_in(value()); }
+  double number() { return number_in(value()); }
+  // `text` (a value read already, or a part of one) as a whole integer or number, or an error naming the flag.
+  int64_t integer_in(const std::string& text) const {
+    return parse_whole<int64_t>(text, "an integer",
+                                [](const std::string& s, size_t* used) { return std::stoll(s, used); });
+  }
+  double number_in(const std::string& text) const {
+    return parse_whole<double>(text, "a number", [](const std::string& s, size_t* used) { return std::stod(s, used); });
   }
   int positive_int() {
     const std::string text = value();
-    size_t used = 0;
-    int parsed = 0;
-    try {
-      parsed = std::stoi(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
+    const int64_t parsed = parse_whole<int64_t>(text, "a positive integer",
+                                       [](const std::string& s, size_t* used) { return std::stoll(s, used); });
+    if (parsed < 1 || parsed > INT32_MAX) throw UsageError(msg(word_, ": '", text, "' is not a positive integer"));
+    return static_cast<int>(parsed);
+  }
+  // "NAME=VALUE" as {NAME, VALUE}, both non-empty.
+  std::pair<std::string, std::string> name_value() {
+    const std::string text = value();
+    const size_t equals = text.find('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 == text.size()) {
+      throw UsageError(msg(word_, ": expected NAME=VALUE, got '", text, "'"));
     }
-    T5S_CHECK(used == text.size() && !text.empty() && parsed >= 1, word_, ": '", text, "' is not a positive integer");
-    return parsed;
+    return {text.substr(0, equals), text.substr(equals + 1)};
   }
 
  private:
+  template <typename Number, typename Convert>
+  Number parse_whole(const std::string& text, const char* kind, Convert convert) const {
+    size_t used = 0;
+    Number parsed{};
+    try {
+      parsed = convert(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size()) throw UsageError(msg(word_, ": '", text, "' is not ", kind));
+    return parsed;
+  }
+
   int argc_;
   char** argv_;
-  int index_ = 0;
-  std::string word_;
+  int index_;
+  std::string word_, inline_value_;
+  bool has_inline_ = false;
 };
 
 // run(argc, argv), with any exception printed as "<program>: error: <what>" and exit code `error_code`.

@@ -26,7 +26,8 @@ void resolve_steps_per_epoch(const RunConfig& c, const RunData& data, ResolvedRu
   if (!r.batch || data.train_examples < 0) return;
   if (!data.source_lengths.empty()) {
     try {
-      r.steps_per_epoch = DistributedBatchSampler(data.source_lengths, data.target_lengths, r.sampler).steps_per_epoch();
+      const DistributedBatchSampler sampler(data.source_lengths, data.target_lengths, r.sampler);
+      r.steps_per_epoch = sampler.steps_per_epoch();
     } catch (const Error& e) {
       r.errors.push_back(msg("data.max_tokens_per_micro_batch: ", e.what()));
       return;

@@ -120,7 +120,8 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
   const int64_t device_bytes = static_cast<int64_t>(p.device_memory_gib * 1024.0 * 1024.0 * 1024.0);
 
   if (tp > 0 && world % tp == 0) {
-    if (const auto spanning = tp_group_spanning_hosts(hosts_filled_node_by_node(p.run.nodes, p.run.gpus_per_node), tp)) {
+    const std::vector<std::string> planned_hosts = hosts_filled_node_by_node(p.run.nodes, p.run.gpus_per_node);
+    if (const auto spanning = tp_group_spanning_hosts(planned_hosts, tp)) {
       p.errors.push_back(msg("parallel.tp ", tp, " with ", p.run.gpus_per_node, " GPUs per node: ", *spanning,
                              "; a TP group must stay inside a node (its all-reduces need the node's NVLink): "
                              "make parallel.tp a divisor of gpus_per_node"));

@@ -47,7 +47,8 @@ std::string resource_card(const ResourceCardFigures& f) {
                   f.steps > 0 ? gib_text(f.mean_memory_allocated_bytes).c_str() : "n/a (no steps)",
                   f.steps > 0 ? gib_text(f.peak_memory_bytes).c_str() : "n/a", gib_text(f.host_peak_bytes).c_str());
   } else {
-    std::snprintf(line, sizeof(line), "memory          host peak resident set %s (max over %d CPU ranks; no device memory)\n",
+    std::snprintf(line, sizeof(line),
+                  "memory          host peak resident set %s (max over %d CPU ranks; no device memory)\n",
                   gib_text(f.host_peak_bytes).c_str(), f.world_size);
   }
   card << line;
@@ -58,9 +59,11 @@ std::string resource_card(const ResourceCardFigures& f) {
                            : "none (CPU ranks)");
   card << line;
   std::snprintf(line, sizeof(line), "CPU energy      %s\n",
-                cpu_known ? (std::to_string(f.cpu_energy_j / 1000.0) + " kJ (RAPL)").c_str() : "not measured (RAPL not readable)");
+                cpu_known ? (std::to_string(f.cpu_energy_j / 1000.0) + " kJ (RAPL)").c_str()
+                          : "not measured (RAPL not readable)");
   card << line;
-  std::snprintf(line, sizeof(line), "emissions       %.6f kg CO2eq (%.6f kWh x PUE %.2f x %.0f g/kWh; measured sources only)\n",
+  std::snprintf(line, sizeof(line),
+                "emissions       %.6f kg CO2eq (%.6f kWh x PUE %.2f x %.0f g/kWh; measured sources only)\n",
                 co2_kg(kwh, f.carbon_intensity_g_per_kwh), kwh / f.pue, f.pue, f.carbon_intensity_g_per_kwh);
   card << line;
   std::snprintf(line, sizeof(line), "throughput      %.1f samples/s, %.0f tokens/s, %.3f s per step (%lld steps)\n",

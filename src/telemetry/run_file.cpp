@@ -1083,7 +1083,8 @@ std::string run_file_schema_json() {
   schema["format"] = kFormat;
   schema["schema_version"] = kSchemaVersion;
   nlohmann::ordered_json attributes = nlohmann::ordered_json::array();
-  T5S_CHECK(own_attribute_kinds().size() == own_attribute_names().size(), "a root attribute of the run file has no kind");
+  T5S_CHECK(own_attribute_kinds().size() == own_attribute_names().size(),
+            "a root attribute of the run file has no kind");
   for (size_t i = 0; i < own_attribute_names().size(); ++i) {
     attributes.push_back({{"name", own_attribute_names()[i]}, {"dtype", kind_name(own_attribute_kinds()[i])},
                           {"set_by", "run file"}});
@@ -1095,7 +1096,9 @@ std::string run_file_schema_json() {
   auto columns_json = [](const std::vector<ColumnSpec>& specs) {
     nlohmann::ordered_json columns = nlohmann::ordered_json::array();
     for (const auto& spec : specs) {
-      const char* dtype = spec.kind == ColumnKind::kInt64 ? "int64" : spec.kind == ColumnKind::kInt8 ? "int8" : "float64";
+      const char* dtype = spec.kind == ColumnKind::kInt64  ? "int64"
+                          : spec.kind == ColumnKind::kInt8 ? "int8"
+                                                           : "float64";
       columns.push_back({{"name", spec.name}, {"dtype", dtype}, {"unit", spec.unit},
                          {"per_rank", spec.kind == ColumnKind::kPerRankFloat64}});
     }

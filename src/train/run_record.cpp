@@ -327,7 +327,9 @@ StepRecord RunRecord::step_row(const StepObservation& o, const std::vector<doubl
   const int world = in_.world_size;
   auto column = [&](Column c) {
     std::vector<double> values(static_cast<size_t>(world));
-    for (int r = 0; r < world; ++r) values[static_cast<size_t>(r)] = all[(static_cast<size_t>(r) * rows + k) * kCount + c];
+    for (int r = 0; r < world; ++r) {
+      values[static_cast<size_t>(r)] = all[(static_cast<size_t>(r) * rows + k) * kCount + c];
+    }
     return values;
   };
   auto sum = [](const std::vector<double>& v) {
@@ -377,7 +379,9 @@ void RunRecord::add_to_totals(const StepRecord& row) {
   for (size_t i = 0; i < row.gpu_energy_j.size(); ++i) {
     if (std::isfinite(row.gpu_energy_j[i])) last_gpu_energy_j_[i] = row.gpu_energy_j[i];
     if (std::isfinite(row.cpu_energy_j[i])) last_cpu_energy_j_[i] = row.cpu_energy_j[i];
-    if (std::isfinite(row.memory_peak_bytes[i])) peak_memory_bytes_ = std::max(peak_memory_bytes_, row.memory_peak_bytes[i]);
+    if (std::isfinite(row.memory_peak_bytes[i])) {
+      peak_memory_bytes_ = std::max(peak_memory_bytes_, row.memory_peak_bytes[i]);
+    }
   }
   steps_observed_ += 1;
   step_time_sum_s_ += row.step_time_s;

@@ -36,8 +36,8 @@ void expect_checked_in_file_current(const std::string& path, const std::string& 
   int line = 1;
   while (std::getline(a, line_a) && std::getline(b, line_b) && line_a == line_b) ++line;
   ADD_FAILURE() << path << " is not what the code generates (first difference on line " << line
-                << ":\n  file:      " << line_a << "\n  generated: " << line_b << ")\nregenerate it with:\n  cmake --build "
-                << T5SCALE_BINARY_DIR << " --target " << update_target;
+                << ":\n  file:      " << line_a << "\n  generated: " << line_b
+                << ")\nregenerate it with:\n  cmake --build " << T5SCALE_BINARY_DIR << " --target " << update_target;
 }
 
 }  // namespace t5scale::testing

@@ -80,7 +80,8 @@ TEST(ResourceCard, CpuRanksWithoutMetersOrPrices) {
   f.steps = 0;
   const std::string card = resource_card(f);
   EXPECT_TRUE(has_line(card, "cost            unknown (cost.price_per_node_hour_usd not set)")) << card;
-  EXPECT_TRUE(has_line(card, "memory          host peak resident set 3.00 GiB (max over 4 CPU ranks; no device memory)"))
+  EXPECT_TRUE(
+      has_line(card, "memory          host peak resident set 3.00 GiB (max over 4 CPU ranks; no device memory)"))
       << card;
   EXPECT_TRUE(has_line(card, "GPU energy      none (CPU ranks)")) << card;
   EXPECT_TRUE(has_line(card, "FLOPs           1.500e+15 model FLOPs in total, MFU n/a (no peak known for this device)"))
