@@ -9,9 +9,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -23,12 +23,11 @@
 #include "dist/mpi_runtime.h"
 #include "telemetry/cost.h"
 #include "telemetry/nvml.h"
-#include "telemetry/probes.h"
 #include "telemetry/resource_card.h"
 #include "train/device_probe.h"
+#include "train/step_meter.h"
 
 #ifdef T5SCALE_WITH_NCCL
-#include <ATen/cuda/CUDAContext.h>
 #include <nccl.h>
 #endif
 
@@ -54,56 +53,16 @@ std::string join(const std::vector<std::string>& parts) {
   return out;
 }
 
-struct DeviceMemory {
-  double allocated_bytes = kUnknownValue, reserved_bytes = kUnknownValue, peak_bytes = kUnknownValue;
-};
-
-DeviceMemory device_memory(torch::Device device) {
-  DeviceMemory memory;
-  if (const auto stats = cuda_allocator_stats(device)) {
-    memory.allocated_bytes = static_cast<double>(stats->allocated_bytes);
-    memory.reserved_bytes = static_cast<double>(stats->reserved_bytes);
-    memory.peak_bytes = static_cast<double>(stats->peak_allocated_bytes);
-  }
-  return memory;
-}
-
 std::string device_name(torch::Device device) { return device.is_cuda() ? cuda_device_name(device) : "cpu"; }
-
-// NVML numbers the node's GPUs itself, ignoring CUDA_VISIBLE_DEVICES: find this rank's GPU by its PCI bus id.
-int nvml_device_index(torch::Device device) {
-#ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) {
-    const auto* properties = at::cuda::getDeviceProperties(device.index());
-    char bus_id[32];
-    std::snprintf(bus_id, sizeof(bus_id), "%08X:%02X:%02X.0", properties->pciDomainID, properties->pciBusID,
-                  properties->pciDeviceID);
-    try {
-      return NvmlLibrary::load()->device_index_of_pci_bus_id(bus_id);
-    } catch (const std::exception&) {
-      return static_cast<int>(device.index());  // no NVML: the meter factory reports why
-    }
-  }
-#endif
-  return 0;
-}
-
-double value_or_unknown(const std::optional<double>& value) { return value ? *value : kUnknownValue; }
 
 }  // namespace
 
 RunRecord::RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid)
     : in_(inputs), config_(*inputs.config), grid_(grid) {
   path_ = (fs::path(config_.run.output_dir) / (config_.run.name + ".h5")).string();
-  std::string gpu_note, cpu_note;
-  gpu_meter_ = in_.device.is_cuda() ? make_gpu_energy_meter(enum_name(config_.telemetry.gpu_energy),
-                                                            nvml_device_index(in_.device), &gpu_note)
-                                    : std::make_unique<NoEnergyMeter>();
-  // RAPL counts the whole CPU package: one meter per node (its first rank), NaN on the other ranks of the node.
-  cpu_meter_ =
-      make_cpu_energy_meter(enum_name(config_.telemetry.cpu_energy), &cpu_note, config_.telemetry.powercap_root);
-
   const std::vector<std::string>& hosts = world_hosts();
+  std::vector<std::string> meter_notes;
+  meter_ = std::make_unique<StepMeter>(config_.telemetry, in_.device, grid_.world_rank(), hosts, &meter_notes);
   const std::set<std::string> distinct(hosts.begin(), hosts.end());
   nodes_ = static_cast<int64_t>(distinct.size());
   std::vector<std::string> unique_hosts;
@@ -111,11 +70,6 @@ RunRecord::RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid)
     if (std::find(unique_hosts.begin(), unique_hosts.end(), h) == unique_hosts.end()) unique_hosts.push_back(h);
   }
   hosts_ = join(unique_hosts);
-  // The first rank of each node reads the package energy; the others would count it again.
-  const int rank = grid_.world_rank();
-  if (std::find(hosts.begin(), hosts.end(), hosts[static_cast<size_t>(rank)]) - hosts.begin() != rank) {
-    cpu_meter_ = std::make_unique<NoEnergyMeter>();
-  }
   device_names_ = join(all_gather_strings(MPI_COMM_WORLD, device_name(in_.device)));
   peak_flops_per_device_ = resolve_peak_flops_per_device(config_.telemetry.peak_flops_per_device,
                                                          device_name(in_.device), enum_name(config_.precision));
@@ -128,8 +82,8 @@ RunRecord::RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid)
       // Versions stay empty without NVML; the energy meter has already said why.
     }
   }
-  for (const std::string& note : {gpu_note, cpu_note}) {
-    if (grid_.world_rank() == 0 && !note.empty()) std::printf("[t5scale] telemetry: %s\n", note.c_str());
+  for (const std::string& note : meter_notes) {
+    if (grid_.world_rank() == 0) std::printf("[t5scale] telemetry: %s\n", note.c_str());
   }
 }
 
@@ -184,8 +138,8 @@ RunAttributes RunRecord::attributes() const {
       {"predicted_memory_bytes_per_device", in_.predicted_memory_bytes},
       {"predicted_flops_per_step", in_.predicted_flops_per_step},
       {"checkpoint_every_blocks", in_.checkpoint_every_blocks},
-      {"energy_source_gpu", gpu_meter_->source()},
-      {"energy_source_cpu", cpu_meter_->source()},
+      {"energy_source_gpu", meter_->gpu_energy_source()},
+      {"energy_source_cpu", meter_->cpu_energy_source()},
       {"config_yaml", to_yaml(c)},
   };
 }
@@ -278,19 +232,18 @@ enum Column { kSamples, kSourceTokens, kFlops, kAllocated, kReserved, kPeak, kHo
 StepSummary RunRecord::observe_step(const StepObservation& o, bool gather_now) {
   // Samples, tokens and FLOPs are per replica: counted by the first TP rank of each replica only.
   const bool counts = grid_.tp_rank == 0;
-  const DeviceMemory memory = device_memory(in_.device);
-  const int64_t host_rss_bytes = peak_resident_set_bytes();
+  const StepReading reading = meter_->read();
   std::vector<double> mine(kCount);
   mine[kSamples] = counts ? static_cast<double>(o.samples) : 0.0;
   mine[kSourceTokens] = counts ? static_cast<double>(o.source_tokens) : 0.0;
   mine[kFlops] = counts ? o.model_flops : 0.0;
-  mine[kAllocated] = memory.allocated_bytes;
-  mine[kReserved] = memory.reserved_bytes;
-  mine[kPeak] = memory.peak_bytes;
-  mine[kHost] = static_cast<double>(host_rss_bytes);
-  mine[kPower] = value_or_unknown(gpu_meter_->power_w());
-  mine[kGpuJ] = value_or_unknown(gpu_meter_->read_j());
-  mine[kCpuJ] = value_or_unknown(cpu_meter_->read_j());
+  mine[kAllocated] = reading.memory_allocated_bytes;
+  mine[kReserved] = reading.memory_reserved_bytes;
+  mine[kPeak] = reading.memory_peak_bytes;
+  mine[kHost] = reading.host_peak_rss_bytes;
+  mine[kPower] = reading.gpu_power_w;
+  mine[kGpuJ] = reading.gpu_energy_j;
+  mine[kCpuJ] = reading.cpu_energy_j;
   pending_measurements_.push_back(std::move(mine));
   StepObservation stamped = o;
   stamped.wall_time_s = wall_time_s();
@@ -441,8 +394,8 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
   gather_buffered_steps();
   // Energy at the end, read once more on every rank (a step's reading may be up to a flush old), and the peak
   // resident set (a run without steps, evaluation alone, has no row that holds it).
-  std::vector<double> mine = {value_or_unknown(gpu_meter_->read_j()), value_or_unknown(cpu_meter_->read_j()),
-                              static_cast<double>(peak_resident_set_bytes())};
+  const StepReading reading = meter_->read();
+  std::vector<double> mine = {reading.gpu_energy_j, reading.cpu_energy_j, reading.host_peak_rss_bytes};
   const std::vector<double> all = gather(mine);
   recording_ = false;  // the collectives are done: a failure from here on is this rank's alone
   if (grid_.world_rank() != 0) return "";
@@ -484,8 +437,8 @@ ResourceCardFigures RunRecord::card_figures(const RunOutcome& outcome, const Run
   card.host_peak_bytes = *std::max_element(inputs.host_memory_bytes.begin(), inputs.host_memory_bytes.end());
   card.mean_memory_allocated_bytes = memory_allocated_sum_ / static_cast<double>(std::max<int64_t>(steps_observed_, 1));
   card.peak_memory_bytes = peak_memory_bytes_;
-  card.gpu_energy_source = gpu_meter_->source();
-  card.cpu_energy_source = cpu_meter_->source();
+  card.gpu_energy_source = meter_->gpu_energy_source();
+  card.cpu_energy_source = meter_->cpu_energy_source();
   card.gpu_energy_j = gpu_j;
   card.cpu_energy_j = cpu_j;
   card.pue = config_.cost.pue;

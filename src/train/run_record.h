@@ -1,9 +1,9 @@
-// The training job's record of itself: every rank measures each step (step time, memory, GPU and CPU energy)
-// into a local buffer; one all-gather brings the buffered rows to rank 0 at the steps that need them (a log
-// line, a flush of the run file, a checkpoint, the end), and rank 0 appends them to the HDF5 run file
-// (telemetry/run_file.h) with throughput and MFU. Gathering every flush_every_steps rather than every step keeps
-// the recording's cost, collectives included, a small fraction of a step. At the end it writes the summary and
-// prints the resource card: duration, cost, energy, emissions, memory, throughput, FLOPs, the recording's cost.
+// The training job's record of itself: every rank measures each step (its StepMeter: memory, GPU and CPU energy,
+// train/step_meter.h) into a local buffer; one all-gather over the grid brings the buffered rows to rank 0 at the
+// steps that need them (a log line, a flush of the run file, a checkpoint, the end), and rank 0 appends them to
+// the HDF5 run file (telemetry/run_file.h) with throughput and MFU. Gathering every flush_every_steps rather than
+// every step keeps the recording's cost, collectives included, a small fraction of a step. At the end it writes the
+// summary and returns the resource card (telemetry/resource_card.h) of the run's totals.
 #pragma once
 
 #include <torch/torch.h>
@@ -19,6 +19,7 @@
 #include "telemetry/resource_card.h"
 #include "telemetry/run_file.h"
 #include "train/evaluation.h"
+#include "train/step_meter.h"
 
 namespace t5scale {
 
@@ -112,7 +113,7 @@ class RunRecord {
   ProcessGrid grid_;
   std::string path_;
   std::chrono::steady_clock::time_point attempt_start_ = std::chrono::steady_clock::now();
-  std::unique_ptr<EnergyMeter> gpu_meter_, cpu_meter_;
+  std::unique_ptr<StepMeter> meter_;  // this rank's memory and energy readings
   std::string device_names_, hosts_, driver_version_, cuda_version_;
   int64_t nodes_ = 1;
   double peak_flops_per_device_ = 0.0;

@@ -1,0 +1,43 @@
+// What one rank measures of itself at each step, for the run file's per-rank columns: the CUDA allocator's memory,
+// the host's peak resident set, GPU power and energy (NVML) and CPU package energy (RAPL). RAPL counts the whole
+// package, so only the first rank of each node reads it; the others report NaN and the summary counts each node
+// once. Not collective: the hosts come from the one gather at start (world_hosts()).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/run_config.h"
+#include "telemetry/energy_meter.h"
+#include "telemetry/run_file.h"
+
+namespace t5scale {
+
+struct StepReading {
+  double memory_allocated_bytes = kUnknownValue;  // CUDA allocator; NaN on the CPU
+  double memory_reserved_bytes = kUnknownValue;
+  double memory_peak_bytes = kUnknownValue;
+  double host_peak_rss_bytes = 0.0;  // this process's peak resident set so far
+  double gpu_power_w = kUnknownValue;
+  double gpu_energy_j = kUnknownValue;  // cumulative since the meter started
+  double cpu_energy_j = kUnknownValue;  // cumulative; NaN on ranks that are not their node's first
+};
+
+class StepMeter {
+ public:
+  // `notes` receives what the meter factories say about a meter they could not open.
+  StepMeter(const TelemetrySettings& settings, torch::Device device, int world_rank,
+            const std::vector<std::string>& world_hosts, std::vector<std::string>* notes);
+  StepReading read();
+  std::string gpu_energy_source() const { return gpu_meter_->source(); }
+  std::string cpu_energy_source() const { return cpu_meter_->source(); }
+
+ private:
+  torch::Device device_;
+  std::unique_ptr<EnergyMeter> gpu_meter_, cpu_meter_;
+};
+
+}  // namespace t5scale
