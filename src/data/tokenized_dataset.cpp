@@ -539,12 +539,11 @@ std::vector<int64_t> lengths_of(const std::vector<int64_t>& offsets) {
   return lengths;
 }
 
-}  // namespace
+constexpr const char* kRootWhere = "the file";  // the root group, as messages name it
 
-std::unique_ptr<TokenizedDataset> TokenizedDataset::open(const std::string& path) {
-  QuietHdf5 quiet;
-  std::unique_ptr<TokenizedDataset> dataset(new TokenizedDataset());
-  dataset->path_ = path;
+// Opens `path` read-only once it is known to be an HDF5 file; a truncated or damaged one is an Error with HDF5's
+// reason.
+hid_t open_hdf5_file(const std::string& path) {
   T5S_CHECK(std::filesystem::is_regular_file(path), "tokenized dataset '", path, "': no such file");
   const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
   if (is_hdf5 <= 0) {
@@ -557,41 +556,59 @@ std::unique_ptr<TokenizedDataset> TokenizedDataset::open(const std::string& path
     throw Error(
         msg("tokenized dataset '", path, "': cannot open the HDF5 file, it is truncated or damaged (", reason, ")"));
   }
-  dataset->file_ = file;
-  const std::string root = "the file";
-  const std::string format = read_string_attribute(file, "format", path, root);
+  return file;
+}
+
+void check_format_and_schema(hid_t file, const std::string& path) {
+  const std::string format = read_string_attribute(file, "format", path, kRootWhere);
   T5S_CHECK(format == kTokenizedDatasetFormat, "tokenized dataset '", path, "': format is '", format, "', expected '",
             kTokenizedDatasetFormat, "'");
-  const int64_t schema = read_int_attribute(file, "schema_version", path, root);
+  const int64_t schema = read_int_attribute(file, "schema_version", path, kRootWhere);
   T5S_CHECK(schema == kTokenizedDatasetSchemaVersion, "tokenized dataset '", path, "': schema_version ", schema,
             " is not supported (this build reads ", kTokenizedDatasetSchemaVersion, ")");
-  TokenizedDatasetInfo& info = dataset->info_;
-  info.tokenizer_sha256 = read_string_attribute(file, "tokenizer_sha256", path, root);
-  info.tokenizer_file = read_string_attribute(file, "tokenizer_file", path, root);
-  info.vocab_size = read_int_attribute(file, "vocab_size", path, root);
-  info.pad_id = read_int_attribute(file, "pad_id", path, root);
-  info.eos_id = read_int_attribute(file, "eos_id", path, root);
-  info.unk_id = read_int_attribute(file, "unk_id", path, root);
-  info.recipe_name = read_string_attribute(file, "recipe_name", path, root);
-  info.recipe_yaml = read_string_attribute(file, "recipe_yaml", path, root);
-  info.max_source_length = read_int_attribute(file, "max_source_length", path, root);
-  info.max_target_length = read_int_attribute(file, "max_target_length", path, root);
-  info.created_by = read_string_attribute(file, "created_by", path, root);
-  info.input_files = read_string_attribute(file, "input_files", path, root);
-  if (h5(H5Aexists(file, "added_tokens"), path, "look for attribute added_tokens") > 0) {
-    const std::string added = read_string_attribute(file, "added_tokens", path, root);
-    for (size_t start = 0; start < added.size();) {
-      const size_t end = std::min(added.find('\n', start), added.size());
-      info.added_tokens.push_back(added.substr(start, end - start));
-      start = end + 1;
-    }
+}
+
+// The added tokens, stored one per line; the attribute is optional.
+std::vector<std::string> read_added_tokens(hid_t file, const std::string& path) {
+  std::vector<std::string> tokens;
+  if (h5(H5Aexists(file, "added_tokens"), path, "look for attribute added_tokens") <= 0) return tokens;
+  const std::string added = read_string_attribute(file, "added_tokens", path, kRootWhere);
+  for (size_t start = 0; start < added.size();) {
+    const size_t end = std::min(added.find('\n', start), added.size());
+    tokens.push_back(added.substr(start, end - start));
+    start = end + 1;
   }
+  return tokens;
+}
+
+// The root attributes after format and schema_version, in the order the spec lists them.
+TokenizedDatasetInfo read_dataset_info(hid_t file, const std::string& path) {
+  TokenizedDatasetInfo info;
+  info.tokenizer_sha256 = read_string_attribute(file, "tokenizer_sha256", path, kRootWhere);
+  info.tokenizer_file = read_string_attribute(file, "tokenizer_file", path, kRootWhere);
+  info.vocab_size = read_int_attribute(file, "vocab_size", path, kRootWhere);
+  info.pad_id = read_int_attribute(file, "pad_id", path, kRootWhere);
+  info.eos_id = read_int_attribute(file, "eos_id", path, kRootWhere);
+  info.unk_id = read_int_attribute(file, "unk_id", path, kRootWhere);
+  info.recipe_name = read_string_attribute(file, "recipe_name", path, kRootWhere);
+  info.recipe_yaml = read_string_attribute(file, "recipe_yaml", path, kRootWhere);
+  info.max_source_length = read_int_attribute(file, "max_source_length", path, kRootWhere);
+  info.max_target_length = read_int_attribute(file, "max_target_length", path, kRootWhere);
+  info.created_by = read_string_attribute(file, "created_by", path, kRootWhere);
+  info.input_files = read_string_attribute(file, "input_files", path, kRootWhere);
+  info.added_tokens = read_added_tokens(file, path);
+  return info;
+}
+
+void check_t5_vocabulary(const TokenizedDatasetInfo& info, const std::string& path) {
   T5S_CHECK(info.vocab_size > 3 && info.vocab_size <= (int64_t{1} << 31), "tokenized dataset '", path, "': vocab_size ",
             info.vocab_size, " is not a vocabulary size");
   T5S_CHECK(info.pad_id == 0 && info.eos_id == 1 && info.unk_id == 2, "tokenized dataset '", path,
             "': T5 needs pad_id=0 eos_id=1 unk_id=2, the file has ", info.pad_id, ", ", info.eos_id, ", ", info.unk_id);
+}
 
-  // Every group under the root is a split.
+// Every group under the root is a split.
+std::vector<std::string> split_group_names(hid_t file, const std::string& path) {
   std::vector<std::string> names;
   h5(H5Literate(
          file, H5_INDEX_NAME, H5_ITER_INC, nullptr,
@@ -604,42 +621,93 @@ std::unique_ptr<TokenizedDataset> TokenizedDataset::open(const std::string& path
          },
          &names),
      path, "list the splits");
-  for (const std::string& name : names) {
+  return names;
+}
+
+// One split group, read and checked against itself: its token datasets stay open, its offsets are in memory.
+struct SplitContents {
+  Handle source_tokens, target_tokens;
+  int64_t source_token_count = 0, target_token_count = 0;
+  std::vector<int64_t> source_offsets, target_offsets;
+  SplitStatistics statistics;
+  int64_t num_examples() const { return static_cast<int64_t>(source_offsets.size()) - 1; }
+};
+
+// Opens the four datasets (all of them before any is read), then reads and checks both offsets.
+void read_split_datasets(hid_t group, const std::string& path, const std::string& name, SplitContents& split) {
+  int64_t source_offset_count = 0, target_offset_count = 0;
+  split.source_tokens = Handle(
+      open_dataset(group, "source_tokens", H5T_INTEGER, 1, 4, path, name, &split.source_token_count));
+  split.target_tokens = Handle(
+      open_dataset(group, "target_tokens", H5T_INTEGER, 1, 4, path, name, &split.target_token_count));
+  Handle source_offsets(open_dataset(group, "source_offsets", H5T_INTEGER, 1, 8, path, name, &source_offset_count));
+  Handle target_offsets(open_dataset(group, "target_offsets", H5T_INTEGER, 1, 8, path, name, &target_offset_count));
+  split.source_offsets = read_offsets(source_offsets.get(), path, "/" + name + "/source_offsets");
+  split.target_offsets = read_offsets(target_offsets.get(), path, "/" + name + "/target_offsets");
+  validate_offsets(split.source_offsets, split.source_token_count, path, "/" + name + "/source_offsets");
+  validate_offsets(split.target_offsets, split.target_token_count, path, "/" + name + "/target_offsets");
+  T5S_CHECK(split.source_offsets.size() == split.target_offsets.size(), "tokenized dataset '", path, "': split '",
+            name, "' has ", split.source_offsets.size() - 1, " sources but ", split.target_offsets.size() - 1,
+            " targets");
+}
+
+SplitStatistics read_split_statistics(hid_t group, const std::string& path, const std::string& name) {
+  SplitStatistics statistics;
+  const std::string where = "split '" + name + "'";
+  for (const auto& [attribute, field] : split_attribute_fields()) {
+    if (std::string(attribute) == "skipped_unknown_label" &&
+        h5(H5Aexists(group, attribute), path, "look for attribute") <= 0) {
+      continue;  // beyond the schema's list: optional for other writers
+    }
+    statistics.*field = read_int_attribute(group, attribute, path, where);
+  }
+  return statistics;
+}
+
+void check_statistics_match_datasets(const SplitContents& split, const std::string& path, const std::string& name) {
+  const SplitStatistics& statistics = split.statistics;
+  T5S_CHECK(statistics.num_examples == split.num_examples(), "tokenized dataset '", path, "': split '", name,
+            "' says num_examples ", statistics.num_examples, " but its offsets hold ", split.num_examples(),
+            " examples");
+  T5S_CHECK(statistics.num_source_tokens == split.source_token_count &&
+                statistics.num_target_tokens == split.target_token_count,
+            "tokenized dataset '", path, "': split '", name, "' token counts (", statistics.num_source_tokens, ", ",
+            statistics.num_target_tokens, ") differ from its datasets (", split.source_token_count, ", ",
+            split.target_token_count, ")");
+}
+
+SplitContents read_split(hid_t file, const std::string& path, const std::string& name) {
+  Handle group(h5(H5Gopen2(file, name.c_str(), H5P_DEFAULT), path, "open split " + name));
+  SplitContents split;
+  read_split_datasets(group.get(), path, name, split);
+  split.statistics = read_split_statistics(group.get(), path, name);
+  check_statistics_match_datasets(split, path, name);
+  return split;
+}
+
+}  // namespace
+
+std::unique_ptr<TokenizedDataset> TokenizedDataset::open(const std::string& path) {
+  QuietHdf5 quiet;
+  std::unique_ptr<TokenizedDataset> dataset(new TokenizedDataset());
+  dataset->path_ = path;
+  dataset->file_ = open_hdf5_file(path);
+  const hid_t file = dataset->file_;
+  check_format_and_schema(file, path);
+  dataset->info_ = read_dataset_info(file, path);
+  check_t5_vocabulary(dataset->info_, path);
+  for (const std::string& name : split_group_names(file, path)) {
+    SplitContents contents = read_split(file, path, name);
     auto split = std::make_unique<TokenizedSplit>();
     split->dataset_ = dataset.get();
     split->name_ = name;
-    Handle group(h5(H5Gopen2(file, name.c_str(), H5P_DEFAULT), path, "open split " + name));
-    int64_t source_tokens = 0, target_tokens = 0, source_offsets = 0, target_offsets = 0;
-    split->source_tokens_ = open_dataset(group.get(), "source_tokens", H5T_INTEGER, 1, 4, path, name, &source_tokens);
-    split->target_tokens_ = open_dataset(group.get(), "target_tokens", H5T_INTEGER, 1, 4, path, name, &target_tokens);
-    Handle source_offsets_dataset(
-        open_dataset(group.get(), "source_offsets", H5T_INTEGER, 1, 8, path, name, &source_offsets));
-    Handle target_offsets_dataset(
-        open_dataset(group.get(), "target_offsets", H5T_INTEGER, 1, 8, path, name, &target_offsets));
-    split->source_offsets_ = read_offsets(source_offsets_dataset.get(), path, "/" + name + "/source_offsets");
-    split->target_offsets_ = read_offsets(target_offsets_dataset.get(), path, "/" + name + "/target_offsets");
-    validate_offsets(split->source_offsets_, source_tokens, path, "/" + name + "/source_offsets");
-    validate_offsets(split->target_offsets_, target_tokens, path, "/" + name + "/target_offsets");
-    T5S_CHECK(split->source_offsets_.size() == split->target_offsets_.size(), "tokenized dataset '", path, "': split '",
-              name, "' has ", split->source_offsets_.size() - 1, " sources but ", split->target_offsets_.size() - 1,
-              " targets");
-    const std::string where = "split '" + name + "'";
-    for (const auto& [attribute, field] : split_attribute_fields()) {
-      if (std::string(attribute) == "skipped_unknown_label" &&
-          h5(H5Aexists(group.get(), attribute), path, "look for attribute") <= 0) {
-        continue;  // beyond the schema's list: optional for other writers
-      }
-      split->statistics_.*field = read_int_attribute(group.get(), attribute, path, where);
-    }
-    T5S_CHECK(split->statistics_.num_examples == split->size(), "tokenized dataset '", path, "': split '", name,
-              "' says num_examples ", split->statistics_.num_examples, " but its offsets hold ", split->size(),
-              " examples");
-    T5S_CHECK(
-        split->statistics_.num_source_tokens == source_tokens && split->statistics_.num_target_tokens == target_tokens,
-        "tokenized dataset '", path, "': split '", name, "' token counts (", split->statistics_.num_source_tokens, ", ",
-        split->statistics_.num_target_tokens, ") differ from its datasets (", source_tokens, ", ", target_tokens, ")");
-    split->source_lengths_ = lengths_of(split->source_offsets_);
-    split->target_lengths_ = lengths_of(split->target_offsets_);
+    split->source_tokens_ = contents.source_tokens.release();
+    split->target_tokens_ = contents.target_tokens.release();
+    split->source_lengths_ = lengths_of(contents.source_offsets);
+    split->target_lengths_ = lengths_of(contents.target_offsets);
+    split->source_offsets_ = std::move(contents.source_offsets);
+    split->target_offsets_ = std::move(contents.target_offsets);
+    split->statistics_ = contents.statistics;
     dataset->split_order_.push_back(name);
     dataset->splits_[name] = std::move(split);
   }

@@ -332,6 +332,122 @@ std::vector<StudyAxis> parse_axes(const YAML::Node& node, const std::string& whe
   return axes;
 }
 
+YAML::Node load_yaml(const std::string& yaml_text, const std::string& source) {
+  try {
+    return YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    throw Error(msg(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax error: ", e.msg));
+  }
+}
+
+// Duplicate and unknown top-level keys; run-config and launch keys get a hint where they belong.
+void check_top_level_keys(const YAML::Node& root, Problems& problems) {
+  std::set<std::string> seen;
+  for (const auto& item : root) {
+    if (!item.first.IsScalar()) {
+      problems.add(item.first, msg("a key must be a plain name, got ", yaml_node_kind(item.first)));
+      continue;
+    }
+    const std::string key = item.first.Scalar();
+    if (!seen.insert(key).second) problems.add(item.first, msg(key, ": duplicate key"));
+    const auto& known = top_level_keys();
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      const bool setting = find_config_key(key).has_value() || is_launch_key(key);
+      const std::string hint = setting ? " (run-config and launch keys go under base:, axes: or runs:)"
+                                       : did_you_mean(key, known);
+      problems.add(item.first, msg("unknown key '", key, "'", hint));
+    }
+  }
+}
+
+// A study's or a run's name, which becomes part of folder names.
+std::string parse_name(const YAML::Node& node, const std::string& key, Problems& problems) {
+  const std::string name = scalar(node, key, problems);
+  if (name.empty() || filesystem_safe(name) != name) {
+    problems.add(node, msg(key, ": '", name, "' must be a non-empty name of letters, digits, . _ -"));
+  }
+  return name;
+}
+
+// The base config's path, relative to the spec's folder; "" when the value is empty.
+std::string parse_base_config(const YAML::Node& node, const std::string& base_dir, Problems& problems) {
+  const std::string path = scalar(node, "base_config", problems);
+  if (path.empty()) return "";
+  const fs::path p(path);
+  const std::string resolved = p.is_absolute() || base_dir.empty() ? p.string() : (fs::path(base_dir) / p).string();
+  std::error_code ec;
+  if (!fs::is_regular_file(resolved, ec)) problems.add(node, msg("base_config: '", resolved, "' is not a file"));
+  return resolved;
+}
+
+// One entry of `runs:` (list mode).
+StudyEntry parse_run_entry(const YAML::Node& run, Problems& problems) {
+  StudyEntry entry;
+  entry.line = line_of(run);
+  for (const auto& item : run) {
+    const std::string k = item.first.Scalar();
+    if (k != "name" && k != "set" && k != "axes") {
+      problems.add(item.first, msg("runs: unknown key '", k, "'", did_you_mean(k, {"name", "set", "axes"}),
+                                   "; a run is {name?, set: {key: value}, axes?: {key: [values]}}"));
+    }
+  }
+  if (run["name"]) entry.name = parse_name(run["name"], "runs.name", problems);
+  if (run["set"] && !run["set"].IsNull()) {
+    const std::string where = entry.name.empty() ? "runs.set: " : "runs[" + entry.name + "].set: ";
+    flatten(run["set"], "", where, entry.set, problems);
+  }
+  if (run["axes"]) entry.axes = parse_axes(run["axes"], "runs.axes: ", problems);
+  return entry;
+}
+
+// `runs:` of list mode: the entries that are mappings.
+std::vector<StudyEntry> parse_run_entries(const YAML::Node& root, Problems& problems) {
+  std::vector<StudyEntry> entries;
+  const YAML::Node runs = root["runs"];
+  if (!runs || !runs.IsSequence() || runs.size() == 0) {
+    problems.add(runs ? runs : root, "runs: mode list needs a non-empty list of runs ({name?, set: {...}})");
+    return entries;
+  }
+  for (const auto& run : runs) {
+    if (!run.IsMap()) {
+      problems.add(run,
+                   msg("runs: each run is a mapping {name?, set: {...}, axes?: {...}}, got ", yaml_node_kind(run)));
+      continue;
+    }
+    entries.push_back(parse_run_entry(run, problems));
+  }
+  return entries;
+}
+
+// `mode:` and what it implies: grid mode has one implicit entry, list mode the entries of `runs:`.
+void parse_mode_and_entries(const YAML::Node& root, StudySpec& spec, Problems& problems) {
+  const std::string mode = root["mode"] ? scalar(root["mode"], "mode", problems) : "grid";
+  if (mode == "grid") {
+    spec.mode = StudySpec::Mode::kGrid;
+    if (root["runs"]) problems.add(root["runs"], "runs: is for mode: list (this spec's mode is grid)");
+    spec.entries.push_back(StudyEntry{});
+  } else if (mode == "list") {
+    spec.mode = StudySpec::Mode::kList;
+    spec.entries = parse_run_entries(root, problems);
+  } else {
+    problems.add(root["mode"], msg("mode: must be grid or list, got '", mode, "'"));
+  }
+}
+
+// `cost:` as cost.<key> assignments.
+std::vector<SpecAssignment> parse_cost(const YAML::Node& cost, Problems& problems) {
+  std::vector<SpecAssignment> assignments;
+  if (!cost.IsMap()) {
+    problems.add(cost, msg("cost: expected a mapping, got ", yaml_node_kind(cost)));
+    return assignments;
+  }
+  for (const auto& item : cost) {
+    SpecAssignment a{"cost." + item.first.Scalar(), scalar(item.second, "cost", problems), line_of(item.first)};
+    if (check_assignment(a, "", problems)) assignments.push_back(a);
+  }
+  return assignments;
+}
+
 }  // namespace
 
 bool is_launch_key(const std::string& key) {
@@ -351,116 +467,30 @@ std::string filesystem_safe(const std::string& text) {
 }
 
 StudySpec parse_study_spec(const std::string& yaml_text, const std::string& source, const std::string& base_dir) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::ParserException& e) {
-    throw Error(msg(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax error: ", e.msg));
-  }
+  const YAML::Node root = load_yaml(yaml_text, source);
   Problems problems(source);
   StudySpec spec;
   spec.source = source;
   if (!root.IsMap()) {
-    problems.add(root, msg("a study spec is a mapping (study:, base:, axes:, slurm:, ...), got ", yaml_node_kind(root)));
+    problems.add(root,
+                 msg("a study spec is a mapping (study:, base:, axes:, slurm:, ...), got ", yaml_node_kind(root)));
     problems.throw_if_any();
   }
-  std::set<std::string> seen;
-  for (const auto& item : root) {
-    if (!item.first.IsScalar()) {
-      problems.add(item.first, msg("a key must be a plain name, got ", yaml_node_kind(item.first)));
-      continue;
-    }
-    const std::string key = item.first.Scalar();
-    if (!seen.insert(key).second) problems.add(item.first, msg(key, ": duplicate key"));
-    const auto& known = top_level_keys();
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      const bool setting = find_config_key(key).has_value() || is_launch_key(key);
-      const std::string hint = setting ? " (run-config and launch keys go under base:, axes: or runs:)"
-                                       : did_you_mean(key, known);
-      problems.add(item.first, msg("unknown key '", key, "'", hint));
-    }
-  }
+  check_top_level_keys(root, problems);
 
   if (!root["study"]) {
     problems.add(root, "study: missing (the study's name)");
   } else {
-    spec.name = scalar(root["study"], "study", problems);
-    if (spec.name.empty() || filesystem_safe(spec.name) != spec.name) {
-      problems.add(root["study"], msg("study: '", spec.name, "' must be a non-empty name of letters, digits, . _ -"));
-    }
+    spec.name = parse_name(root["study"], "study", problems);
   }
   if (root["description"]) spec.description = scalar(root["description"], "description", problems);
-  if (root["base_config"]) {
-    const std::string path = scalar(root["base_config"], "base_config", problems);
-    if (!path.empty()) {
-      const fs::path p(path);
-      spec.base_config = p.is_absolute() || base_dir.empty() ? p.string() : (fs::path(base_dir) / p).string();
-      std::error_code ec;
-      if (!fs::is_regular_file(spec.base_config, ec)) {
-        problems.add(root["base_config"], msg("base_config: '", spec.base_config, "' is not a file"));
-      }
-    }
-  }
+  if (root["base_config"]) spec.base_config = parse_base_config(root["base_config"], base_dir, problems);
   if (root["base"] && !root["base"].IsNull()) flatten(root["base"], "", "base: ", spec.base, problems);
   if (root["axes"]) spec.axes = parse_axes(root["axes"], "axes: ", problems);
-
-  const std::string mode = root["mode"] ? scalar(root["mode"], "mode", problems) : "grid";
-  if (mode == "grid") {
-    spec.mode = StudySpec::Mode::kGrid;
-    if (root["runs"]) problems.add(root["runs"], "runs: is for mode: list (this spec's mode is grid)");
-    spec.entries.push_back(StudyEntry{});
-  } else if (mode == "list") {
-    spec.mode = StudySpec::Mode::kList;
-    const YAML::Node runs = root["runs"];
-    if (!runs || !runs.IsSequence() || runs.size() == 0) {
-      problems.add(runs ? runs : root, "runs: mode list needs a non-empty list of runs ({name?, set: {...}})");
-    } else {
-      for (const auto& run : runs) {
-        StudyEntry entry;
-        entry.line = line_of(run);
-        if (!run.IsMap()) {
-          problems.add(run, msg("runs: each run is a mapping {name?, set: {...}, axes?: {...}}, got ", yaml_node_kind(run)));
-          continue;
-        }
-        for (const auto& item : run) {
-          const std::string k = item.first.Scalar();
-          if (k != "name" && k != "set" && k != "axes") {
-            problems.add(item.first, msg("runs: unknown key '", k, "'", did_you_mean(k, {"name", "set", "axes"}),
-                                         "; a run is {name?, set: {key: value}, axes?: {key: [values]}}"));
-          }
-        }
-        if (run["name"]) {
-          entry.name = scalar(run["name"], "runs.name", problems);
-          if (entry.name.empty() || filesystem_safe(entry.name) != entry.name) {
-            problems.add(run["name"], msg("runs.name: '", entry.name, "' must be a non-empty name of letters, "
-                                                                     "digits, . _ -"));
-          }
-        }
-        if (run["set"] && !run["set"].IsNull()) {
-          const std::string where = entry.name.empty() ? "runs.set: " : "runs[" + entry.name + "].set: ";
-          flatten(run["set"], "", where, entry.set, problems);
-        }
-        if (run["axes"]) entry.axes = parse_axes(run["axes"], "runs.axes: ", problems);
-        spec.entries.push_back(std::move(entry));
-      }
-    }
-  } else {
-    problems.add(root["mode"], msg("mode: must be grid or list, got '", mode, "'"));
-  }
-
+  parse_mode_and_entries(root, spec, problems);
   if (root["repeats"]) spec.repeats = integer(root["repeats"], "repeats", 1, problems);
   if (root["slurm"]) spec.slurm = parse_slurm(root["slurm"], problems);
-  if (root["cost"] && !root["cost"].IsNull()) {
-    const YAML::Node cost = root["cost"];
-    if (!cost.IsMap()) {
-      problems.add(cost, msg("cost: expected a mapping, got ", yaml_node_kind(cost)));
-    } else {
-      for (const auto& item : cost) {
-        SpecAssignment a{"cost." + item.first.Scalar(), scalar(item.second, "cost", problems), line_of(item.first)};
-        if (check_assignment(a, "", problems)) spec.cost.push_back(a);
-      }
-    }
-  }
+  if (root["cost"] && !root["cost"].IsNull()) spec.cost = parse_cost(root["cost"], problems);
   spec.results_dir = root["results_dir"] ? scalar(root["results_dir"], "results_dir", problems) : "";
   if (spec.results_dir.empty()) spec.results_dir = "results/" + spec.name;
   problems.throw_if_any();
@@ -606,33 +636,50 @@ std::vector<NamePart> name_parts(const PendingRun& p) {
   return parts;
 }
 
-}  // namespace
-
-std::vector<StudyRun> expand_study(const StudySpec& spec, const ExpandOptions& options) {
+RunConfig load_base_config(const StudySpec& spec) {
   RunConfig base;
-  if (!spec.base_config.empty()) {
-    try {
-      base = load_run_config(spec.base_config);
-    } catch (const Error& e) {
-      throw Error(msg(spec.source, ": base_config: ", e.what()));
-    }
+  if (spec.base_config.empty()) return base;
+  try {
+    base = load_run_config(spec.base_config);
+  } catch (const Error& e) {
+    throw Error(msg(spec.source, ": base_config: ", e.what()));
   }
-  std::vector<SpecAssignment> overrides;
-  {
-    Problems problems("--set");
-    for (const auto& text : options.overrides) {
-      const size_t eq = text.find('=');
-      if (eq == std::string::npos) {
-        problems.add(0, msg("'", text, "': expected key=value"));
-        continue;
-      }
-      SpecAssignment a{text.substr(0, eq), text.substr(eq + 1), 0};
-      if (check_assignment(a, "", problems)) overrides.push_back(a);
-    }
-    problems.throw_if_any();
-  }
+  return base;
+}
 
-  // Every combination: entries in order, the first axis slowest, repeats innermost.
+// The --set key=value overrides, checked as a spec's settings are; every problem at once.
+std::vector<SpecAssignment> parse_overrides(const std::vector<std::string>& texts) {
+  std::vector<SpecAssignment> overrides;
+  Problems problems("--set");
+  for (const auto& text : texts) {
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos) {
+      problems.add(0, msg("'", text, "': expected key=value"));
+      continue;
+    }
+    SpecAssignment a{text.substr(0, eq), text.substr(eq + 1), 0};
+    if (check_assignment(a, "", problems)) overrides.push_back(a);
+  }
+  problems.throw_if_any();
+  return overrides;
+}
+
+// Combination `c` of the entry's axes (the study's, then its own), the last axis fastest.
+PendingRun combination(const StudyEntry& entry, const std::vector<const StudyAxis*>& axes, size_t c) {
+  PendingRun p;
+  p.entry = &entry;
+  p.axes = axes;
+  p.values.resize(axes.size());
+  size_t rest = c;  // mixed radix
+  for (size_t i = axes.size(); i-- > 0;) {
+    p.values[i] = &axes[i]->values[rest % axes[i]->values.size()];
+    rest /= axes[i]->values.size();
+  }
+  return p;
+}
+
+// Every combination: entries in order, the first axis slowest, repeats innermost.
+std::vector<PendingRun> every_combination(const StudySpec& spec) {
   std::vector<PendingRun> pending;
   for (const auto& entry : spec.entries) {
     std::vector<const StudyAxis*> axes;
@@ -641,94 +688,120 @@ std::vector<StudyRun> expand_study(const StudySpec& spec, const ExpandOptions& o
     size_t combinations = 1;
     for (const StudyAxis* axis : axes) combinations *= axis->values.size();
     for (size_t c = 0; c < combinations; ++c) {
-      PendingRun p;
-      p.entry = &entry;
-      p.axes = axes;
-      p.values.resize(axes.size());
-      size_t rest = c;  // mixed radix, the last axis fastest
-      for (size_t i = axes.size(); i-- > 0;) {
-        p.values[i] = &axes[i]->values[rest % axes[i]->values.size()];
-        rest /= axes[i]->values.size();
-      }
+      PendingRun p = combination(entry, axes, c);
       for (int64_t r = 0; r < spec.repeats; ++r) {
         p.repeat = r;
         pending.push_back(p);
       }
     }
   }
+  return pending;
+}
 
-  // Names: the entry's name, then the labels of what varies across the study.
+// The values each name part takes across the study, "" for runs that leave it at the base value: a part with
+// more than one value tells runs apart.
+std::map<std::string, std::set<std::string>> values_by_part_id(const std::vector<std::vector<NamePart>>& parts) {
+  std::map<std::string, std::set<std::string>> values_by_id;
+  for (const auto& run_parts : parts) {
+    for (const auto& part : run_parts) values_by_id[part.id].insert(part.value);
+  }
+  for (const auto& run_parts : parts) {
+    for (auto& [id, values] : values_by_id) {
+      const bool has = std::any_of(run_parts.begin(), run_parts.end(), [&](const NamePart& x) { return x.id == id; });
+      if (!has) values.insert("");
+    }
+  }
+  return values_by_id;
+}
+
+std::string run_name(const StudySpec& spec, const PendingRun& p, const std::vector<NamePart>& parts,
+                     const std::map<std::string, std::set<std::string>>& values_by_id) {
+  std::vector<std::string> labels;
+  if (!p.entry->name.empty()) labels.push_back(p.entry->name);
+  for (const auto& part : parts) {
+    if (values_by_id.at(part.id).size() > 1 && !part.label.empty()) labels.push_back(part.label);
+  }
+  if (spec.repeats > 1) labels.push_back(msg("s", p.repeat));
+  if (labels.empty()) labels.push_back(spec.name);
+  std::string name = filesystem_safe(join(labels, "-"));
+  if (name.front() == '.' || name.front() == '-') name = "r" + name;
+  return name;
+}
+
+// Names: the entry's name, then the labels of what varies across the study.
+std::vector<std::string> run_names(const StudySpec& spec, const std::vector<PendingRun>& pending) {
   std::vector<std::vector<NamePart>> parts;
   for (const auto& p : pending) parts.push_back(name_parts(p));
-  std::map<std::string, std::set<std::string>> values_by_id;
-  std::vector<std::string> id_order;
-  for (const auto& run_parts : parts) {
-    for (const auto& part : run_parts) {
-      if (!values_by_id.count(part.id)) id_order.push_back(part.id);
-      values_by_id[part.id].insert(part.value);
-    }
-  }
-  for (const auto& run_parts : parts) {
-    for (const auto& id : id_order) {
-      const bool has = std::any_of(run_parts.begin(), run_parts.end(), [&](const NamePart& x) { return x.id == id; });
-      if (!has) values_by_id[id].insert("");  // a run that does not set it keeps the base value
-    }
-  }
+  const std::map<std::string, std::set<std::string>> values_by_id = values_by_part_id(parts);
+  std::vector<std::string> names;
+  for (size_t k = 0; k < pending.size(); ++k) names.push_back(run_name(spec, pending[k], parts[k], values_by_id));
+  return names;
+}
 
-  std::vector<StudyRun> runs;
+// The settings in the order they override each other: base, cost, the entry's, the axes', then --set.
+void apply_settings(const StudySpec& spec, const PendingRun& p, const std::vector<SpecAssignment>& overrides,
+                    StudyRun& run) {
+  Launch launch;
+  launch.gpus_per_node = spec.slurm.gpus_per_node;
+  auto apply_all = [&](const std::vector<SpecAssignment>& assignments, bool record) {
+    for (const auto& a : assignments) {
+      apply_assignment(a, spec.slurm, run.config, launch, run.errors);
+      if (record) run.varied.emplace_back(a.key, a.value);
+    }
+  };
+  apply_all(spec.base, false);
+  apply_all(spec.cost, false);
+  apply_all(p.entry->set, true);
+  for (const AxisValue* v : p.values) apply_all(v->assignments, true);
+  apply_all(overrides, false);
+  run.nodes = launch.nodes;
+  run.gpus_per_node = launch.gpus_per_node;
+}
+
+StudyRun make_study_run(const StudySpec& spec, const ExpandOptions& options, const RunConfig& base,
+                        const std::vector<SpecAssignment>& overrides, const PendingRun& p, const std::string& name) {
+  StudyRun run;
+  run.name = name;
+  run.repeat = p.repeat;
+  run.config = base;
+  apply_settings(spec, p, overrides, run);
+  run.config.run.name = run.name;
+  run.config.run.study = spec.name;
+  run.config.run.output_dir = options.results_dir.empty() ? spec.results_dir : options.results_dir;
+  run.config.run.seed += p.repeat;
+  if (run.config.cost.gpus_per_node == 0) run.config.cost.gpus_per_node = run.gpus_per_node;
+  for (const auto& e : validate_for_world(run.config, run.world())) run.errors.push_back(e.text());
+  return run;
+}
+
+void throw_if_names_collide(const std::vector<StudyRun>& runs, const std::string& source) {
   std::map<std::string, size_t> first_with_name;
   std::vector<std::string> collisions;
-  for (size_t k = 0; k < pending.size(); ++k) {
-    const PendingRun& p = pending[k];
-    std::vector<std::string> labels;
-    if (!p.entry->name.empty()) labels.push_back(p.entry->name);
-    for (const auto& part : parts[k]) {
-      if (values_by_id[part.id].size() > 1 && !part.label.empty()) labels.push_back(part.label);
-    }
-    if (spec.repeats > 1) labels.push_back(msg("s", p.repeat));
-    if (labels.empty()) labels.push_back(spec.name);
-    std::string name = filesystem_safe(join(labels, "-"));
-    if (name.front() == '.' || name.front() == '-') name = "r" + name;
-
-    StudyRun run;
-    run.name = name;
-    run.repeat = p.repeat;
-    run.config = base;
-    Launch launch;
-    launch.gpus_per_node = spec.slurm.gpus_per_node;
-    auto apply_all = [&](const std::vector<SpecAssignment>& assignments, bool record) {
-      for (const auto& a : assignments) {
-        apply_assignment(a, spec.slurm, run.config, launch, run.errors);
-        if (record) run.varied.emplace_back(a.key, a.value);
-      }
-    };
-    apply_all(spec.base, false);
-    apply_all(spec.cost, false);
-    apply_all(p.entry->set, true);
-    for (const AxisValue* v : p.values) apply_all(v->assignments, true);
-    apply_all(overrides, false);
-    run.nodes = launch.nodes;
-    run.gpus_per_node = launch.gpus_per_node;
-
-    run.config.run.name = run.name;
-    run.config.run.study = spec.name;
-    run.config.run.output_dir = options.results_dir.empty() ? spec.results_dir : options.results_dir;
-    run.config.run.seed += p.repeat;
-    if (run.config.cost.gpus_per_node == 0) run.config.cost.gpus_per_node = run.gpus_per_node;
-
-    for (const auto& e : validate_for_world(run.config, run.world())) run.errors.push_back(e.text());
-
-    if (auto it = first_with_name.find(run.name); it != first_with_name.end()) {
-      collisions.push_back(msg("'", run.name, "' (runs ", it->second + 1, " and ", k + 1, ")"));
+  for (size_t k = 0; k < runs.size(); ++k) {
+    if (auto it = first_with_name.find(runs[k].name); it != first_with_name.end()) {
+      collisions.push_back(msg("'", runs[k].name, "' (runs ", it->second + 1, " and ", k + 1, ")"));
     } else {
-      first_with_name[run.name] = k;
+      first_with_name[runs[k].name] = k;
     }
-    runs.push_back(std::move(run));
   }
   if (!collisions.empty()) {
-    throw Error(msg(spec.source, ": run names collide: ", join(collisions, ", "),
+    throw Error(msg(source, ": run names collide: ", join(collisions, ", "),
                     "; give the runs of a list a name, or remove repeated axis values"));
   }
+}
+
+}  // namespace
+
+std::vector<StudyRun> expand_study(const StudySpec& spec, const ExpandOptions& options) {
+  const RunConfig base = load_base_config(spec);
+  const std::vector<SpecAssignment> overrides = parse_overrides(options.overrides);
+  const std::vector<PendingRun> pending = every_combination(spec);
+  const std::vector<std::string> names = run_names(spec, pending);
+  std::vector<StudyRun> runs;
+  for (size_t k = 0; k < pending.size(); ++k) {
+    runs.push_back(make_study_run(spec, options, base, overrides, pending[k], names[k]));
+  }
+  throw_if_names_collide(runs, spec.source);
   return runs;
 }
 

@@ -607,6 +607,48 @@ const std::vector<std::string>& valid_statuses() {
   return statuses;
 }
 
+// What create() and resume() refuse before they touch a file.
+void check_run_file_arguments(const RunAttributes& attributes, const RunFileOptions& options,
+                              const std::string& path) {
+  validate_caller_attributes(attributes, path);
+  T5S_CHECK(options.flush_every_steps >= 1, "run file '", path, "': flush_every_steps must be >= 1, got ",
+            options.flush_every_steps);
+}
+
+// Renames a run file that cannot be continued out of the way; returns the message that says where it is kept.
+std::string set_aside(const std::string& path, const std::string& reason, const std::string& why) {
+  const std::string aside = set_aside_name(path, why);
+  std::error_code error;
+  std::filesystem::rename(path, aside, error);
+  T5S_CHECK(!error, "run file '", path, "' cannot be read (", reason, ") and cannot be renamed to '", aside,
+            "': ", error.message());
+  return msg("run file '", path, "' cannot be read (", reason, "); it is kept as '", aside, "'");
+}
+
+// A file of another format or schema is not set aside but refused: it may be someone else's.
+void check_is_current_run_file(hid_t file, const std::string& path) {
+  const auto format = read_attribute(file, "format", path);
+  T5S_CHECK(format && std::holds_alternative<std::string>(*format) && std::get<std::string>(*format) == kFormat,
+            "run file '", path, "' is not a t5scale run file (no format='", kFormat,
+            "' attribute); it is left as it is: move it away or choose another run name");
+  const auto schema = read_attribute(file, "schema_version", path);
+  T5S_CHECK(schema && std::holds_alternative<int64_t>(*schema) && std::get<int64_t>(*schema) == kSchemaVersion,
+            "run file '", path, "' has another schema_version than ", kSchemaVersion, "; it is left as it is");
+}
+
+int64_t read_world_size(hid_t file, const std::string& path) {
+  const auto world = read_attribute(file, "world_size", path);
+  T5S_CHECK(world && std::holds_alternative<int64_t>(*world), "run file '", path,
+            "' has no world_size attribute; it is left as it is");
+  return std::get<int64_t>(*world);
+}
+
+// What a resumed run takes over from the file of the attempt before.
+struct PreviousAttempt {
+  TableRows step_rows, eval_rows;
+  std::optional<AttributeValue> attempt, start_time_utc;
+};
+
 }  // namespace
 
 // ---- Public tables ----
@@ -765,6 +807,78 @@ struct RunFile::Impl {
     open = true;
   }
 
+  // Continues the file of the attempt before at `path`: its rows through `keep_through_step`, its attempt count
+  // and start time. Returns why a fresh file is started instead (the old one set aside), or nothing.
+  std::optional<std::string> take_over_previous_file(int64_t keep_through_step) {
+    if (!std::filesystem::exists(path)) return msg("no run file at '", path, "' to continue");
+    PreviousAttempt previous;
+    if (std::optional<std::string> why_not = read_previous_attempt(previous)) return why_not;
+    keep_rows_through(previous.step_rows, steps, keep_through_step);
+    keep_rows_through(previous.eval_rows, evals, keep_through_step);
+    attempt = previous.attempt && std::holds_alternative<int64_t>(*previous.attempt)
+                  ? std::get<int64_t>(*previous.attempt) + 1
+                  : 1;
+    if (previous.start_time_utc && std::holds_alternative<std::string>(*previous.start_time_utc)) {
+      start_time_utc = std::get<std::string>(*previous.start_time_utc);
+    }
+    return std::nullopt;
+  }
+
+  // Reads the file at `path` into `previous`. One that cannot be read, or whose rows have another world size, is
+  // set aside, and the text returned says so.
+  std::optional<std::string> read_previous_attempt(PreviousAttempt& previous) const {
+    // SWMR read opens a file whose writer was killed (its superblock still says "open for SWMR write").
+    const hid_t old_id = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
+    if (old_id < 0) {
+      const std::string reason = detail::hdf5_error_stack_text();
+      return set_aside(path, reason, "unreadable");
+    }
+    H5Handle old(old_id);
+    check_is_current_run_file(old.get(), path);
+    const int64_t old_world = read_world_size(old.get(), path);
+    if (old_world != static_cast<int64_t>(world)) {
+      // A checkpoint resumed on another grid: the per-rank columns have another width. The file is kept whole.
+      old.reset();
+      return set_aside(path, msg("its rows have a column per rank of world size ", old_world, ", this run has ", world),
+                       msg("world", old_world));
+    }
+    try {
+      previous.step_rows = read_table(old.get(), steps, path);
+      previous.eval_rows = read_table(old.get(), evals, path);
+      previous.attempt = read_attribute(old.get(), "attempt", path);
+      previous.start_time_utc = read_attribute(old.get(), "start_time_utc", path);
+    } catch (const Error& e) {
+      old.reset();
+      return set_aside(path, e.what(), "unreadable");
+    }
+    return std::nullopt;
+  }
+
+  // Queues the rows through `keep_through_step` for the new file. Rows with a step below 0 were allocated by a
+  // flush that a kill interrupted: their step was never written.
+  void keep_rows_through(const TableRows& rows, Table& table, int64_t keep_through_step) {
+    const ColumnData& step = rows.columns[0];
+    for (size_t row = 0; row < rows.rows; ++row) {
+      if (step.i64[row] < 0) continue;
+      note_newest_values(rows, table, row);
+      if (step.i64[row] > keep_through_step) continue;
+      for (size_t c = 0; c < table.specs.size(); ++c) table.pending[c].append_row_of(rows.columns[c], row);
+      ++table.pending_rows;
+    }
+  }
+
+  // The newest wall time, step and cumulative energies of every written row, rows beyond the kept ones included.
+  void note_newest_values(const TableRows& rows, const Table& table, size_t row) {
+    const double wall = rows.columns[table.column_index("wall_time_s")].value(row);
+    if (!std::isnan(wall)) last_wall_time_s = std::max(last_wall_time_s, wall);
+    if (table.group != "steps") return;
+    last_step = std::max(last_step, rows.columns[0].i64[row]);
+    for (size_t r = 0; r < world; ++r) {
+      last_gpu_energy_j[r] = rows.columns[table.column_index("gpu_energy_j")].value(row, r);
+      last_cpu_energy_j[r] = rows.columns[table.column_index("cpu_energy_j")].value(row, r);
+    }
+  }
+
   void close() {
     open = false;
     steps.datasets.clear();
@@ -883,9 +997,7 @@ RunFile::~RunFile() = default;
 
 RunFile RunFile::create(const std::string& path, const RunAttributes& attributes, const RunFileOptions& options) {
   Hdf5Quiet quiet;
-  validate_caller_attributes(attributes, path);
-  T5S_CHECK(options.flush_every_steps >= 1, "run file '", path, "': flush_every_steps must be >= 1, got ",
-            options.flush_every_steps);
+  check_run_file_arguments(attributes, options, path);
   auto impl = std::make_unique<Impl>(path, attributes, options);
   impl->build_and_open();
   return RunFile(std::move(impl));
@@ -894,98 +1006,16 @@ RunFile RunFile::create(const std::string& path, const RunAttributes& attributes
 RunFile RunFile::resume(const std::string& path, const RunAttributes& attributes, int64_t keep_through_step,
                         const RunFileOptions& options, std::string* warning) {
   Hdf5Quiet quiet;
-  validate_caller_attributes(attributes, path);
-  T5S_CHECK(options.flush_every_steps >= 1, "run file '", path, "': flush_every_steps must be >= 1, got ",
-            options.flush_every_steps);
+  check_run_file_arguments(attributes, options, path);
   if (warning != nullptr) warning->clear();
   auto impl = std::make_unique<Impl>(path, attributes, options);
   impl->resumed_from_step = keep_through_step;
   // A resumed run had at least one attempt before; without a readable file that is all that is known.
   impl->attempt = 1;
-
-  auto start_fresh = [&](const std::string& why) {
-    if (warning != nullptr) {
-      *warning = msg(why, "; a new run file is started (attempt 1, resumed from step ", keep_through_step,
-                     ") without the rows of the steps before");
-    }
-    impl->build_and_open();
-    return RunFile(std::move(impl));
-  };
-  auto set_aside = [&](const std::string& reason, const std::string& why) {
-    const std::string aside = set_aside_name(path, why);
-    std::error_code error;
-    std::filesystem::rename(path, aside, error);
-    T5S_CHECK(!error, "run file '", path, "' cannot be read (", reason, ") and cannot be renamed to '", aside,
-              "': ", error.message());
-    return msg("run file '", path, "' cannot be read (", reason, "); it is kept as '", aside, "'");
-  };
-
-  if (!std::filesystem::exists(path)) return start_fresh(msg("no run file at '", path, "' to continue"));
-
-  // SWMR read opens a file whose writer was killed (its superblock still says "open for SWMR write").
-  const hid_t old_id = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
-  if (old_id < 0) {
-    const std::string reason = detail::hdf5_error_stack_text();
-    return start_fresh(set_aside(reason, "unreadable"));
-  }
-  H5Handle old(old_id);
-  const auto format = read_attribute(old.get(), "format", path);
-  T5S_CHECK(format && std::holds_alternative<std::string>(*format) && std::get<std::string>(*format) == kFormat,
-            "run file '", path, "' is not a t5scale run file (no format='", kFormat,
-            "' attribute); it is left as it is: move it away or choose another run name");
-  const auto schema = read_attribute(old.get(), "schema_version", path);
-  T5S_CHECK(schema && std::holds_alternative<int64_t>(*schema) && std::get<int64_t>(*schema) == kSchemaVersion,
-            "run file '", path, "' has another schema_version than ", kSchemaVersion, "; it is left as it is");
-  const auto old_world = read_attribute(old.get(), "world_size", path);
-  T5S_CHECK(old_world && std::holds_alternative<int64_t>(*old_world), "run file '", path,
-            "' has no world_size attribute; it is left as it is");
-  if (std::get<int64_t>(*old_world) != static_cast<int64_t>(impl->world)) {
-    // A checkpoint resumed on another grid: the per-rank columns have another width. The file is kept whole.
-    const std::string why = msg("world", std::get<int64_t>(*old_world));
-    old.reset();
-    return start_fresh(set_aside(msg("its rows have a column per rank of world size ", std::get<int64_t>(*old_world),
-                                     ", this run has ", impl->world),
-                                 why));
-  }
-
-  TableRows step_rows, eval_rows;
-  std::optional<AttributeValue> old_attempt, old_start;
-  try {
-    step_rows = read_table(old.get(), impl->steps, path);
-    eval_rows = read_table(old.get(), impl->evals, path);
-    old_attempt = read_attribute(old.get(), "attempt", path);
-    old_start = read_attribute(old.get(), "start_time_utc", path);
-  } catch (const Error& e) {
-    old.reset();
-    return start_fresh(set_aside(e.what(), "unreadable"));
-  }
-  old.reset();
-
-  // Rows with a step below 0 were allocated by a flush that a kill interrupted: their step was never written.
-  auto keep_rows = [&](const TableRows& rows, Table& table) {
-    const ColumnData& step = rows.columns[0];
-    for (size_t row = 0; row < rows.rows; ++row) {
-      if (step.i64[row] < 0) continue;
-      const double wall = rows.columns[table.column_index("wall_time_s")].value(row);
-      if (!std::isnan(wall)) impl->last_wall_time_s = std::max(impl->last_wall_time_s, wall);
-      if (table.group == "steps") {
-        impl->last_step = std::max(impl->last_step, step.i64[row]);
-        for (size_t r = 0; r < impl->world; ++r) {
-          impl->last_gpu_energy_j[r] = rows.columns[table.column_index("gpu_energy_j")].value(row, r);
-          impl->last_cpu_energy_j[r] = rows.columns[table.column_index("cpu_energy_j")].value(row, r);
-        }
-      }
-      if (step.i64[row] > keep_through_step) continue;
-      for (size_t c = 0; c < table.specs.size(); ++c) table.pending[c].append_row_of(rows.columns[c], row);
-      ++table.pending_rows;
-    }
-  };
-  keep_rows(step_rows, impl->steps);
-  keep_rows(eval_rows, impl->evals);
-  impl->attempt =
-      old_attempt && std::holds_alternative<int64_t>(*old_attempt) ? std::get<int64_t>(*old_attempt) + 1 : 1;
-  if (old_start && std::holds_alternative<std::string>(*old_start)) {
-    impl->start_time_utc = std::get<std::string>(*old_start);
+  const std::optional<std::string> why_fresh = impl->take_over_previous_file(keep_through_step);
+  if (why_fresh && warning != nullptr) {
+    *warning = msg(*why_fresh, "; a new run file is started (attempt 1, resumed from step ", keep_through_step,
+                   ") without the rows of the steps before");
   }
   impl->build_and_open();
   return RunFile(std::move(impl));
