@@ -20,31 +20,34 @@ void resolve_batch_split(const RunConfig& c, const RunWorld& world, ResolvedRun&
   }
 }
 
-// Steps per epoch as the trainer's sampler counts them.
+// Steps per epoch as the trainer's sampler counts them. A problem is the batch size's (train.global_batch) or, with
+// a token budget, the packing's (data.max_tokens_per_micro_batch).
 void resolve_steps_per_epoch(const RunConfig& c, const RunData& data, ResolvedRun& r) {
   const auto& d = c.data;
   if (!r.batch || data.train_examples < 0) return;
+  const bool token_budget = d.max_tokens_per_micro_batch > 0;
+  const char* key = token_budget ? "data.max_tokens_per_micro_batch" : "train.global_batch";
   if (!data.source_lengths.empty()) {
     try {
       const DistributedBatchSampler sampler(data.source_lengths, data.target_lengths, r.sampler);
       r.steps_per_epoch = sampler.steps_per_epoch();
     } catch (const Error& e) {
-      r.errors.push_back(msg("data.max_tokens_per_micro_batch: ", e.what()));
+      r.errors.push_back(msg(key, ": ", e.what()));
       return;
     }
-  } else if (d.max_tokens_per_micro_batch == 0) {
+  } else if (!token_budget) {
     r.steps_per_epoch = optimizer_steps_per_epoch(data.train_examples, r.batch->global_batch, d.drop_last);
   } else {
-    r.notes.push_back("data.max_tokens_per_micro_batch: steps per epoch depend on the packing of the data");
+    r.notes.push_back(msg(key, ": steps per epoch depend on the packing of the data"));
     return;
   }
   if (r.steps_per_epoch == 0 && r.errors.empty()) {
-    r.errors.push_back(d.max_tokens_per_micro_batch == 0
-                           ? msg("train.global_batch: the training split has ", data.train_examples,
-                                 " examples, not one global batch of ", r.batch->global_batch)
-                           : msg("data.max_tokens_per_micro_batch: the training split's ", data.train_examples,
+    r.errors.push_back(token_budget
+                           ? msg(key, ": the training split's ", data.train_examples,
                                  " examples pack into fewer micro-batches than one optimizer step takes (",
-                                 r.batch->dp * r.batch->grad_accumulation, ")"));
+                                 r.batch->dp * r.batch->grad_accumulation, ")")
+                           : msg(key, ": the training split has ", data.train_examples,
+                                 " examples, not one global batch of ", r.batch->global_batch));
   }
 }
 
