@@ -188,12 +188,6 @@ std::string quote(const std::string& text) {
   return out + "\"";
 }
 
-std::string join(const std::vector<std::string>& items, const std::string& separator) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
-  return out;
-}
-
 // ---- Registry entries ----
 
 struct Range {

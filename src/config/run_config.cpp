@@ -17,12 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string join(const std::vector<std::string>& items, const std::string& separator) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
-  return out;
-}
-
 // Which eval.metrics family computes each early-stopping metric.
 const std::map<std::string, std::string>& metric_family() {
   static const std::map<std::string, std::string> families = {

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace t5scale {
 
@@ -35,6 +36,13 @@ std::string msg(const Args&... args) {
   std::ostringstream out;
   detail::append_all(out, args...);
   return out.str();
+}
+
+// "a, b, c": the items in order with `separator` between them.
+inline std::string join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
+  return out;
 }
 
 }  // namespace t5scale

@@ -257,12 +257,6 @@ std::string resolve_under(const std::string& base, const std::string& file) {
   return (std::filesystem::path(base) / path).lexically_normal().string();
 }
 
-std::string join(const std::vector<std::string>& items, const std::string& separator) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
-  return out;
-}
-
 }  // namespace
 
 // ---- Recipe ---------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "config/placement.h"
+#include "core/check.h"
 #include "dist/mpi_communicator.h"
 #include "dist/mpi_runtime.h"
 #ifdef T5SCALE_WITH_NCCL
@@ -19,12 +20,6 @@
 namespace t5scale {
 
 namespace {
-
-std::string join(const std::vector<std::string>& parts, const std::string& separator) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) out += (i ? separator : "") + parts[i];
-  return out;
-}
 
 // CUDA_VISIBLE_DEVICES as set, or "(unset)", for messages.
 std::string visible_devices_setting() {

@@ -46,12 +46,6 @@ bool set_by_study(const std::string& key) {
   return key == "run.name" || key == "run.study" || key == "run.output_dir";
 }
 
-std::string join(const std::vector<std::string>& items, const std::string& separator) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
-  return out;
-}
-
 // The nearest of `candidates` to `word`, or "" when none is within a few edits.
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
   return nearest_word(word, candidates, std::max<size_t>(3, word.size() / 3));

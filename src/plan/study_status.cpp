@@ -36,12 +36,6 @@ std::vector<std::string> split(const std::string& text, char separator) {
   return out;
 }
 
-std::string join(const std::vector<std::string>& items, const std::string& separator) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
-  return out;
-}
-
 std::string read_string_attribute(hid_t object, const char* name, const std::string& path) {
   H5Handle attribute(H5_CHECK(H5Aopen(object, name, H5P_DEFAULT), path));
   H5Handle type(H5_CHECK(H5Aget_type(attribute.get()), path));

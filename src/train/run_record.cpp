@@ -45,14 +45,6 @@ std::string environment(const char* name) {
   return value ? value : "";
 }
 
-// Every rank's string, joined with commas in rank order (MPI: strings do not travel through the tensor
-// communicators).
-std::string join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "," : "") + parts[i];
-  return out;
-}
-
 std::string device_name(torch::Device device) { return device.is_cuda() ? cuda_device_name(device) : "cpu"; }
 
 }  // namespace
@@ -69,8 +61,8 @@ RunRecord::RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid)
   for (const auto& h : hosts) {
     if (std::find(unique_hosts.begin(), unique_hosts.end(), h) == unique_hosts.end()) unique_hosts.push_back(h);
   }
-  hosts_ = join(unique_hosts);
-  device_names_ = join(all_gather_strings(MPI_COMM_WORLD, device_name(in_.device)));
+  hosts_ = join(unique_hosts, ",");
+  device_names_ = join(all_gather_strings(MPI_COMM_WORLD, device_name(in_.device)), ",");
   peak_flops_per_device_ = resolve_peak_flops_per_device(config_.telemetry.peak_flops_per_device,
                                                          device_name(in_.device), enum_name(config_.precision));
   if (in_.device.is_cuda()) {

@@ -44,12 +44,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::string join(const std::vector<std::string>& parts, const std::string& separator) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) out += (i ? separator : "") + parts[i];
-  return out;
-}
-
 std::string seconds_text(double seconds) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.2f s", seconds);
