@@ -6,7 +6,8 @@
 """
 
 from .report import Analysis, analyze, write_report
-from .runfile import FORMAT, SCHEMA_VERSION, NotARunFile, Run, Skipped, read_folder, read_run, summary_from_steps
+from .runfile import (FORMAT, SCHEMA_VERSION, Attempt, NotARunFile, Run, Skipped, read_folder, read_run,
+                      read_run_file, summary_from_steps)
 
-__all__ = ["Analysis", "analyze", "write_report", "FORMAT", "SCHEMA_VERSION", "NotARunFile", "Run", "Skipped",
-           "read_folder", "read_run", "summary_from_steps"]
+__all__ = ["Analysis", "analyze", "write_report", "FORMAT", "SCHEMA_VERSION", "Attempt", "NotARunFile", "Run",
+           "Skipped", "read_folder", "read_run", "read_run_file", "summary_from_steps"]

@@ -48,14 +48,39 @@ def _gib(value) -> str:
     return f"{_number(value) / GIB:.2f}" if _known(value) else "?"
 
 
+def _several_files(row: pd.Series) -> bool:
+    """Whether the run's attempts wrote files on more than one grid (joined into this row)."""
+    return _number(row.get("attempt_files")) > 1
+
+
 def _cost_line(row: pd.Series) -> str:
     dedicated_price = _number(row.get("price_per_node_hour_usd"))
     low_price = _number(row.get("low_priority_price_per_node_hour_usd"))
     low = "$" + _fmt(row.get("cost_low_priority_usd"), ".2f") if low_price > 0 else "not priced"
     dedicated = "$" + _fmt(row.get("cost_usd"), ".2f") if dedicated_price > 0 else "not priced"
     prices = (f"{low_price:g}" if low_price > 0 else "-") + "/" + (f"{dedicated_price:g}" if dedicated_price > 0 else "-")
-    return (f"{low}/{dedicated} (USD) at {prices} USD per node-hour x {row.get('nodes')} node(s) "
+    nodes = (f"{row.get('attempt_nodes')} node(s) per grid" if _several_files(row) else f"{row.get('nodes')} node(s)")
+    return (f"{low}/{dedicated} (USD) at {prices} USD per node-hour x {nodes} "
             f"= {_fmt(row.get('node_hours'), '.4g')} node-hours")
+
+
+def _attempts_line(row: pd.Series) -> str:
+    """The run's attempts and the grids they ran on, one file per grid."""
+    worlds = str(row.get("attempt_world_sizes", "")).split(",")
+    nodes = str(row.get("attempt_nodes", "")).split(",")
+    steps = str(row.get("attempt_steps", "")).split(",")
+    grids = "; ".join(f"world size {w} on {n} node(s), steps {st}" for w, n, st in zip(worlds, nodes, steps))
+    text = f"{row.get('attempts')} attempt(s) in {len(worlds)} run file(s): {grids}"
+    if _several_files(row):
+        text += " (time, cost and energy summed over the files)"
+    if _unjoined(row):
+        text += f"; not joined: {_unjoined(row)}"
+    return text
+
+
+def _unjoined(row: pd.Series) -> str:
+    value = row.get("unjoined_files")
+    return value if isinstance(value, str) else ""
 
 
 def _energy_line(row: pd.Series) -> str:
@@ -97,8 +122,10 @@ def card_rows(row: pd.Series, metric: str | None) -> list:
     rows = [
         ("Run", f"{row.get('run_id')} (study {row.get('study') or '-'})"),
         ("Status", status),
+        *([("Attempts", _attempts_line(row))] if _several_files(row) or _unjoined(row) else []),
         ("Hardware", f"{row.get('nodes')} node(s) x {row.get('gpus_per_node')} {per_node} = {row.get('world_size')} "
-                     f"ranks (tp {row.get('tp')} x dp {row.get('dp')}); {', '.join(devices) or 'device unknown'}"),
+                     f"ranks (tp {row.get('tp')} x dp {row.get('dp')}); {', '.join(devices) or 'device unknown'}"
+                     + ("; the newest attempt's grid" if _several_files(row) else "")),
         ("Model", f"{row.get('model_name')} ({_number(row.get('parameter_count')) / 1e6:.1f}M parameters), "
                   f"{row.get('precision')}, {row.get('optimizer')}"),
         ("Batch and LR", f"global {row.get('global_batch')} (micro {row.get('micro_batch')} x accumulation "

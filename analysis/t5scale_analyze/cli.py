@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .cards import cards_markdown
 from .report import analyze, write_report
-from .runfile import EVAL_METRICS, metric_label
+from .runfile import EVAL_METRICS, SET_ASIDE_NAME, metric_label
 
 EXIT_NO_RUNS = 2
 
@@ -41,13 +41,19 @@ def main(argv=None) -> int:
         print(f"t5scale-analyze: error: --metric: {e}", file=sys.stderr)
         return EXIT_NO_RUNS
     for skipped in analysis.skipped:
-        print(f"t5scale-analyze: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
+        # a set-aside file of a run that cannot be joined leaves the run's totals short
+        warning = "warning: " if SET_ASIDE_NAME.match(skipped.path.name) else ""
+        print(f"t5scale-analyze: {warning}skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
     if not analysis.runs:
         print(f"t5scale-analyze: error: no t5scale run files (*.h5 with format 't5scale-run') under "
               f"'{args.results_dir}'" + (f"; {len(analysis.skipped)} other .h5 file(s) skipped" if analysis.skipped
                                           else ""), file=sys.stderr)
         return EXIT_NO_RUNS
     for run in analysis.runs:
+        if len(run.attempts) > 1:
+            print(f"t5scale-analyze: note: {run.run_id} ({run.path}) joins the run files of its attempts on "
+                  f"{len(run.attempts)} grids: " + ", ".join(f"{a.path.name} (world size {a.world_size})"
+                                                            for a in run.attempts), file=sys.stderr)
         if run.status in ("incomplete", "stale", "failed"):
             print(f"t5scale-analyze: note: {run.run_id} ({run.path}) is {run.status}: {'; '.join(run.notes)}",
                   file=sys.stderr)

@@ -18,7 +18,7 @@ from .cards import card_rows, cards_markdown
 from .lr_scaling import lr_scaling_table, metric_by_batch, metric_columns
 from .pareto import pareto_table
 from .runfile import choose_metric, metric_label, read_folder
-from .scaling import scaling_table
+from .scaling import mixed_grid_runs, scaling_table
 from .tables import format_number, runs_table, write_runs_table
 
 
@@ -99,6 +99,13 @@ only in scale (same model, TP, precision, optimizer, LR rule, strategies, data a
 low-priority cost uses cost.low_priority_price_per_node_hour_usd.</li>
 <li><b>energy_kwh</b> = (GPU J + CPU J) / 3.6e6 x PUE, the counters summed over ranks (a source that measured
 nothing counts as 0); <b>co2_kg</b> = energy_kwh x carbon_intensity_g_per_kwh / 1000.</li>
+<li>A run resumed on another world size has a run file per grid: the resuming job set the old one aside as
+<code>&lt;run&gt;.h5.world&lt;N&gt;.&lt;time&gt;</code>. They are joined into one run: its rows are every file's in
+step order (a step that two files hold, trained again after a checkpoint, is the later file's); wall time, cost
+(each file's nodes and price), energy and CO2 are the sums of the files' own; steps, throughput, means and MFU come
+from the joined rows. <b>attempts</b> counts the attempts, <b>attempt_world_sizes</b> names the grids. Such a run
+is left out of the scaling tables. A file set aside as unreadable (<code>&lt;run&gt;.h5.unreadable.&lt;time&gt;</code>)
+is not joined; it is listed with the skipped files and in the run's notes.</li>
 <li>Runs without a /summary (still being written, or killed) are <b>incomplete</b>: their figures come from the
 flushed steps and their totals are not final. Such a run is <b>stale</b> when nothing has written its file for two
 hours (its job was most likely killed), and <b>failed</b> when a rank left a failure note beside it (the error is
@@ -155,11 +162,15 @@ def _runs_section(analysis: Analysis) -> str:
              "<p>" + ", ".join(f"{html.escape(str(k))}: {v}" for k, v in sorted(counts.items())) +
              ". Every column (root attributes, <code>cfg.*</code> config keys, summary figures) is in "
              "<code>runs.csv</code> and <code>runs.parquet</code>.</p>"]
-    overview = ["run_id", "study", "status", "nodes", "gpus_per_node", "world_size", "tp", "dp", "global_batch",
-                "lr_scaling_rule", "effective_lr", "steps_completed", "wall_time_s", "samples_per_s", "cost_usd",
-                "energy_kwh", "co2_kg"] + metric_columns(analysis.metric)[1:2] + ["summary_source"]
+    overview = ["run_id", "study", "status", "attempts", "attempt_world_sizes", "nodes", "gpus_per_node",
+                "world_size", "tp", "dp", "global_batch", "lr_scaling_rule", "effective_lr", "steps_completed",
+                "wall_time_s", "samples_per_s", "cost_usd", "energy_kwh", "co2_kg"]
+    overview += metric_columns(analysis.metric)[1:2] + ["summary_source"]
     parts.append(html_table(table, overview))
-    for _, row in table[table["status"].isin(["incomplete", "stale", "failed"])].iterrows() if len(table) else []:
+    # runs whose totals are not final, and runs joined from several files or missing a set-aside one
+    noted = table[table["status"].isin(["incomplete", "stale", "failed"]) | (table["attempt_files"] > 1)
+                  | (table["unjoined_files"] != "")] if len(table) else table
+    for _, row in noted.iterrows():
         parts.append(f'<p class="note">{html.escape(str(row["run_id"]))}: {html.escape(str(row["notes"]))}</p>')
     return "\n".join(parts)
 
@@ -168,6 +179,12 @@ def _scaling_section(analysis: Analysis, plot_dir: Path) -> str:
     parts = ['<h2 id="scaling">Scaling</h2>']
     if analysis.scaling.empty:
         parts.append("<p><em>no run with measured steps</em></p>")
+    mixed = mixed_grid_runs(analysis.table)
+    if len(mixed):
+        parts.append('<p class="note">Left out, resumed on another world size (their throughput mixes grids): '
+                     + ", ".join(f"{html.escape(str(r['run_id']))} "
+                                 f"(world sizes {html.escape(str(r['attempt_world_sizes']))})"
+                                 for _, r in mixed.iterrows()) + ".</p>")
     for study, group in analysis.scaling.groupby("study", sort=True, dropna=False):
         stem, name = plots.file_stem(study), plots.study_name(study)
         parts += [f"<h3>study {html.escape(name)}</h3>", html_table(group)]

@@ -3,12 +3,17 @@
 A run file is opened with SWMR read, which works on a file that its job is still writing and on a file whose job
 was killed (SIGKILL) without h5clear. Such a file has no /summary group yet: its summary figures are then computed
 from the flushed steps with the same formulas the trainer uses at the end of a run (`summary_from_steps`).
+
+A run resumed on another grid has one file per grid: the job that resumed it set the old file aside (see
+SET_ASIDE_NAME) and started a new one. `read_run` joins them into one run (`join_attempts`).
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +39,14 @@ FAILURE_NOTE_SUFFIX = ".failed.json"
 # stay well under it.
 STALE_AFTER_S = 2 * 3600.0
 
+# A job that resumes a run on another world size cannot go on in the run file, whose per-rank columns have the
+# old width: it renames the file "<run>.h5.world<old world size>.<UTC stamp>[.<n>]" and starts a new <run>.h5
+# (attempt 1, its first row the checkpoint's step + 1). A file it cannot read is renamed
+# "<run>.h5.unreadable.<stamp>[.<n>]" instead. (src/telemetry/run_file.cpp: set_aside_name.) The stamp is the
+# time the file was set aside, so it orders the attempts; <n> tells apart files set aside in one second.
+SET_ASIDE_NAME = re.compile(r"^(?P<run>.+\.h5)\.(?:world(?P<world>[0-9]+)|unreadable)"
+                            r"\.(?P<stamp>[0-9]{8}T[0-9]{6}Z)(?:\.(?P<n>[0-9]+))?$")
+
 # A file opened by a writer without SWMR (the trainer writing its /summary) is locked for a moment: try again.
 OPEN_ATTEMPTS = 3
 OPEN_RETRY_WAIT_S = 0.5
@@ -49,17 +62,42 @@ class Run:
     attrs: dict  # root attributes, decoded to str / int / float (config_yaml included)
     config: dict  # config_yaml parsed ({} if it does not parse; see notes)
     steps: pd.DataFrame  # the 1-D datasets of /steps, one row per optimizer step
-    rank_steps: dict  # the 2-D datasets of /steps: name -> array (rows, world_size)
+    rank_steps: dict  # the 2-D datasets of /steps: name -> array (rows, world_size); for a run of several files
+    #                   (other world sizes), the newest file's rows (each file's are in `attempts`)
     evals: pd.DataFrame  # the datasets of /eval, one row per evaluation
     summary: dict  # the file's /summary attributes over the figures computed from the steps
     status: str  # the summary's status; for a file without a summary still saying "running": "failed" when a
     #              rank left a failure note, "stale" when nothing wrote it for STALE_AFTER_S, else "incomplete"
-    summary_source: str  # "file" (/summary present) or "steps" (computed from the flushed rows)
+    summary_source: str  # "file" (/summary present) or "steps" (computed from the flushed rows); for a run of
+    #                      several files, one per file in attempt order ("steps,file")
     notes: list = field(default_factory=list)  # what the reader had to assume or repair, in words
+    attempts: list = field(default_factory=list)  # Attempt: the run's files in the order they were written; one
+    #                                               for a run that never changed grid
+    unjoined: list = field(default_factory=list)  # Skipped: set-aside files of the run that could not be joined
 
     @property
     def run_id(self) -> str:
         return str(self.attrs.get("run_id") or self.path.stem)
+
+
+@dataclass
+class Attempt:
+    """One run file of a run: the file of one grid, written by one attempt or by several on that grid (a resume
+    on the same grid goes on in the same file; its `attempt` attribute counts them)."""
+    path: Path
+    world_size: int
+    nodes: int
+    attempt: int  # the file's root attribute `attempt`
+    status: str  # the file's status, read alone
+    summary: dict  # the file's figures, read alone: wall time, cost and energy of this file's attempts
+    first_step: int  # the file's first and last /steps row (-1 without rows)
+    last_step: int
+    steps_joined: int  # the file's /steps and /eval rows that the run's rows hold (the first ones): the rest
+    evals_joined: int  # were redone by a later attempt
+    last_joined_step: int  # the step of the last of them (-1 without)
+    rank_steps: dict  # the file's 2-D /steps datasets, cut to the joined rows
+    recorded: bool = True  # False for a file without rows and /summary: its job recorded no time or energy
+    notes: list = field(default_factory=list)
 
 
 @dataclass
@@ -69,19 +107,51 @@ class Skipped:
 
 
 def find_run_files(folder) -> list:
-    """Every `*.h5` file under `folder`, recursively, sorted (temporary `*.h5.tmp.<pid>` files do not match)."""
+    """Every `*.h5` file under `folder`, recursively, sorted (temporary `*.h5.tmp.<pid>` files and set-aside
+    `*.h5.world<N>.<stamp>` files do not match)."""
     return sorted(p for p in Path(folder).rglob("*.h5") if p.is_file())
 
 
+def find_set_aside_files(folder) -> list:
+    """Every set-aside run file (SET_ASIDE_NAME) under `folder`, recursively, sorted."""
+    return sorted(p for p in Path(folder).rglob("*.h5.*") if p.is_file() and SET_ASIDE_NAME.match(p.name))
+
+
+def set_aside_beside(path) -> list:
+    """The files that jobs resuming run file `path` set aside, oldest first: [(path, world size or None for an
+    unreadable one)]."""
+    path = Path(path)
+    found = []
+    for candidate in path.parent.glob(glob.escape(path.name) + ".*"):
+        match = SET_ASIDE_NAME.match(candidate.name)
+        if match is None or match["run"] != path.name or not candidate.is_file():
+            continue
+        key = (match["stamp"], int(match["n"] or 0))
+        found.append((key, candidate, int(match["world"]) if match["world"] is not None else None))
+    return [(candidate, world) for _, candidate, world in sorted(found, key=lambda item: item[0])]
+
+
 def read_folder(folder) -> tuple:
-    """Reads every run file under `folder`. Returns (runs, skipped): files that are not readable run files are
-    listed in `skipped` with the reason, never raised."""
+    """Reads every run under `folder`: each `*.h5` run file joined with its set-aside attempts, and a run whose
+    files were all set aside. Returns (runs, skipped): files that are not readable run files are listed in
+    `skipped` with the reason, never raised; so are set-aside files that could not be joined to their run."""
     runs, skipped = [], []
-    for path in find_run_files(folder):
+    paths = set(find_run_files(folder))
+    paths |= {p.with_name(SET_ASIDE_NAME.match(p.name)["run"]) for p in find_set_aside_files(folder)}
+    for path in sorted(paths):
         try:
-            runs.append(read_run(path))
+            run = read_run(path)
         except NotARunFile as e:
-            skipped.append(Skipped(path, str(e)))
+            aside = [aside_path for aside_path, _ in set_aside_beside(path)]
+            if path.exists():
+                skipped.append(Skipped(path, str(e)))
+                skipped += [Skipped(a, f"set aside by a job that resumed {path.name}, which is skipped: not read")
+                            for a in aside]
+            else:
+                skipped += [Skipped(a, str(e)) for a in aside]
+            continue
+        runs.append(run)
+        skipped += run.unjoined
     return runs, skipped
 
 
@@ -131,7 +201,41 @@ def read_failure_note(path: Path) -> dict | None:
 
 
 def read_run(path, now: float | None = None) -> Run:
-    """Reads one run file; `now` (seconds since the epoch; default the clock) decides whether it is stale."""
+    """Reads the run of run file `path`, joined with the files that jobs resuming it on another grid set aside
+    beside it (`join_attempts`); `now` (seconds since the epoch; default the clock) decides whether it is stale.
+    Without `path` but with set-aside files, the newest readable of them stands for the run file. Raises
+    NotARunFile when `path` is not a readable run file (or, without it, no set-aside file is)."""
+    path = Path(path)
+    aside = set_aside_beside(path)
+    if not aside:
+        return read_run_file(path, now)
+    earlier, unjoined = [], []
+    for aside_path, world in aside:
+        if world is None:
+            unjoined.append(Skipped(aside_path, f"set aside as unreadable by a job that resumed {path.name}: not "
+                                                f"joined, so the run's totals leave out the attempt that wrote it"))
+            continue
+        try:
+            earlier.append(read_run_file(aside_path, now, set_aside=True))
+        except NotARunFile as e:
+            unjoined.append(Skipped(aside_path, f"an earlier attempt of {path.name} (world size {world}) that "
+                                                f"cannot be read, so the run's totals leave it out: {e}"))
+    if path.exists() or not earlier:
+        try:
+            current = read_run_file(path, now)
+        except NotARunFile as e:
+            if path.exists():
+                raise
+            raise NotARunFile(f"no run file {path.name} beside it and no readable attempt set aside: "
+                              + "; ".join(f"{u.path.name}: {u.reason}" for u in unjoined)) from e
+    else:
+        current = earlier.pop()
+        current.notes.append(f"there is no {path.name}: the newest attempt set aside stands for the run file")
+    return join_attempts(earlier + [current], unjoined)
+
+
+def read_run_file(path, now: float | None = None, set_aside: bool = False) -> Run:
+    """Reads one run file alone; `set_aside`: a file that a resuming job set aside (its job has ended)."""
     path = Path(path)
     with _open(path) as f:
         attrs = {name: decode(f.attrs[name]) for name in f.attrs}
@@ -167,9 +271,14 @@ def read_run(path, now: float | None = None) -> Run:
         source = "file"
     else:
         source = "steps"
-        note = read_failure_note(path) if file_status == "running" or not file_status else None
+        note = read_failure_note(path) if (file_status == "running" or not file_status) and not set_aside else None
         idle_s = (time.time() if now is None else now) - path.stat().st_mtime
-        if note is not None:
+        if set_aside and (file_status == "running" or not file_status):
+            status = "incomplete"
+            notes.append(f"no /summary and status {file_status!r}: the job of this attempt was killed before its "
+                         f"end (a later job set the file aside); figures are computed from the {len(steps)} "
+                         f"flushed steps")
+        elif note is not None:
             status = "failed"
             summary["error"] = str(note.get("error", ""))
             summary["error_step"] = note.get("step", -1)
@@ -194,8 +303,161 @@ def read_run(path, now: float | None = None) -> Run:
                 notes.append(f"failed after step {attrs.get('error_step', '?')}: {attrs.get('error', '')}")
             notes.append(f"no /summary; figures are computed from the {len(steps)} steps")
     summary["status"] = status
-    return Run(path=path, attrs=attrs, config=config, steps=steps, rank_steps=rank_steps, evals=evals,
-               summary=summary, status=status, summary_source=source, notes=notes)
+    run = Run(path=path, attrs=attrs, config=config, steps=steps, rank_steps=rank_steps, evals=evals,
+              summary=summary, status=status, summary_source=source, notes=notes)
+    run.attempts = [_attempt_of(run, len(steps), len(evals), rank_steps)]
+    return run
+
+
+def _attempt_of(run: Run, steps_joined: int, evals_joined: int, rank_steps: dict) -> Attempt:
+    step = run.steps["step"].to_numpy() if "step" in run.steps else np.zeros(0, dtype=np.int64)
+    return Attempt(path=run.path, world_size=int(run.attrs.get("world_size", 1) or 1),
+                   nodes=int(run.attrs.get("nodes", 1) or 1), attempt=int(run.attrs.get("attempt", 0) or 0),
+                   status=run.status, summary=dict(run.summary),
+                   first_step=int(step[0]) if step.size else -1, last_step=int(step[-1]) if step.size else -1,
+                   steps_joined=steps_joined, evals_joined=evals_joined,
+                   last_joined_step=int(step[steps_joined - 1]) if steps_joined else -1, rank_steps=rank_steps,
+                   recorded=run.summary_source == "file" or len(run.steps) > 0 or len(run.evals) > 0,
+                   notes=list(run.notes))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A run of several files: one per grid it ran on.
+
+# What the attempts spent, each file's own figure (its wall time, at its own node count and price; its energy):
+# summed over the files.
+SPENT_FIGURES = ("wall_time_s", "cost_usd", "gpu_energy_kwh", "cpu_energy_kwh", "energy_kwh", "co2_kg")
+# The most an attempt reached: the maximum of the files' own figures.
+PEAK_FIGURES = ("peak_memory_bytes", "peak_host_memory_bytes")
+
+
+def _start_step(run: Run) -> int | None:
+    """The first step a file's attempt trained: its first row's, else the step after `resumed_from_step`."""
+    if "step" in run.steps and len(run.steps):
+        return int(run.steps["step"].iloc[0])
+    resumed = run.attrs.get("resumed_from_step", -1)
+    return resumed + 1 if isinstance(resumed, int) and resumed >= 0 else None
+
+
+def _steps_range(first: int, last: int) -> str:
+    return f"steps {first}-{last}" if first >= 0 else "no steps"
+
+
+def join_attempts(files: list, unjoined: list) -> Run:
+    """One run from its files (Run, read alone), oldest first, the newest (the run file) last; `unjoined`: the
+    set-aside files that could not be read (Skipped), named in the notes.
+
+    Rows: each file's rows up to the first step of a later file, in step order. A resumed attempt starts from its
+    checkpoint's step, so the older file may hold rows past it (flushed before the job ended); those steps were
+    trained again, and for every step that both files hold the later file's row is the one kept. The older rows
+    of steps the later attempt has not reached yet are left out too: the run goes on from the checkpoint, not
+    from them. The wall_time_s of a file's rows are shifted by the known wall time of the
+    files before, so that they count from the run's first start as a resume on one grid does; the per-rank
+    counters (energy) stay each file's own.
+
+    Figures: wall time, cost, GPU/CPU/total energy and CO2 are sums of the files' own figures (all they spent,
+    steps trained again included, as a resume on one grid counts them; cost at each file's nodes and price; a
+    file without rows or /summary recorded nothing and adds nothing);
+    peak memory the maximum of theirs; steps, samples, tokens, training and evaluation time, the means
+    (step time, tokens/s, MFU, memory allocated), FLOPs and the eval metrics come from the joined rows. Status,
+    end time and error are the newest file's."""
+    current = files[-1]
+    if len(files) == 1:
+        current.notes += [f"{u.path.name}: {u.reason}" for u in unjoined]
+        current.unjoined = list(unjoined)
+        return current
+    starts = [_start_step(run) for run in files]
+    attempts, step_parts, eval_parts, dropped = [], [], [], []
+    offset = 0.0
+    for i, run in enumerate(files):
+        later = [s for s in starts[i + 1:] if s is not None]
+        cut = min(later) if later else None
+        keep_steps = _before(run.steps, cut)
+        keep_evals = _before(run.evals, cut)
+        steps = _shifted(run.steps.iloc[:keep_steps], offset)
+        evals = _shifted(run.evals.iloc[:keep_evals], offset)
+        step_parts.append(steps)
+        eval_parts.append(evals)
+        rank_steps = {name: a[:keep_steps] for name, a in run.rank_steps.items()}
+        attempts.append(_attempt_of(run, keep_steps, keep_evals, rank_steps))
+        if keep_steps < len(run.steps) or keep_evals < len(run.evals):
+            dropped.append((run, keep_steps, keep_evals, cut))
+        wall = float(run.summary.get("wall_time_s", math.nan))
+        offset += wall if math.isfinite(wall) else 0.0
+
+    steps = pd.concat(step_parts, ignore_index=True) if any(len(p.columns) for p in step_parts) else pd.DataFrame()
+    evals = pd.concat(eval_parts, ignore_index=True) if any(len(p.columns) for p in eval_parts) else pd.DataFrame()
+    summary = dict(current.summary)
+    summary.update(summary_from_steps(current.attrs, steps, {}, evals))
+    summary.update(_rank_figures([a.rank_steps for a in attempts]))
+    for key in SPENT_FIGURES:
+        summary[key] = float(sum(float(a.summary.get(key, math.nan)) for a in _counted(attempts)))
+    for key in PEAK_FIGURES:
+        values = [float(a.summary.get(key, math.nan)) for a in attempts]
+        summary[key] = math.nan if any(math.isnan(v) for v in values) else max(values)
+    for key in ("status", "end_time_utc", "error", "error_step"):
+        if key in current.summary:
+            summary[key] = current.summary[key]
+
+    notes = [f"joined {len(files)} run files, one per grid: "
+             + ", ".join(f"{a.path.name} (world size {a.world_size}, {a.nodes} node(s), "
+                         f"{_steps_range(a.first_step, a.last_step)})" for a in attempts)
+             + "; time, cost and energy are their sums"]
+    for run, keep_steps, keep_evals, cut in dropped:
+        redone = run.steps.iloc[keep_steps:]
+        what = ([f"{len(redone)} rows of steps {int(redone['step'].iloc[0])}-{int(redone['step'].iloc[-1])}"]
+                if len(redone) else []) + ([f"{len(run.evals) - keep_evals} evaluation(s)"]
+                                           if keep_evals < len(run.evals) else [])
+        notes.append(f"{run.path.name}: its {' and '.join(what)} are left out: a later attempt trained from step "
+                     f"{cut} on again, and its rows are the ones kept for the steps both files hold (the time and "
+                     f"energy spent on the rows left out still count)")
+    for a in attempts:
+        if not a.recorded and any(other.recorded for other in attempts):
+            notes.append(f"{a.path.name}: no rows and no /summary: its job recorded no time or energy, so none is "
+                         f"counted (as after a resume on one grid, what a job did after its last flush is not known)")
+        notes += [f"{a.path.name}: {note}" for note in a.notes]
+    notes += [f"{u.path.name}: {u.reason}" for u in unjoined]
+    return Run(path=current.path, attrs=current.attrs, config=current.config, steps=steps,
+               rank_steps=attempts[-1].rank_steps, evals=evals, summary=summary, status=current.status,
+               summary_source=",".join(run.summary_source for run in files), notes=notes, attempts=attempts,
+               unjoined=list(unjoined))
+
+
+def _before(table: pd.DataFrame, cut: int | None) -> int:
+    """How many of a table's rows (in step order) have a step before `cut` (all of them without a cut)."""
+    if cut is None or "step" not in table:
+        return len(table)
+    return int(np.searchsorted(table["step"].to_numpy(), cut, side="left"))
+
+
+def _shifted(table: pd.DataFrame, offset: float) -> pd.DataFrame:
+    if offset == 0.0 or "wall_time_s" not in table:
+        return table.reset_index(drop=True)
+    return table.assign(wall_time_s=table["wall_time_s"].to_numpy(dtype=np.float64) + offset).reset_index(drop=True)
+
+
+def _counted(attempts: list) -> list:
+    """The files whose wall time, cost and energy a run's totals sum: those that recorded any (all when none
+    did, the totals then being unknown)."""
+    recorded = [a for a in attempts if a.recorded]
+    return recorded or attempts
+
+
+def attempt_count(run: Run) -> int:
+    """How many attempts ran the run: the first file's `attempt` + 1 (it counts from 0), plus each later file's
+    `attempt` (a file started on a new grid counts from 1, the attempts before it being in the older files)."""
+    if not run.attempts:
+        return int(run.attrs.get("attempt", 0) or 0) + 1
+    return run.attempts[0].attempt + 1 + sum(max(a.attempt, 1) for a in run.attempts[1:])
+
+
+def attempt_hours(run: Run) -> tuple:
+    """(node-hours, GPU-hours) of the run: each file's wall time at its own node count and world size (the files
+    that recorded any, as for the run's wall time)."""
+    attempts = _counted(run.attempts or [_attempt_of(run, len(run.steps), len(run.evals), run.rank_steps)])
+    node_hours = sum(a.nodes * float(a.summary.get("wall_time_s", math.nan)) for a in attempts) / 3600.0
+    gpu_hours = sum(a.world_size * float(a.summary.get("wall_time_s", math.nan)) for a in attempts) / 3600.0
+    return node_hours, gpu_hours
 
 
 def _read_table(f: h5py.File, group: str, notes: list) -> tuple:
@@ -347,26 +609,37 @@ def summary_from_steps(attrs: dict, steps: pd.DataFrame, rank_steps: dict, evals
         "mean_step_time_s": _nan_if_empty(np.mean, _column(steps, "step_time_s")),
         "mean_tokens_per_s": _nan_if_empty(np.mean, _column(steps, "tokens_per_s")),
         "mean_mfu": _nan_if_empty(np.mean, _column(steps, "mfu")),
-        "peak_memory_bytes": _per_rank_stat(rank_steps, "memory_peak_bytes", np.max),
-        "mean_memory_allocated_bytes": _per_rank_stat(rank_steps, "memory_allocated_bytes", np.mean),
-        "peak_host_memory_bytes": _per_rank_stat(rank_steps, "host_memory_bytes", np.max),
+        **_rank_figures([rank_steps]),
         "total_flops": float(np.sum(_column(steps, "model_flops"))),
     }
     summary.update(metric_figures(evals))
     return summary
 
 
-def _per_rank_stat(rank_steps: dict, name: str, fn) -> float:
-    a = rank_steps.get(name)
-    return math.nan if a is None else _nan_if_empty(fn, a.ravel())
+def _rank_figures(rank_steps: list) -> dict:
+    """The memory figures over the rows and ranks of one or more (files of other world sizes) /steps tables."""
+    return {
+        "peak_memory_bytes": _per_rank_stat(rank_steps, "memory_peak_bytes", np.max),
+        "mean_memory_allocated_bytes": _per_rank_stat(rank_steps, "memory_allocated_bytes", np.mean),
+        "peak_host_memory_bytes": _per_rank_stat(rank_steps, "host_memory_bytes", np.max),
+    }
+
+
+def _per_rank_stat(rank_steps: list, name: str, fn) -> float:
+    """fn over every value of the 2-D dataset `name` of the tables in `rank_steps` ({name: (rows, world)} each);
+    NaN when none has it."""
+    arrays = [table[name].ravel() for table in rank_steps if table.get(name) is not None]
+    return math.nan if not arrays else _nan_if_empty(fn, np.concatenate(arrays))
 
 
 def extra_figures(run: Run) -> dict:
-    """Figures the card shows that /summary does not hold: mean GPU power, last train loss, last epoch."""
+    """Figures the card shows that /summary does not hold: mean GPU power (over the rows and ranks of every file
+    of the run), last train loss, last epoch."""
     loss = _column(run.steps, "loss")
     finite_loss = loss[np.isfinite(loss)]
     return {
-        "mean_gpu_power_w": _per_rank_stat(run.rank_steps, "gpu_power_w", np.mean),
+        "mean_gpu_power_w": _per_rank_stat([a.rank_steps for a in run.attempts] or [run.rank_steps], "gpu_power_w",
+                                           np.mean),
         "last_train_loss": float(finite_loss[-1]) if finite_loss.size else math.nan,
         "last_epoch": float(run.steps["epoch"].iloc[-1]) if len(run.steps) and "epoch" in run.steps else math.nan,
     }

@@ -6,7 +6,8 @@ rule, strategies and data, and the same batch that the study holds fixed (the gl
 the per-device micro batch otherwise). Speedup is throughput (samples/s over the training time) relative to the
 mean throughput of the series' runs at its smallest world size; parallel efficiency is speedup divided by the
 growth in world size. Every run with at least one step is a row; its `status` says whether its totals (time,
-cost, energy) are final.
+cost, energy) are final. A run resumed on another world size (its files ran on several grids) is left out: its
+throughput mixes grids (`mixed_grid_runs` names them).
 """
 
 from __future__ import annotations
@@ -47,10 +48,24 @@ def series_labels(study: pd.DataFrame) -> pd.Series:
                       for _, row in keys.iterrows()], index=study.index, dtype=object)
 
 
+def mixed_grid(runs: pd.DataFrame) -> pd.Series:
+    """Whether each run's attempts ran on more than one world size (attempt_world_sizes "1,2")."""
+    if "attempt_world_sizes" not in runs:
+        return pd.Series(False, index=runs.index)
+    return runs["attempt_world_sizes"].map(lambda sizes: len(set(str(sizes).split(","))) > 1).astype(bool)
+
+
+def mixed_grid_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs that scaling_table leaves out because they ran on several world sizes."""
+    if runs.empty:
+        return runs
+    return runs[mixed_grid(runs)]
+
+
 def scaling_table(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty or "world_size" not in runs or "samples_per_s" not in runs:
         return pd.DataFrame(columns=list(COLUMNS))
-    measured = runs[np.isfinite(runs["samples_per_s"].astype(float)) & (runs["world_size"] > 0)]
+    measured = runs[np.isfinite(runs["samples_per_s"].astype(float)) & (runs["world_size"] > 0) & ~mixed_grid(runs)]
     parts = []
     for _, study in measured.groupby("study", sort=True, dropna=False):
         study = study.assign(series=series_labels(study))

@@ -1,5 +1,6 @@
-"""The runs table: one row per run file with every root attribute (but config_yaml), every config key as
-`cfg.<section>.<key>`, every summary figure and a few derived figures; written as CSV and Parquet."""
+"""The runs table: one row per run (its run file, joined with the files of its attempts on other grids) with
+every root attribute (but config_yaml) of its newest file, every config key as `cfg.<section>.<key>`, every
+summary figure, its attempts and a few derived figures; written as CSV and Parquet."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .runfile import Run, extra_figures
+from .runfile import Run, attempt_count, attempt_hours, extra_figures
 
 # Shown first, in this order; the rest follows in the file's order.
 LEADING_COLUMNS = ("run_id", "study", "status", "nodes", "gpus_per_node", "world_size", "tp", "dp",
@@ -38,21 +39,51 @@ def _ratio(numerator, denominator) -> float:
     return numerator / denominator if denominator > 0 else math.nan
 
 
-def derived_figures(attrs: dict, summary: dict, cfg: dict) -> dict:
+def derived_figures(attrs: dict, summary: dict, cfg: dict, hours: tuple | None = None) -> dict:
     """Throughput over the training time, node-/GPU-hours, GPU energy in kJ and the cost at the low-priority
-    price (cost.low_priority_price_per_node_hour_usd; 0 when not set, like the dedicated price)."""
+    price (cost.low_priority_price_per_node_hour_usd; 0 when not set, like the dedicated price). `hours`:
+    (node-hours, GPU-hours) when the run's files ran on other grids (runfile.attempt_hours); by default nodes and
+    world size x wall time."""
     wall_time_s = float(summary.get("wall_time_s", math.nan))
-    node_hours = float(attrs.get("nodes", math.nan)) * wall_time_s / 3600.0
+    if hours is None:
+        hours = (float(attrs.get("nodes", math.nan)) * wall_time_s / 3600.0,
+                 float(attrs.get("world_size", math.nan)) * wall_time_s / 3600.0)
+    node_hours, gpu_hours = hours
     low_priority_price = float(cfg.get("cfg.cost.low_priority_price_per_node_hour_usd", 0.0) or 0.0)
     return {
         "samples_per_s": _ratio(summary.get("samples_total"), summary.get("train_time_s")),
         "tokens_per_s": _ratio(summary.get("tokens_total"), summary.get("train_time_s")),
         "node_hours": node_hours,
-        "gpu_hours": float(attrs.get("world_size", math.nan)) * wall_time_s / 3600.0,
+        "gpu_hours": gpu_hours,
         "gpu_energy_kj": float(summary.get("gpu_energy_kwh", math.nan)) * 3600.0,
         "low_priority_price_per_node_hour_usd": low_priority_price,
         "cost_low_priority_usd": low_priority_price * node_hours,
     }
+
+
+def attempt_columns(run: Run) -> dict:
+    """The run's attempts and the files (one per grid) they wrote: `attempt` (0-based index of the newest
+    attempt, counted over every file), `attempts`, `attempt_files`, `attempt_world_sizes`, `attempt_nodes` and
+    `attempt_steps` (one per file, oldest first: "1,2", "1,1", "1-10,11-20" the steps of its rows that the run's
+    rows hold), `attempt_paths` (the files' names) and `unjoined_files` (set-aside files that could not be
+    joined)."""
+    attempts = run.attempts
+    count = attempt_count(run)
+    return {
+        "attempt": count - 1,
+        "attempts": count,
+        "attempt_files": len(attempts),
+        "attempt_world_sizes": ",".join(str(a.world_size) for a in attempts),
+        "attempt_nodes": ",".join(str(a.nodes) for a in attempts),
+        "attempt_steps": ",".join(_joined_steps(a) for a in attempts),
+        "attempt_paths": ",".join(a.path.name for a in attempts),
+        "unjoined_files": ",".join(u.path.name for u in run.unjoined),
+    }
+
+
+def _joined_steps(attempt) -> str:
+    """The first and last step of a file's rows that the run's rows hold ("-" for none)."""
+    return f"{attempt.first_step}-{attempt.last_joined_step}" if attempt.steps_joined else "-"
 
 
 def run_row(run: Run) -> dict:
@@ -60,8 +91,9 @@ def run_row(run: Run) -> dict:
     row["file_status"] = row.pop("status", "")
     cfg = flatten_config(run.config)
     row.update(run.summary)  # includes the final "status"
-    row.update(derived_figures(run.attrs, run.summary, cfg))
+    row.update(derived_figures(run.attrs, run.summary, cfg, attempt_hours(run) if len(run.attempts) > 1 else None))
     row.update(extra_figures(run))
+    row.update(attempt_columns(run))
     row.update({
         "steps_rows": len(run.steps),
         "eval_rows": len(run.evals),

@@ -72,12 +72,13 @@ def root_attributes(*, run_id="run", study="study", nodes=1, gpus_per_node=1, tp
                     grad_accumulation=1, base_lr=1e-3, effective_lr=None, lr_scaling_rule="none",
                     reference_global_batch=8, max_steps=10, price=0.0, low_priority_price=0.0, carbon=475.0, pue=1.0,
                     energy_source_gpu="nvml_energy_counter", energy_source_cpu="none",
-                    batch_mode="fixed_micro") -> dict:
+                    batch_mode="fixed_micro", attempt=0, resumed_from_step=-1) -> dict:
     """Every root attribute of the spec, in its order, with the status "running" of a file being written."""
     world = nodes * gpus_per_node
     return {
         "format": schema.FORMAT, "schema_version": schema.SCHEMA_VERSION, "run_id": run_id, "study": study,
-        "start_time_utc": "2025-01-01T00:00:00Z", "status": "running", "attempt": 0, "resumed_from_step": -1,
+        "start_time_utc": "2025-01-01T00:00:00Z", "status": "running", "attempt": attempt,
+        "resumed_from_step": resumed_from_step,
         "git_revision": "0123456789abcdef", "slurm_job_id": "4242", "slurm_array_task_id": "",
         "hosts": ",".join(f"node{i}" for i in range(nodes)), "nodes": nodes, "gpus_per_node": gpus_per_node,
         "world_size": world, "tp": tp, "dp": world // tp, "model_name": "tiny", "parameter_count": 1_234_567,
@@ -210,18 +211,21 @@ class RunWriter:
 
 def step_rows(first_step: int, count: int, *, world: int, global_batch: int, step_time_s: float,
               eval_steps=(), eval_time_s: float = 2.0, gpu_power_w: float = 300.0, cpu_power_w=None,
-              loss0: float = 4.0) -> dict:
-    """Rows first_step..first_step+count-1 of a run with a constant step time, batch and power. Wall time at
-    step i: i * step_time_s plus eval_time_s for each evaluation done before step i; cumulative energy at step i:
-    power * i * step_time_s (energy is counted during steps only), per GPU for gpu_power_w, per node for
-    cpu_power_w (every rank of a node reports its node's counter)."""
+              loss0: float = 4.0, since_step: int = 0) -> dict:
+    """Rows first_step..first_step+count-1 of a run with a constant step time, batch and power, written by an
+    attempt that started after step `since_step` (0: the run's first start; a run file started by a resume on
+    another grid counts its time and energy from its own start). Wall time at step i: (i - since_step) *
+    step_time_s plus eval_time_s for each evaluation done before step i (after since_step); cumulative energy at
+    step i: power * (i - since_step) * step_time_s (energy is counted during steps only), per GPU for gpu_power_w,
+    per node for cpu_power_w (every rank of a node reports its node's counter)."""
     steps = np.arange(first_step, first_step + count, dtype=np.int64)
-    evals_before = np.array([sum(1 for e in eval_steps if e < s) for s in steps], dtype=np.float64)
+    evals_before = np.array([sum(1 for e in eval_steps if since_step < e < s) for s in steps], dtype=np.float64)
     ones = np.ones(count)
     per_rank = np.ones((count, world))
-    trained_s = (steps * step_time_s)[:, None] * per_rank
+    trained_s = ((steps - since_step) * step_time_s)[:, None] * per_rank
     return {
-        "step": steps, "epoch": steps / 100.0, "wall_time_s": steps * step_time_s + evals_before * eval_time_s,
+        "step": steps, "epoch": steps / 100.0,
+        "wall_time_s": (steps - since_step) * step_time_s + evals_before * eval_time_s,
         "loss": loss0 / np.sqrt(steps), "lr": 1e-3 * ones, "grad_norm": 1.5 * ones, "loss_scale": ones,
         "skipped": np.zeros(count, dtype=np.int8), "samples": global_batch * np.ones(count, dtype=np.int64),
         "source_tokens": 32 * global_batch * np.ones(count, dtype=np.int64),
@@ -241,13 +245,15 @@ def step_rows(first_step: int, count: int, *, world: int, global_batch: int, ste
     }
 
 
-def eval_row(step: int, index: int, *, step_time_s: float, eval_time_s: float, rougeL: float, loss: float) -> dict:
-    """The evaluation after `step`, the index-th of the run (0-based): it ends at step * step_time_s + (index + 1)
-    * eval_time_s."""
+def eval_row(step: int, index: int, *, step_time_s: float, eval_time_s: float, rougeL: float, loss: float,
+             since_step: int = 0) -> dict:
+    """The evaluation after `step`, the index-th of the attempt that started after step `since_step` (0-based):
+    it ends at (step - since_step) * step_time_s + (index + 1) * eval_time_s."""
     nan = np.array([np.nan])
     return {
         "step": np.array([step], dtype=np.int64), "epoch": np.array([step / 100.0]),
-        "wall_time_s": np.array([step * step_time_s + (index + 1) * eval_time_s]), "loss": np.array([loss]),
+        "wall_time_s": np.array([(step - since_step) * step_time_s + (index + 1) * eval_time_s]),
+        "loss": np.array([loss]),
         "rouge1": np.array([rougeL + 0.1]), "rouge2": np.array([rougeL - 0.1]), "rougeL": np.array([rougeL]),
         "rougeLsum": np.array([rougeL + 0.05]), "exact_match": nan, "f1": nan, "accuracy": nan, "macro_f1": nan,
         "num_examples": np.array([64], dtype=np.int64), "eval_time_s": np.array([eval_time_s]),
@@ -256,23 +262,27 @@ def eval_row(step: int, index: int, *, step_time_s: float, eval_time_s: float, r
 
 def synthetic_run(path, *, n_steps: int, step_time_s: float, evals=(), eval_time_s: float = 2.0,
                   gpu_power_w: float = 300.0, cpu_power_w=None, status="completed", flush_every: int = 10,
-                  **attr_kwargs) -> RunWriter:
-    """A whole run: n_steps steps, evaluations `evals` = [(step, rougeL, eval loss), ...] after those steps,
-    flushed every flush_every steps; finished with `status` (None: left open, still "running")."""
-    attrs = root_attributes(max_steps=n_steps, **attr_kwargs)
+                  first_step: int = 1, max_steps=None, **attr_kwargs) -> RunWriter:
+    """A whole run: n_steps steps from first_step on, evaluations `evals` = [(step, rougeL, eval loss), ...] after
+    those steps, flushed every flush_every steps; finished with `status` (None: left open, still "running").
+    With first_step > 1 the file is the one a resume on another grid starts: its time and energy count from its
+    own start (pass attempt=1, resumed_from_step=first_step - 1). max_steps: default the last step."""
+    attrs = root_attributes(max_steps=first_step - 1 + n_steps if max_steps is None else max_steps, **attr_kwargs)
     writer = RunWriter(path, attrs)
+    since = first_step - 1
     eval_steps = [e[0] for e in evals]
     done = 0
     while done < n_steps:
         count = min(flush_every, n_steps - done)
-        writer.append_steps(step_rows(done + 1, count, world=attrs["world_size"], global_batch=attrs["global_batch"],
-                                      step_time_s=step_time_s, eval_steps=eval_steps, eval_time_s=eval_time_s,
-                                      gpu_power_w=gpu_power_w, cpu_power_w=cpu_power_w))
+        writer.append_steps(step_rows(first_step + done, count, world=attrs["world_size"],
+                                      global_batch=attrs["global_batch"], step_time_s=step_time_s,
+                                      eval_steps=eval_steps, eval_time_s=eval_time_s, gpu_power_w=gpu_power_w,
+                                      cpu_power_w=cpu_power_w, since_step=since))
         done += count
         for index, (step, rougeL, loss) in enumerate(evals):
-            if done - count < step <= done:
+            if since + done - count < step <= since + done:
                 writer.append_eval(eval_row(step, index, step_time_s=step_time_s, eval_time_s=eval_time_s,
-                                            rougeL=rougeL, loss=loss))
+                                            rougeL=rougeL, loss=loss, since_step=since))
         writer.flush()
     if status is not None:
         writer.finish(status)
