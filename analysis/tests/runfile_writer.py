@@ -97,6 +97,7 @@ def root_attributes(*, run_id="run", study="study", nodes=1, gpus_per_node=1, tp
                                    reference_global_batch=reference_global_batch, lr=base_lr, price=price,
                                    low_priority_price=low_priority_price, carbon=carbon, pue=pue,
                                    batch_mode=batch_mode),
+        "config_changes": "",
     }
 
 

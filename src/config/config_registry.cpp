@@ -420,6 +420,9 @@ const std::vector<Entry>& registry() {
     k.push_back(string_key(T5S_KEY(run, output_dir), "non-empty", non_empty,
                            "Folder of the run file, checkpoints and generations (created if missing)."));
     k.push_back(int_key(T5S_KEY(run, seed), at_least(0), "Seed of the initialisation, dropout and data order."));
+    k.push_back(int_key(T5S_KEY(run, planned_world_size), at_least(0),
+                        "The world size (processes) the run was planned for; 0 = any. t5scale-study sets it in the "
+                        "configs it renders, and the job refuses to run on another number of processes."));
     // model
     k.push_back(string_key(T5S_KEY(model, name), "tiny, " + join(named_model_names(), ", "), nullptr,
                            "Model shape: tiny (a small model for demos and tests, vocabulary from the data) or a "
@@ -482,9 +485,10 @@ const std::vector<Entry>& registry() {
     k.push_back(int_key(T5S_KEY(parallel, checkpoint_every_blocks), at_least(1),
                         "With activation_checkpointing: true, checkpoint every k-th block."));
     k.push_back(float_key(T5S_KEY(parallel, device_memory_gib), at_least(0),
-                          "The memory activation_checkpointing: auto plans for, in GiB per rank (a GPU shared with "
-                          "other work, a MIG slice); 0 = what the device has: its GPU's memory, or on CPUs the "
-                          "host's memory over the node's ranks."));
+                          "The memory one rank may use, in GiB (a GPU shared with other work, a MIG slice); 0 = "
+                          "what the device has: its GPU's memory, or on CPUs the host's memory over the node's "
+                          "ranks. activation_checkpointing: auto plans for it, and a run whose predicted memory "
+                          "does not fit it (with 5% to spare) is refused before anything is allocated."));
     k.push_back(float_key(T5S_KEY(parallel, bucket_mib), above(0),
                           "Size of the gradient buckets of the data-parallel reduction, in MiB."));
     k.push_back(float_key(T5S_KEY(parallel, collective_timeout_s), above(0),
@@ -626,6 +630,11 @@ const std::vector<Entry>& registry() {
     k.push_back(enum_key(T5S_KEY(checkpoint, resume),
                          "auto: resume from the latest valid checkpoint in the folder, if any; never: start fresh."));
     k.push_back(bool_key(T5S_KEY(checkpoint, at_end), "Checkpoint after the last step."));
+    k.push_back(bool_key(T5S_KEY(checkpoint, allow_config_change),
+                         "Resume although the config differs from the checkpoint's in a key that changes the data "
+                         "order or the meaning of the record (model, data, train, optimizer, lr_schedule, "
+                         "lr_scaling, precision, run.seed); false refuses such a resume. Every change is recorded in "
+                         "the run file (config_changes)."));
     // export
     k.push_back(string_key(
         "export.hf_dir", [](RunConfig& c) -> std::string& { return c.export_.hf_dir; },
@@ -810,6 +819,26 @@ std::vector<ConfigError> check_key_ranges(const RunConfig& config) {
   return errors;
 }
 
+std::vector<ConfigChange> config_changes(const RunConfig& before, const RunConfig& after) {
+  std::vector<ConfigChange> changes;
+  for (const ConfigKeyInfo& info : config_keys()) {
+    const std::string was = config_value_text(before, info.key), now = config_value_text(after, info.key);
+    if (was != now) changes.push_back({info.key, was, now, config_change_needs_permission(info.key)});
+  }
+  return changes;
+}
+
+bool config_change_needs_permission(const std::string& key) {
+  static const std::vector<std::string> free_sections = {"parallel.", "eval.",      "early_stopping.", "checkpoint.",
+                                                          "telemetry.", "cost.",     "export."};
+  static const std::vector<std::string> free_keys = {"run.name", "run.study", "run.output_dir",
+                                                      "run.planned_world_size", "train.log_every"};
+  for (const auto& section : free_sections) {
+    if (key.rfind(section, 0) == 0) return false;
+  }
+  return std::find(free_keys.begin(), free_keys.end(), key) == free_keys.end();
+}
+
 bool operator==(const RunConfig& a, const RunConfig& b) {
   for (const Entry& e : registry()) {
     if (!e.equal(a, b)) return false;
@@ -877,7 +906,12 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
       set_from_node(config, *entry, item.first, item.second, source, errors);
     }
   }
-  if (!errors.empty()) throw_load_errors(source, errors);
+  if (!errors.empty()) {
+    // The keys that loaded are range-checked too, so that one type error does not hide the file's other problems
+    // (a key that did not load keeps its default, which passes; checks across keys wait for --set overrides).
+    for (const ConfigError& e : check_key_ranges(config)) errors.push_back(msg(source, ": ", e.text()));
+    throw_load_errors(source, errors);
+  }
   return config;
 }
 

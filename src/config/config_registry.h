@@ -49,6 +49,19 @@ size_t edit_distance(const std::string& a, const std::string& b);
 // The first of `candidates` nearest to `word` by edit distance, if within max_distance edits; otherwise "".
 std::string nearest_word(const std::string& word, const std::vector<std::string>& candidates, size_t max_distance);
 
+// A key whose value differs between the config a checkpoint was written with and the config of a job resuming it.
+struct ConfigChange {
+  std::string key, before, after;  // the values as YAML text
+  bool needs_permission = false;   // config_change_needs_permission(key)
+};
+// Every differing key, in schema order.
+std::vector<ConfigChange> config_changes(const RunConfig& before, const RunConfig& after);
+// Whether changing `key` on resume changes the data order or what the run's record means (the model, the data and
+// its order, the batch, the optimizer, the LR plan, the precision, the seed, the step count), so that it needs
+// checkpoint.allow_config_change. Where the run writes, how often it evaluates, checkpoints or logs, the grid and
+// its memory settings, telemetry and cost inputs may change freely (they are recorded all the same).
+bool config_change_needs_permission(const std::string& key);
+
 // The per-key checks of the registry (range, allowed values, non-empty), one error per failing key.
 std::vector<ConfigError> check_key_ranges(const RunConfig& config);
 

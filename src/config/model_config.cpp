@@ -13,21 +13,26 @@ std::string feed_forward_name(FeedForwardKind kind) {
 
 std::vector<std::string> validate(const ModelConfig& c) {
   std::vector<std::string> errors;
-  auto require_positive = [&](const char* key, int64_t value) {
-    if (value <= 0) errors.push_back(msg(key, ": must be positive, got ", value));
+  // Each dimension between 1 and a bound far above every published T5 (the largest: mT5/umT5's 256,384-token
+  // vocabulary, T5-XXL's d_ff 65,536, d_kv 128 and 128 heads, 24 blocks a stack; UL2's 32): a config.json with a
+  // vocabulary of 10^12 is a damaged or hostile file, and refusing it here keeps every product of two dimensions
+  // (the parameter and byte counts of the memory model) far inside int64.
+  auto require_in_range = [&](const char* key, int64_t value, int64_t least, int64_t most) {
+    if (value < least || value > most) {
+      errors.push_back(value < least ? msg(key, ": must be at least ", least, ", got ", value)
+                                     : msg(key, ": ", value, " is beyond any T5 (at most ", most, ")"));
+    }
   };
-  require_positive("vocab_size", c.vocab_size);
-  require_positive("d_model", c.d_model);
-  require_positive("d_kv", c.d_kv);
-  require_positive("d_ff", c.d_ff);
-  require_positive("num_layers", c.num_layers);
-  require_positive("num_decoder_layers", c.num_decoder_layers);
-  require_positive("num_heads", c.num_heads);
-  require_positive("relative_attention_max_distance", c.relative_attention_max_distance);
+  require_in_range("vocab_size", c.vocab_size, 1, kMaxVocabSize);
+  require_in_range("d_model", c.d_model, 1, kMaxModelWidth);
+  require_in_range("d_kv", c.d_kv, 1, kMaxHeadWidth);
+  require_in_range("d_ff", c.d_ff, 1, kMaxFeedForwardWidth);
+  require_in_range("num_layers", c.num_layers, 1, kMaxLayers);
+  require_in_range("num_decoder_layers", c.num_decoder_layers, 1, kMaxLayers);
+  require_in_range("num_heads", c.num_heads, 1, kMaxHeads);
+  require_in_range("relative_attention_max_distance", c.relative_attention_max_distance, 1, kMaxRelativeDistance);
   // Bidirectional buckets split the range in two halves, each with an exact and a logarithmic part.
-  if (c.relative_attention_num_buckets < 4) {
-    errors.push_back(msg("relative_attention_num_buckets: must be at least 4, got ", c.relative_attention_num_buckets));
-  }
+  require_in_range("relative_attention_num_buckets", c.relative_attention_num_buckets, 4, kMaxRelativeBuckets);
   if (!(c.dropout_rate >= 0.0 && c.dropout_rate < 1.0)) {
     errors.push_back(msg("dropout_rate: must be in [0, 1), got ", c.dropout_rate));
   }

@@ -36,6 +36,16 @@ struct ModelConfig {
 // "relu" / "gated-gelu", as Hugging Face spells them in config.json's feed_forward_proj.
 std::string feed_forward_name(FeedForwardKind kind);
 
+// The largest dimension validate() accepts, each far above every published T5 (see validate()).
+constexpr int64_t kMaxVocabSize = int64_t{1} << 23;         // 8,388,608 tokens
+constexpr int64_t kMaxModelWidth = int64_t{1} << 16;        // d_model 65,536
+constexpr int64_t kMaxHeadWidth = int64_t{1} << 13;         // d_kv 8,192
+constexpr int64_t kMaxFeedForwardWidth = int64_t{1} << 20;  // d_ff 1,048,576
+constexpr int64_t kMaxHeads = int64_t{1} << 12;             // 4,096 heads
+constexpr int64_t kMaxLayers = int64_t{1} << 10;            // 1,024 blocks a stack
+constexpr int64_t kMaxRelativeBuckets = int64_t{1} << 16;
+constexpr int64_t kMaxRelativeDistance = int64_t{1} << 24;
+
 // Every problem with the config, each message naming its key; empty when the config is usable.
 std::vector<std::string> validate(const ModelConfig& config);
 // Throws t5scale::Error listing all problems, prefixed by `source` (a file name or "--model").

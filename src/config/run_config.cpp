@@ -84,7 +84,11 @@ std::vector<ConfigError> batch_errors(const RunConfig& c, int64_t world_size, Ba
     return errors;  // validate()'s range checks report these; nothing can be divided
   }
   if (world_size % c.parallel.tp != 0) {
-    errors.push_back({"parallel.tp", msg("world size ", world_size, " is not divisible by tp ", c.parallel.tp)});
+    // The world is the number of processes started (one rank each), which a user may not think of as a setting.
+    errors.push_back({"parallel.tp", msg("world size ", world_size, " (", world_size,
+                                         world_size == 1 ? " process was" : " processes were", " started) is not divisible by tp ",
+                                         c.parallel.tp, ": start a multiple of ", c.parallel.tp, " processes, e.g. mpirun -np ",
+                                         c.parallel.tp, " t5scale-train ... or srun --ntasks=", c.parallel.tp, " ...")});
     return errors;
   }
   plan.dp = world_size / c.parallel.tp;

@@ -24,6 +24,9 @@ struct RunSettings {
   std::string study;
   std::string output_dir = "results";
   int64_t seed = 1234;
+  // The world size (processes) the run was planned for; 0 = any. t5scale-study sets it in the configs it renders,
+  // and the job refuses another world, whose batch split, LR and cost would differ from the plan.
+  int64_t planned_world_size = 0;
 };
 
 struct ModelSettings {
@@ -143,6 +146,9 @@ struct CheckpointSettings {
   int64_t keep_last = 2;
   Resume resume = Resume::kAuto;
   bool at_end = true;
+  // Resuming with a config that differs from the checkpoint's in a key that changes the data order or the meaning
+  // of the record (config_change_needs_permission) is refused unless this is true; every change is recorded.
+  bool allow_config_change = false;
 };
 
 struct ExportSettings {

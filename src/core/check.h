@@ -1,17 +1,34 @@
-// Check macros for t5scale. A failed check throws t5scale::Error with the expression, the file and line,
-// and the message; the program's top level (apps/) turns an Error on any rank into a job-wide abort.
+// Check macros for t5scale. A failed check throws t5scale::Error with the message, and the expression, file and
+// line apart (Error::check(), printed on a debug line); the program's top level (apps/) turns an Error on any rank
+// into a job-wide abort.
 #pragma once
 
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace t5scale {
 
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  // `check`: the internal check that failed ("check 'tp > 0' failed at src/x.cpp:12"), kept apart from the message
+  // so that a user reads what went wrong and what to do, and the check text goes to a debug line.
+  explicit Error(const std::string& message, std::string check = "")
+      : std::runtime_error(message), check_(std::move(check)) {}
+  const std::string& check() const { return check_; }
+
+ private:
+  std::string check_;
+};
+
+// An allocation that failed (host or device memory), reported with what was being allocated; the training job adds
+// where it happened and the memory figures.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
 };
 
 namespace detail {
@@ -25,8 +42,9 @@ template <typename... Args>
 [[noreturn]] void fail_check(const char* expression, const char* file, int line, const Args&... args) {
   std::ostringstream out;
   append_all(out, args...);
-  out << " [check '" << expression << "' failed at " << file << ":" << line << "]";
-  throw Error(out.str());
+  std::ostringstream check;
+  check << "check '" << expression << "' failed at " << file << ":" << line;
+  throw Error(out.str(), check.str());
 }
 }  // namespace detail
 
@@ -36,6 +54,23 @@ std::string msg(const Args&... args) {
   std::ostringstream out;
   detail::append_all(out, args...);
   return out.str();
+}
+
+// What a user reads of an exception: its message without LibTorch's C++ stack trace, which c10 errors append after
+// "Exception raised from".
+inline std::string user_message(const std::exception& e) {
+  const std::string text = e.what();
+  const size_t trace = text.find("\nException raised from ");
+  return trace == std::string::npos ? text : text.substr(0, trace);
+}
+
+// The internal side of an exception, for a debug line: the failed check of an Error, or LibTorch's stack trace;
+// "" when there is none.
+inline std::string debug_text(const std::exception& e) {
+  if (const auto* error = dynamic_cast<const Error*>(&e)) return error->check();
+  const std::string text = e.what();
+  const size_t trace = text.find("\nException raised from ");
+  return trace == std::string::npos ? "" : text.substr(trace + 1);
 }
 
 // "a, b, c": the items in order with `separator` between them.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <utility>
@@ -95,13 +96,23 @@ class CommandLine {
   bool has_inline_ = false;
 };
 
-// run(argc, argv), with any exception printed as "<program>: error: <what>" and exit code `error_code`.
+// With T5SCALE_DEBUG set (to anything but 0), the internal side of an error (debug_text) on a line of its own.
+inline void print_debug_text(const char* program, const std::exception& e) {
+  const char* debug = std::getenv("T5SCALE_DEBUG");
+  const std::string text = debug_text(e);
+  if (debug == nullptr || std::string(debug) == "0" || text.empty()) return;
+  std::fprintf(stderr, "%s: debug: %s\n", program, text.c_str());
+}
+
+// run(argc, argv), with any exception printed as "<program>: error: <message>" (its check on a debug line with
+// T5SCALE_DEBUG) and exit code `error_code`.
 template <typename Run>
 int guarded_main(const char* program, int argc, char** argv, Run run, int error_code = 2) {
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    std::fprintf(stderr, "%s: error: %s\n", program, user_message(e).c_str());
+    print_debug_text(program, e);
     return error_code;
   }
 }

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/command_line.h"
 #include "dist/peer_liveness.h"
 
 namespace t5scale {
@@ -163,6 +164,12 @@ void abort_job(const std::string& program, const std::string& message, int exit_
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
+  if (usable && world_size == 1) {
+    // One process: nobody to take down. MPI_Abort would add the launcher's seven-line banner (or ORTE_ERROR_LOG
+    // without a launcher) to a message that already says what is wrong; ending MPI and exiting says only that.
+    MPI_Finalize();
+    std::_Exit(exit_code);
+  }
   if (mpi_usable()) MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);
 }
@@ -176,7 +183,8 @@ int run_mpi_program(int argc, char** argv, const std::string& program, const std
     mpi = std::make_unique<MpiRuntime>(&argc, &argv);
     code = body(argc, argv);  // the same on every rank: an agreed ending (e.g. preempted), not a failure
   } catch (const std::exception& e) {
-    abort_job(program, e.what());
+    print_debug_text(program.c_str(), e);
+    abort_job(program, user_message(e));
   }
   mpi.reset();
   return code;

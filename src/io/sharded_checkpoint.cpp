@@ -10,16 +10,13 @@
 
 #include "core/check.h"
 #include "core/utc_time.h"
+#include "io/checkpoint_manifest.h"
 
 namespace t5scale {
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kFormat = "t5scale-checkpoint";
-// 2: the manifest has the optimizer layout, so a checkpoint resumes on any grid. 1 resumes on its own grid only.
-constexpr int kFormatVersion = 2;
-constexpr int kOldestReadableVersion = 1;
 
 std::string step_folder_name(int64_t step) {
   char name[32];
@@ -52,24 +49,21 @@ void write_text_file_atomically(const std::string& path, const std::string& text
 
 nlohmann::json read_manifest(const fs::path& folder) {
   const fs::path path = folder / "manifest.json";
-  std::ifstream in(path);
+  std::error_code error;
+  T5S_CHECK(fs::exists(path, error), folder.string(), " has no manifest.json");
+  T5S_CHECK(fs::is_regular_file(path, error), path.string(), " is not a file");
+  std::ifstream in(path, std::ios::binary);
   T5S_CHECK(in.good(), "cannot read ", path.string());
-  nlohmann::json manifest;
-  try {
-    manifest = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw Error(msg(path.string(), " is not valid JSON: ", e.what()));
-  }
-  T5S_CHECK(manifest.value("format", "") == kFormat, path.string(), " is not a t5scale checkpoint manifest");
-  const int version = manifest.at("format_version").get<int>();
-  T5S_CHECK(version >= kOldestReadableVersion && version <= kFormatVersion, path.string(), ": format_version ",
-            version, " (this build reads ", kOldestReadableVersion, " to ", kFormatVersion, ")");
-  return manifest;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_checkpoint_manifest(text.str(), path.string(), parse_step_folder(folder.filename().string()));
 }
 
 // A rank's file against its manifest entry: present, of the recorded size and checksum.
 void check_shard_file(const fs::path& path, const nlohmann::json& entry) {
-  T5S_CHECK(fs::exists(path), "missing ", path.string());
+  std::error_code error;
+  T5S_CHECK(fs::exists(path, error), "missing ", path.string());
+  T5S_CHECK(fs::is_regular_file(path, error), path.string(), " is not a file");
   T5S_CHECK(static_cast<int64_t>(fs::file_size(path)) == entry.at("bytes").get<int64_t>(), path.string(), " has ",
             fs::file_size(path), " bytes, the manifest says ", entry.at("bytes").get<int64_t>());
   const std::string checksum = file_checksum(path.string());
@@ -92,7 +86,7 @@ nlohmann::json write_shard_file(const std::string& path, const NamedTensors& ten
 void complete_checkpoint_folder(const fs::path& temporary_folder, const fs::path& final_folder, int64_t step,
                                 const CheckpointIdentity& identity, const nlohmann::json& run_state,
                                 const nlohmann::json& optimizer_layout, const nlohmann::json& files) {
-  const nlohmann::json manifest = {{"format", kFormat},         {"format_version", kFormatVersion},
+  const nlohmann::json manifest = {{"format", kCheckpointFormat}, {"format_version", kCheckpointFormatVersion},
                                    {"step", step},              {"created_utc", utc_iso_time()},
                                    {"identity", to_json(identity)}, {"run_state", run_state},
                                    {"optimizer_layout", optimizer_layout}, {"files", files}};
@@ -109,10 +103,6 @@ void complete_checkpoint_folder(const fs::path& temporary_folder, const fs::path
 }
 
 }  // namespace
-
-std::string checkpoint_shard_name(int tp_rank, int dp_rank) {
-  return msg("rank_tp", tp_rank, "_dp", dp_rank, ".safetensors");
-}
 
 std::vector<std::string> CheckpointIdentity::differences_from(const CheckpointIdentity& saved) const {
   std::vector<std::string> differences;
@@ -264,16 +254,56 @@ std::string ShardedCheckpointStore::save(int64_t step, const NamedTensors& rank_
   return final_folder.string();
 }
 
+// Collective: `problem` as the lowest rank that has one wrote it ("" when no rank has one), so that every rank can
+// name the file another rank found damaged.
+std::string ShardedCheckpointStore::first_problem_of_any_rank(const std::string& problem) {
+  const int size = world_->size();
+  torch::Tensor owner = torch::tensor({problem.empty() ? int64_t{0} : int64_t{size - world_->rank()}}, torch::kInt64);
+  owner = owner.to(device_);
+  world_->all_reduce_max(owner);
+  const int64_t lowest = owner.cpu().item<int64_t>();
+  if (lowest == 0) return "";
+  const int root = static_cast<int>(size - lowest);
+  torch::Tensor length = torch::tensor({static_cast<int64_t>(problem.size())}, torch::kInt64).to(device_);
+  world_->broadcast(length, root);
+  torch::Tensor text = torch::zeros({length.cpu().item<int64_t>()}, torch::kInt64);
+  if (world_->rank() == root) {
+    for (size_t i = 0; i < problem.size(); ++i) text[static_cast<int64_t>(i)] = static_cast<unsigned char>(problem[i]);
+  }
+  if (text.numel() > 0) {
+    text = text.to(device_);
+    world_->broadcast(text, root);
+    text = text.cpu();
+  }
+  std::string shared(static_cast<size_t>(text.numel()), '\0');
+  for (int64_t i = 0; i < text.numel(); ++i) shared[static_cast<size_t>(i)] = static_cast<char>(text[i].item<int64_t>());
+  return shared;
+}
+
+std::vector<std::pair<int64_t, std::string>> ShardedCheckpointStore::step_folders() const {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code error;
+  if (!fs::is_directory(dir_, error)) return found;
+  for (const auto& entry : fs::directory_iterator(dir_, error)) {
+    const int64_t step = parse_step_folder(entry.path().filename().string());
+    if (step >= 0) found.emplace_back(step, entry.path().string());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return found;
+}
+
 std::optional<LoadedCheckpoint> ShardedCheckpointStore::load_latest(const CheckpointIdentity& expected,
                                                                     std::vector<std::string>* notes) {
-  // Rank 0's view of the folder decides the candidates, so every rank tries the same steps in the same order.
+  // Rank 0's view of the folder decides the candidates, so every rank tries the same steps in the same order. A
+  // step folder without its manifest is a candidate too: it is damaged (a save renames the folder only after the
+  // manifest is in it), and it is reported, not passed over in silence.
   std::vector<int64_t> steps;
   if (world_->rank() == 0) {
-    for (const auto& [step, folder] : complete_checkpoints()) steps.push_back(step);
+    for (const auto& [step, folder] : step_folders()) steps.push_back(step);
   }
   torch::Tensor count = torch::tensor({static_cast<int64_t>(steps.size())}, torch::kInt64).to(device_);
   world_->broadcast(count, 0);
-  torch::Tensor candidates = torch::zeros({count.item<int64_t>()}, torch::kInt64);
+  torch::Tensor candidates = torch::zeros({count.cpu().item<int64_t>()}, torch::kInt64);
   if (world_->rank() == 0 && !steps.empty()) candidates.copy_(torch::tensor(steps, torch::kInt64));
   if (candidates.numel() > 0) {
     candidates = candidates.to(device_);
@@ -298,13 +328,9 @@ std::optional<LoadedCheckpoint> ShardedCheckpointStore::load_latest(const Checkp
     } catch (const std::exception& e) {
       problem = e.what();
     }
-    torch::Tensor bad = torch::tensor({problem.empty() ? int64_t{0} : int64_t{1}}, torch::kInt64).to(device_);
-    world_->all_reduce_max(bad);
-    if (bad.item<int64_t>() != 0) {
-      if (notes) {
-        notes->push_back(msg("checkpoint ", folder.string(), " skipped: ",
-                             problem.empty() ? "another rank found a file missing or damaged" : problem));
-      }
+    problem = first_problem_of_any_rank(problem);
+    if (!problem.empty()) {
+      if (notes) notes->push_back(msg("checkpoint ", folder.string(), " skipped: ", problem));
       continue;
     }
     const CheckpointIdentity saved = checkpoint_identity_from_json(manifest.at("identity"));

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "io/checkpoint_manifest.h"
 #include "io/safetensors.h"
 
 namespace t5scale {
@@ -62,8 +63,9 @@ class ShardedCheckpointStore {
                    const nlohmann::json& run_state, const nlohmann::json& optimizer_layout);
 
   // Collective. The newest complete checkpoint whose files all pass their checksums; std::nullopt when there is
-  // none. Skipped (incomplete or corrupt) checkpoints are described in `notes`. Throws when the newest readable
-  // checkpoint was made for another model.
+  // none. Every step folder passed over (no manifest, a damaged manifest, a file missing, truncated or corrupt) is
+  // described in `notes`, naming the file and what is wrong with it: a caller that gets std::nullopt with notes
+  // found checkpoints and could use none. Throws when the newest readable checkpoint was made for another model.
   std::optional<LoadedCheckpoint> load_latest(const CheckpointIdentity& expected, std::vector<std::string>* notes);
 
   // Another rank's file of a loaded checkpoint (load_latest verified every rank's file against the manifest).
@@ -71,12 +73,15 @@ class ShardedCheckpointStore {
 
   // Complete checkpoint folders, newest first (manifest present), as seen by this rank.
   std::vector<std::pair<int64_t, std::string>> complete_checkpoints() const;
+  // Every step_N folder, newest first, with or without a manifest, as seen by this rank.
+  std::vector<std::pair<int64_t, std::string>> step_folders() const;
 
   const std::string& dir() const { return dir_; }
 
  private:
   std::string shard_file_name() const;
   void barrier();
+  std::string first_problem_of_any_rank(const std::string& problem);
 
   std::string dir_;
   int keep_last_;
@@ -110,9 +115,6 @@ struct OpenedCheckpoint {
   nlohmann::json manifest;
 };
 OpenedCheckpoint open_checkpoint(const std::string& path);
-
-// The file name of rank (tp_rank, dp_rank)'s tensors in a checkpoint folder: rank_tp<t>_dp<d>.safetensors.
-std::string checkpoint_shard_name(int tp_rank, int dp_rank);
 
 // A fast 64-bit checksum of a file's bytes (detects truncation and corruption, not tampering), as hex.
 std::string file_checksum(const std::string& path);

@@ -1,6 +1,7 @@
 #include "model/parallel_layers.h"
 
 #include "core/check.h"
+#include "model/parameter_allocation.h"
 #include "model/tensor_parallel_mappings.h"
 
 namespace t5scale {
@@ -33,7 +34,8 @@ void ColumnParallelLinearImpl::reset() {
   T5S_CHECK(options.out_features() % tp->size() == 0, "ColumnParallelLinear: out_features ", options.out_features(),
             " is not divisible by tp ", tp->size());
   weight = register_parameter(
-      "weight", torch::empty({options.out_features() / tp->size(), options.in_features()}, options.param_options()));
+      "weight", allocate_parameter("a column-parallel weight", {options.out_features() / tp->size(), options.in_features()},
+                                   options.param_options()));
 }
 
 torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& input) {
@@ -63,7 +65,8 @@ void RowParallelLinearImpl::reset() {
   T5S_CHECK(options.in_features() % tp->size() == 0, "RowParallelLinear: in_features ", options.in_features(),
             " is not divisible by tp ", tp->size());
   weight = register_parameter(
-      "weight", torch::empty({options.out_features(), options.in_features() / tp->size()}, options.param_options()));
+      "weight", allocate_parameter("a row-parallel weight", {options.out_features(), options.in_features() / tp->size()},
+                                   options.param_options()));
 }
 
 torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& input) {
@@ -91,8 +94,9 @@ void VocabParallelEmbeddingImpl::reset() {
   T5S_CHECK(options.vocab_size() % tp->size() == 0, "VocabParallelEmbedding: vocab_size ", options.vocab_size(),
             " is not divisible by tp ", tp->size());
   vocab_start_ = tp->rank() * vocab_per_rank();
-  weight = register_parameter("weight",
-                              torch::empty({vocab_per_rank(), options.embedding_dim()}, options.param_options()));
+  weight = register_parameter("weight", allocate_parameter("the vocabulary-parallel embedding",
+                                                          {vocab_per_rank(), options.embedding_dim()},
+                                                          options.param_options()));
 }
 
 torch::Tensor VocabParallelEmbeddingImpl::forward(const torch::Tensor& token_ids) {

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/check.h"
+#include "model/parameter_allocation.h"
 #include "model/tensor_parallel_mappings.h"
 
 namespace t5scale {
@@ -24,7 +25,7 @@ RMSNormImpl::RMSNormImpl(int64_t dim_, double eps_, torch::TensorOptions param_o
   reset();
 }
 
-void RMSNormImpl::reset() { weight = register_parameter("weight", torch::empty({dim}, param_options)); }
+void RMSNormImpl::reset() { weight = register_parameter("weight", allocate_parameter("an RMSNorm weight", {dim}, param_options)); }
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& hidden) {
   const torch::Tensor variance = hidden.to(torch::kFloat32).pow(2).mean(-1, /*keepdim=*/true);
@@ -74,7 +75,8 @@ RelativePositionBiasImpl::RelativePositionBiasImpl(const ModelConfig& config, bo
 
 void RelativePositionBiasImpl::reset() {
   T5S_CHECK_DIVISIBLE(num_heads, tp->size());
-  weight = register_parameter("weight", torch::empty({num_buckets, num_heads / tp->size()}, param_options));
+  weight = register_parameter("weight", allocate_parameter("the relative position bias",
+                                                          {num_buckets, num_heads / tp->size()}, param_options));
 }
 
 torch::Tensor RelativePositionBiasImpl::forward(int64_t query_length, int64_t key_length, int64_t query_offset) {

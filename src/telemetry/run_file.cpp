@@ -16,6 +16,7 @@
 
 #include "core/check.h"
 #include "core/hdf5_check.h"
+#include "core/set_aside.h"
 #include "core/utc_time.h"
 #include "telemetry/cost.h"
 
@@ -590,18 +591,6 @@ double max_of(const TableRows& rows, const Table& table, const std::string& name
   return result;
 }
 
-// Where a run file that cannot be continued is kept: <path>.<why>.<UTC stamp>, a name the analysis does not read.
-std::string set_aside_name(const std::string& path, const std::string& why) {
-  std::string stamp = utc_iso_time();
-  stamp.erase(std::remove_if(stamp.begin(), stamp.end(), [](char c) { return c == '-' || c == ':'; }),
-              stamp.end());
-  std::string candidate = path + "." + why + "." + stamp;
-  for (int i = 1; std::filesystem::exists(candidate); ++i) {
-    candidate = path + "." + why + "." + stamp + "." + std::to_string(i);
-  }
-  return candidate;
-}
-
 const std::vector<std::string>& valid_statuses() {
   static const std::vector<std::string> statuses = {"completed", "preempted", "diverged", "failed"};
   return statuses;
@@ -616,12 +605,13 @@ void check_run_file_arguments(const RunAttributes& attributes, const RunFileOpti
 }
 
 // Renames a run file that cannot be continued out of the way; returns the message that says where it is kept.
-std::string set_aside(const std::string& path, const std::string& reason, const std::string& why) {
-  const std::string aside = set_aside_name(path, why);
-  std::error_code error;
-  std::filesystem::rename(path, aside, error);
-  T5S_CHECK(!error, "run file '", path, "' cannot be read (", reason, ") and cannot be renamed to '", aside,
-            "': ", error.message());
+std::string set_aside_run_file(const std::string& path, const std::string& reason, const std::string& why) {
+  std::string aside;
+  try {
+    aside = t5scale::set_aside(path, why);
+  } catch (const Error& e) {
+    throw Error(msg("run file '", path, "' cannot be read (", reason, "): ", e.what()));
+  }
   return msg("run file '", path, "' cannot be read (", reason, "); it is kept as '", aside, "'");
 }
 
@@ -697,6 +687,7 @@ const std::vector<std::pair<std::string, AttributeKind>>& run_file_caller_attrib
       {"energy_source_gpu", K::kString},
       {"energy_source_cpu", K::kString},
       {"config_yaml", K::kString},
+      {"config_changes", K::kString},  // on resume, "step N: key: before -> after", one a line; "" when none
   };
   return attributes;
 }
@@ -831,7 +822,7 @@ struct RunFile::Impl {
     const hid_t old_id = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
     if (old_id < 0) {
       const std::string reason = detail::hdf5_error_stack_text();
-      return set_aside(path, reason, "unreadable");
+      return set_aside_run_file(path, reason, "unreadable");
     }
     H5Handle old(old_id);
     check_is_current_run_file(old.get(), path);
@@ -839,7 +830,7 @@ struct RunFile::Impl {
     if (old_world != static_cast<int64_t>(world)) {
       // A checkpoint resumed on another grid: the per-rank columns have another width. The file is kept whole.
       old.reset();
-      return set_aside(path, msg("its rows have a column per rank of world size ", old_world, ", this run has ", world),
+      return set_aside_run_file(path, msg("its rows have a column per rank of world size ", old_world, ", this run has ", world),
                        msg("world", old_world));
     }
     try {
@@ -849,7 +840,7 @@ struct RunFile::Impl {
       previous.start_time_utc = read_attribute(old.get(), "start_time_utc", path);
     } catch (const Error& e) {
       old.reset();
-      return set_aside(path, e.what(), "unreadable");
+      return set_aside_run_file(path, e.what(), "unreadable");
     }
     return std::nullopt;
   }

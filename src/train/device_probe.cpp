@@ -1,5 +1,7 @@
 #include "train/device_probe.h"
 
+#include <cstdio>
+
 #include <unistd.h>
 
 #ifdef T5SCALE_WITH_NCCL
@@ -44,6 +46,26 @@ void reset_cuda_peak_stats(c10::Device device) {
 #ifdef T5SCALE_WITH_NCCL
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
 #endif
+}
+
+bool is_out_of_memory(const c10::Error& error) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr) return true;
+  const std::string text = error.what_without_backtrace();
+  return text.find("not enough memory") != std::string::npos || text.find("out of memory") != std::string::npos;
+}
+
+std::string memory_figures(c10::Device device) {
+  auto gib = [](int64_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+    return std::string(text);
+  };
+  std::string figures = device.str() + " holds " + gib(device_memory_bytes(device));
+  if (const auto stats = cuda_allocator_stats(device)) {
+    figures += "; allocated " + gib(stats->allocated_bytes) + ", reserved " + gib(stats->reserved_bytes) +
+               ", peak allocated " + gib(stats->peak_allocated_bytes);
+  }
+  return figures;
 }
 
 }  // namespace t5scale

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <c10/core/Device.h>
+#include <c10/util/Exception.h>
 
 #include <cstdint>
 #include <optional>
@@ -22,5 +23,12 @@ struct CudaAllocatorStats {
 };
 std::optional<CudaAllocatorStats> cuda_allocator_stats(c10::Device device);
 void reset_cuda_peak_stats(c10::Device device);  // nothing off CUDA
+
+// Whether a LibTorch error is an allocation that failed: CUDA's OutOfMemoryError, or the CPU allocator's "not
+// enough memory".
+bool is_out_of_memory(const c10::Error& error);
+// The memory figures of `device` for a report of an allocation that failed: the caching allocator's allocated,
+// reserved and peak bytes and the device's total on CUDA; the device's (host's) total on the CPU.
+std::string memory_figures(c10::Device device);
 
 }  // namespace t5scale

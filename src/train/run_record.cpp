@@ -133,10 +133,12 @@ RunAttributes RunRecord::attributes() const {
       {"energy_source_gpu", meter_->gpu_energy_source()},
       {"energy_source_cpu", meter_->cpu_energy_source()},
       {"config_yaml", to_yaml(c)},
+      {"config_changes", config_changes_},
   };
 }
 
-void RunRecord::start(int64_t resumed_from_step) {
+void RunRecord::start(int64_t resumed_from_step, const std::vector<std::string>& config_changes) {
+  config_changes_ = join(config_changes, "\n");
   const int world = in_.world_size;
   gpu_energy_offset_j_.assign(static_cast<size_t>(world), 0.0);
   cpu_energy_offset_j_.assign(static_cast<size_t>(world), 0.0);

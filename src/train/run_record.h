@@ -68,7 +68,9 @@ class RunRecord {
   ~RunRecord();
 
   // Collective. Creates the run file, or, after a resume, keeps its rows up to resumed_from_step (-1: fresh).
-  void start(int64_t resumed_from_step);
+  // `config_changes`: every change of the config on a resume so far ("step N: key: before -> after"), recorded as
+  // the root attribute config_changes (one a line).
+  void start(int64_t resumed_from_step, const std::vector<std::string>& config_changes = {});
   const std::string& path() const { return path_; }
 
   // Measures this rank's step into the buffer. With gather_now (every rank alike), gathers the buffered rows
@@ -115,6 +117,7 @@ class RunRecord {
   std::chrono::steady_clock::time_point attempt_start_ = std::chrono::steady_clock::now();
   std::unique_ptr<StepMeter> meter_;  // this rank's memory and energy readings
   std::string device_names_, hosts_, driver_version_, cuda_version_;
+  std::string config_changes_;  // the run file's config_changes attribute
   int64_t nodes_ = 1;
   double peak_flops_per_device_ = 0.0;
   std::optional<RunFile> file_;  // rank 0

@@ -13,7 +13,9 @@
 #include <memory>
 #include <optional>
 
+#include "config/config_registry.h"
 #include "core/check.h"
+#include "core/set_aside.h"
 #include "data/batch_sampler.h"
 #include "data/example_source.h"
 #include "data/synthetic_examples.h"
@@ -32,6 +34,7 @@
 #include "train/optimizer_resharding.h"
 #include "train/parallel_trainer.h"
 #include "train/preemption.h"
+#include "train/run_lock.h"
 #include "train/run_record.h"
 
 namespace t5scale {
@@ -97,21 +100,36 @@ class TrainingJob {
   TrainingJob(const RunConfig& config, std::string source) : config_(config), source_(std::move(source)) {}
   ~TrainingJob() { set_failure_recorder(nullptr); }
   int run();
+  // An allocation that failed, with the phase and step it failed in, the prediction and the device's figures.
+  std::string out_of_memory_report(const std::string& allocator_message) const {
+    const std::string predicted =
+        resolved_.memory_inputs ? resolved_.checkpointing.memory.describe() : std::string("not made");
+    return msg("out of memory ", phase_, " (step ", step_, "): ", allocator_message, "\n  predicted per rank: ",
+               predicted, "\n  ", memory_figures(device_),
+               "\n  the memory model did not foresee this; to make it fit, see parallel.activation_checkpointing, "
+               "parallel.zero1 / zero2, parallel.tp and train.micro_batch (jobs/CONFIG_REFERENCE.md)");
+  }
+
   // This rank is going down with `error`: the run record keeps what it can (RunRecord::record_failure).
   void record_failure(const std::string& error) {
     if (record_) record_->record_failure(error, step_);
+    if (lock_) lock_->release();
   }
 
  private:
   void refuse_what_cannot_work(int world_size);
   void set_up_grid();
+  void take_run_lock();
   void set_up_data();
   void resolve();
   void set_up_sampler();
   void set_up_model_and_trainer();
   void set_up_records();
   int64_t device_share_bytes() const;
+  std::string memory_refusal(int64_t share_bytes) const;
   void resume_or_start();
+  void keep_previous_run_aside();
+  void accept_config_changes(const LoadedCheckpoint& loaded);
   void restore_rng(const LoadedCheckpoint& loaded);
   bool train_step();  // false: stop (diverged)
   void evaluate_now(bool final_evaluation);
@@ -162,8 +180,12 @@ class TrainingJob {
   Clock::time_point last_checkpoint_ = Clock::now();
   int64_t last_checkpoint_step_ = -1;
 
+  std::vector<std::string> config_changes_;  // "step N: key: before -> after", every attempt's, oldest first
+  std::string phase_ = "at start-up";  // what the job is doing, for a report of an allocation that fails
+
   // Records: the checkpoint store on every rank, the run record (HDF5 run file, meters) on every rank, writing on
   // rank 0.
+  std::unique_ptr<RunLock> lock_;  // rank 0: this job owns the run's place (run file, checkpoints)
   std::unique_ptr<ShardedCheckpointStore> checkpoints_;
   std::unique_ptr<RunRecord> record_;
   std::unique_ptr<std::ofstream> generations_;
@@ -175,12 +197,15 @@ int TrainingJob::run() {
   world_size_ = world_size;
   refuse_what_cannot_work(world_size);
   set_up_grid();
+  take_run_lock();
   set_up_data();
   resolve();
   set_up_sampler();
+  phase_ = "building the model and the optimizer";
   set_up_model_and_trainer();
   set_up_records();
   install_preemption_handlers();
+  phase_ = "resuming";
   resume_or_start();
   // A collective that times out ends the job from inside the communicator (abort_job), without unwinding.
   set_failure_recorder([this](const std::string& error) { record_failure(error); });
@@ -211,6 +236,7 @@ int TrainingJob::run() {
     }
     if (flags[1].item<int64_t>() != 0 && last_checkpoint_step_ != step_) save_checkpoint();
 
+    phase_ = msg("in training step ", step_ + 1);
     if (!train_step()) {
       log(msg("[t5scale] the loss is not finite at step ", step_ + 1, ": stopping (diverged); the last good "
               "checkpoint is kept"));
@@ -245,6 +271,15 @@ int TrainingJob::run() {
 
 void TrainingJob::refuse_what_cannot_work(int world_size) {
   std::vector<ConfigError> errors = validate_for_world(config_, world_size);
+  const int64_t planned = config_.run.planned_world_size;
+  if (planned > 0 && planned != world_size) {
+    // A study's config carries its grid: on another world its batch split (fixed_micro), LR and cost would not be
+    // the ones planned, and the study's status would still call the run its own.
+    errors.push_back({"run.planned_world_size",
+                      msg("this config was planned (t5scale-study) for ", planned, " processes and was started with ",
+                          world_size, "; start it as planned (its sbatch script), or set run.planned_world_size=0 "
+                          "to run it on this world, whose batch split, LR and cost then differ from the plan")});
+  }
   for (auto& e : check_files(config_)) errors.push_back(e);
   throw_if_errors(errors, source_);
 }
@@ -259,6 +294,18 @@ void TrainingJob::set_up_grid() {
   grid_ = ProcessGrid::create(options);  // NCCL: this rank's GPU is chosen and made current here, before any tensor
   device_ = grid_.device();              // the model, the batches and the job's own collectives live there
   torch::manual_seed(static_cast<uint64_t>(config_.run.seed));  // the replicated dropout stream: alike everywhere
+}
+
+// Rank 0 takes <output_dir>/<run>.lock before anything of the run is read or written: a second job with the same
+// run name and output folder ends here, its error naming the owner (rank 0's error ends the whole job).
+void TrainingJob::take_run_lock() {
+  if (!rank0()) return;
+  const fs::path folder = config_.run.output_dir.empty() ? fs::path(".") : fs::path(config_.run.output_dir);
+  std::error_code error;
+  fs::create_directories(folder, error);
+  T5S_CHECK(!error, "run.output_dir: cannot create '", folder.string(), "': ", error.message());
+  lock_ = std::make_unique<RunLock>((folder / (config_.run.name + ".lock")).string(), config_.run.name);
+  if (!lock_->takeover_note().empty()) log("[t5scale] " + lock_->takeover_note());
 }
 
 void TrainingJob::set_up_data() {
@@ -318,6 +365,7 @@ void TrainingJob::resolve() {
   T5S_CHECK(resolved_.batch && resolved_.model && resolved_.memory_inputs && (resolved_.lr || config_.eval.only),
             "the run resolved without ", !resolved_.batch ? "a batch split" : !resolved_.model ? "a model shape"
                                          : !resolved_.memory_inputs ? "a memory model" : "an LR plan");
+  if (!resolved_.checkpointing.fits) throw Error(msg(source_, ": this run cannot start:\n  ", memory_refusal(world.device_share_bytes)));
   batch_ = *resolved_.batch;
   model_config_ = *resolved_.model;
   checkpoint_every_blocks_ = resolved_.checkpointing.checkpoint_every_blocks;
@@ -384,11 +432,43 @@ void TrainingJob::set_up_records() {
   record_ = std::make_unique<RunRecord>(in, grid_);
 }
 
-// The memory this rank may use, for activation checkpointing auto: parallel.device_memory_gib when given, else its
-// GPU, or on the CPU the host's memory over the node's ranks (collective then: the node's ranks are counted). 0
-// when checkpointing is not chosen by memory.
+// Why the run is refused when the memory model's prediction for a rank does not fit its share of the device: the
+// prediction by what holds it, the share, and each setting that would lower the prediction, with its figure.
+std::string TrainingJob::memory_refusal(int64_t share_bytes) const {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const MemoryPrediction& predicted = resolved_.checkpointing.memory;
+  auto gib = [&](int64_t bytes) { return msg(std::round(static_cast<double>(bytes) / kGiB * 100.0) / 100.0, " GiB"); };
+  std::vector<std::string> remedies;
+  const ParallelSettings& p = config_.parallel;
+  if (resolved_.checkpointing.checkpoint_every_blocks != 1) {
+    MemoryInputs tried = *resolved_.memory_inputs;
+    tried.checkpoint_every_blocks = 1;
+    remedies.push_back(msg("parallel.activation_checkpointing=true (every block: ",
+                           gib(predict_memory(*resolved_.model, tried).total_bytes()), ")"));
+  }
+  if (!p.zero1 && resolved_.batch && resolved_.batch->dp > 1) {
+    MemoryInputs tried = *resolved_.memory_inputs;
+    tried.zero1 = true;
+    remedies.push_back(msg("parallel.zero1=true (", gib(predict_memory(*resolved_.model, tried).total_bytes()), ")"));
+  } else if (p.zero1 && !p.zero2 && resolved_.batch && resolved_.batch->dp > 1) {
+    MemoryInputs tried = *resolved_.memory_inputs;
+    tried.zero2 = true;
+    remedies.push_back(msg("parallel.zero2=true (", gib(predict_memory(*resolved_.model, tried).total_bytes()), ")"));
+  }
+  remedies.push_back(msg("a larger parallel.tp (more processes: tp ", p.tp, " now)"));
+  if (resolved_.batch && resolved_.batch->micro_batch > 1) {
+    remedies.push_back(msg("a smaller micro-batch (", resolved_.batch->micro_batch, " now) with more train.grad_accumulation"));
+  }
+  return msg("parallel: predicted memory per rank ", predicted.describe(), " does not fit the ", gib(share_bytes), " of ",
+             config_.parallel.device_memory_gib > 0 ? "parallel.device_memory_gib" : device_.str() + (device_.is_cuda() ? "" : " memory over this node's ranks"),
+             " with 5% to spare; nothing was allocated. To make it fit, try: ", join(remedies, "; "),
+             ". (If the device has more memory than this, say so with parallel.device_memory_gib.)");
+}
+
+// The memory this rank may use: parallel.device_memory_gib when given, else its GPU, or on the CPU the host's memory
+// over the node's ranks (collective: the node's ranks are counted). Activation checkpointing auto chooses by it, and
+// a run whose predicted memory does not fit it is refused before any tensor is allocated.
 int64_t TrainingJob::device_share_bytes() const {
-  if (requested_checkpoint_every_blocks(config_.parallel) != kChooseCheckpointing) return 0;
   int64_t share_bytes = 0;
   if (config_.parallel.device_memory_gib > 0) {
     share_bytes = static_cast<int64_t>(config_.parallel.device_memory_gib * 1024.0 * 1024.0 * 1024.0);
@@ -396,9 +476,10 @@ int64_t TrainingJob::device_share_bytes() const {
     share_bytes = device_memory_bytes(device_);
     if (!device_.is_cuda()) share_bytes /= NodeGroup().local_size();
   }
-  T5S_CHECK(share_bytes > 0, "parallel.activation_checkpointing: auto needs the memory of ", device_.str(),
-            ", which this build cannot read; set true or false");
-  return share_bytes;
+  T5S_CHECK(share_bytes > 0 || requested_checkpoint_every_blocks(config_.parallel) != kChooseCheckpointing,
+            "parallel.activation_checkpointing: auto needs the memory of ", device_.str(),
+            ", which this build cannot read; set true or false, or state it with parallel.device_memory_gib");
+  return std::max<int64_t>(share_bytes, 0);
 }
 
 // What a checkpoint must match to be resumed by this job: the grid and the model.
@@ -426,15 +507,25 @@ void TrainingJob::resume_or_start() {
   const auto start = Clock::now();
   std::optional<LoadedCheckpoint> loaded;
   if (config_.checkpoint.resume == CheckpointSettings::Resume::kAuto) {
-    std::vector<std::string> notes;
-    loaded = checkpoints_->load_latest(identity, &notes);
-    for (const auto& note : notes) log("[t5scale] " + note);
+    std::vector<std::string> skipped;
+    loaded = checkpoints_->load_latest(identity, &skipped);
+    if (!loaded && !skipped.empty()) {
+      // Checkpoints were found and none can be used: starting from step 0 would silently throw the run away.
+      throw Error(msg("checkpoint.resume: auto found ", skipped.size(), " checkpoint(s) in ", checkpoints_->dir(),
+                      " and can use none:\n  ", join(skipped, "\n  "),
+                      "\nNothing was changed. To start this run over, set checkpoint.resume=never (the old run file "
+                      "and checkpoint folder are then kept aside, renamed *.previous.<time>), or repair or remove "
+                      "the damaged checkpoints."));
+    }
+    for (const auto& note : skipped) log("[t5scale] " + note);
   }
   if (!loaded) {
+    keep_previous_run_aside();
     record_->start(/*resumed_from_step=*/-1);
     log(msg("[t5scale] run file ", record_->path(), "; checkpoints in ", checkpoints_->dir()));
     return;
   }
+  accept_config_changes(*loaded);
   // Optimizer state (fp32 master weights and moments: the parameters are written back from them), RNG streams,
   // the sampler's position and the loss scale: exactly the state the uninterrupted run had after this step. On
   // another grid the optimizer state is cut again; the sampler's position and the global batches do not depend on
@@ -449,9 +540,54 @@ void TrainingJob::resume_or_start() {
   train_time_s_ = s.at("train_time_s").get<double>();
   if (early_stopping_ && s.contains("early_stopping")) early_stopping_->from_json(s.at("early_stopping"));
   last_checkpoint_step_ = step_;
-  record_->start(/*resumed_from_step=*/step_);
+  record_->start(/*resumed_from_step=*/step_, config_changes_);
   log(msg("[t5scale] resumed from ", loaded->folder, " at step ", step_, " (epoch ",
           sampler_->position().epoch, ", step ", sampler_->position().step_in_epoch, " of it)"));
+}
+
+// The config this job resumes with against the checkpoint's: a change to what the data order or the record means
+// is refused unless checkpoint.allow_config_change; every change is logged and recorded (the run file's
+// config_changes, carried from checkpoint to checkpoint) with the step from which it holds.
+void TrainingJob::accept_config_changes(const LoadedCheckpoint& loaded) {
+  const nlohmann::json& state = loaded.state;
+  if (state.contains("config_changes")) config_changes_ = state.at("config_changes").get<std::vector<std::string>>();
+  if (!state.contains("config_yaml")) return;  // written before configs were kept: nothing to compare
+  const RunConfig saved = parse_run_config(state.at("config_yaml").get<std::string>(), loaded.folder + "/manifest.json");
+  std::vector<std::string> refused;
+  for (const ConfigChange& change : config_changes(saved, config_)) {
+    const std::string line = msg("step ", loaded.step, ": ", change.key, ": ", change.before, " -> ", change.after);
+    if (change.needs_permission && !config_.checkpoint.allow_config_change) {
+      refused.push_back(msg(change.key, ": ", change.before, " in the checkpoint, ", change.after, " now"));
+    } else {
+      config_changes_.push_back(line);
+      log("[t5scale] config changed on resume: " + line);
+    }
+  }
+  if (!refused.empty()) {
+    throw Error(msg("cannot resume from ", loaded.folder, " with this config: it differs from the checkpoint's in ",
+                    refused.size(), " key(s) that change the data order or what the run's record means:\n  ",
+                    join(refused, "\n  "), "\nResume with the checkpoint's values, or set "
+                    "checkpoint.allow_config_change=true to continue with the new ones (each change is recorded in "
+                    "the run file, with the step it took effect)."));
+  }
+}
+
+// A run that starts from step 0 where an earlier one left a run file or checkpoints (checkpoint.resume: never, or
+// a run killed before its first checkpoint) keeps them beside it, renamed *.previous.<time>: nothing of an earlier
+// run is overwritten.
+void TrainingJob::keep_previous_run_aside() {
+  if (rank0()) {
+    std::error_code error;
+    if (fs::exists(record_->path(), error)) {
+      log(msg("[t5scale] starting afresh: the earlier run file is kept as ", set_aside(record_->path(), "previous")));
+    }
+    if (!checkpoints_->step_folders().empty()) {
+      log(msg("[t5scale] starting afresh: the earlier checkpoints are kept as ", set_aside(checkpoints_->dir(), "previous")));
+    }
+  }
+  // The other ranks write into the checkpoint folder only after this.
+  torch::Tensor token = torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
+  grid_.world->all_reduce_sum(token);
 }
 
 bool TrainingJob::train_step() {
@@ -519,6 +655,7 @@ bool TrainingJob::train_step() {
 }
 
 void TrainingJob::evaluate_now(bool final_evaluation) {
+  phase_ = msg("in the evaluation after step ", step_);
   EvaluationOptions options;
   set_metrics_from_list(options, config_.eval.metrics);
   options.max_examples = config_.eval.max_examples;
@@ -583,12 +720,14 @@ nlohmann::json TrainingJob::run_state() const {
                           {"loss_scale", trainer_->loss_scale()},
                           {"steps_since_overflow", trainer_->steps_since_overflow()},
                           {"train_time_s", train_time_s_},
-                          {"config_yaml", to_yaml(config_)}};
+                          {"config_yaml", to_yaml(config_)},
+                          {"config_changes", config_changes_}};
   if (early_stopping_) state["early_stopping"] = early_stopping_->to_json();
   return state;
 }
 
 void TrainingJob::save_checkpoint() {
+  phase_ = msg("writing the checkpoint of step ", step_);
   const auto start = Clock::now();
   const CheckpointIdentity identity = checkpoint_identity();
   record_->flush();  // every step up to the checkpoint is on disk before it
@@ -621,7 +760,15 @@ std::string TrainingJob::decode(const std::vector<int32_t>& ids) const {
 int run_training_job(const RunConfig& config, const std::string& config_source) {
   TrainingJob job(config, config_source);
   try {
-    return job.run();
+    try {
+      return job.run();
+    } catch (const c10::Error& e) {
+      if (!is_out_of_memory(e)) throw;
+      // An allocation the memory model did not foresee: reported as ours, with where it happened and the figures.
+      throw Error(job.out_of_memory_report(e.what_without_backtrace()));
+    } catch (const OutOfMemoryError& e) {
+      throw Error(job.out_of_memory_report(e.what()));
+    }
   } catch (const std::exception& e) {
     job.record_failure(e.what());  // before the job, and the run file with it, is destroyed
     throw;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -27,6 +28,7 @@ run:
   study: lr_rules
   output_dir: /scratch/results
   seed: 7
+  planned_world_size: 8
 model:
   name: t5-v1_1-base
   init_from: /models/t5-v1_1-base
@@ -115,6 +117,7 @@ checkpoint:
   keep_last: 3
   resume: never
   at_end: false
+  allow_config_change: true
 export:
   hf_dir: /scratch/export
 telemetry:
@@ -173,6 +176,7 @@ TEST(RunConfigLoad, FullFileSetsEveryMember) {
   EXPECT_EQ(c.run.study, "lr_rules");
   EXPECT_EQ(c.run.output_dir, "/scratch/results");
   EXPECT_EQ(c.run.seed, 7);
+  EXPECT_EQ(c.run.planned_world_size, 8);
   EXPECT_EQ(c.model.name, "t5-v1_1-base");
   EXPECT_EQ(c.model.init_from, "/models/t5-v1_1-base");
   EXPECT_EQ(c.model.dropout_rate, 0.05);
@@ -249,6 +253,7 @@ TEST(RunConfigLoad, FullFileSetsEveryMember) {
   EXPECT_EQ(c.checkpoint.every_steps, 1000);
   EXPECT_EQ(c.checkpoint.every_minutes, 30.0);
   EXPECT_EQ(c.checkpoint.keep_last, 3);
+  EXPECT_TRUE(c.checkpoint.allow_config_change);
   EXPECT_EQ(c.checkpoint.resume, CheckpointSettings::Resume::kNever);
   EXPECT_FALSE(c.checkpoint.at_end);
   EXPECT_EQ(c.export_.hf_dir, "/scratch/export");
@@ -459,6 +464,25 @@ TEST(RunConfigLoad, EveryLoadErrorAtOnce) {
   EXPECT_NE(e.find("c.yaml:3: train.global_batch: expected an integer (int), got 'big'"), std::string::npos) << e;
   EXPECT_NE(e.find("c.yaml:5: lr_schedule.decay: 'cosin' is not one of"), std::string::npos) << e;
   EXPECT_NE(e.find("c.yaml:6: unknown key 'precison' (did you mean 'precision'?)"), std::string::npos) << e;
+}
+
+TEST(RunConfigLoad, ATypeErrorDoesNotHideTheValidationErrors) {
+  // One type error and two keys out of range: all three are reported.
+  const std::string e = error_of([] {
+    parse_run_config("train:\n  global_batch: big\n  max_steps: -5\noptimizer:\n  lr: -1.0\n", "c.yaml");
+  });
+  EXPECT_NE(e.find("c.yaml: 3 problems in the run config:"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:2: train.global_batch: expected an integer (int), got 'big'"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml: train.max_steps:"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml: optimizer.lr:"), std::string::npos) << e;
+}
+
+TEST(RunConfigLoad, AFolderAsTheConfigIsRefusedNamingIt) {
+  testing::TempDir dir;
+  const std::string folder = dir / "configs";
+  std::filesystem::create_directories(folder);
+  EXPECT_EQ(error_of([&] { load_run_config(folder); }),
+            "cannot read the run config '" + folder + "': it is a folder, not a file");
 }
 
 TEST(RunConfigLoad, YamlSyntaxErrorNamesFileLineAndColumn) {
@@ -844,8 +868,9 @@ TEST(RunConfigBatch, ImpossibleSplitsNameKeysAndNumbers) {
             "by dp 6 x train.grad_accumulation 1 = 6 (batch_mode fixed_global splits the global batch evenly)");
   c.parallel.tp = 2;
   EXPECT_EQ(error_of([&] { resolve_batch(c, 3); }),
-            "batch split for world size 3: invalid run config (1 problem):\n  parallel.tp: world size 3 is not "
-            "divisible by tp 2");
+            "batch split for world size 3: invalid run config (1 problem):\n  parallel.tp: world size 3 (3 processes "
+            "were started) is not divisible by tp 2: start a multiple of 2 processes, e.g. mpirun -np 2 t5scale-train "
+            "... or srun --ntasks=2 ...");
   c.parallel.tp = 1;
   c.train.micro_batch = 4;
   EXPECT_EQ(error_of([&] { resolve_batch(c, 2); }),
@@ -920,7 +945,7 @@ TEST(ConfigReference, EveryKeyHasARowWithItsDefaultAndDoc) {
   for (const auto& section : config_sections()) {
     EXPECT_NE(markdown.find("\n## " + section.name + "\n\n" + section.doc + "\n"), std::string::npos) << section.name;
   }
-  EXPECT_EQ(config_keys().size(), 93u);  // the schema's keys; a new key changes this and the reference
+  EXPECT_EQ(config_keys().size(), 95u);  // the schema's keys; a new key changes this and the reference
 }
 
 }  // namespace

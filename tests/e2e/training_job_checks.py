@@ -377,7 +377,8 @@ def scenario_refuse(job):
     cases = [
         (["train.max_step=5"], "did you mean 'train.max_steps'"),
         (["train.max_steps=5", "parallel.tp=3"], "parallel.tp: model tiny: num_heads 4 is not divisible by tp 3"),
-        (["train.max_steps=5", "parallel.tp=4"], "parallel.tp: world size 2 is not divisible by tp 4"),
+        (["train.max_steps=5", "parallel.tp=4"],
+         "parallel.tp: world size 2 (2 processes were started) is not divisible by tp 4: start a multiple of 4"),
         (["train.max_steps=5", "data.dataset=/nonexistent/data.h5"], "data.dataset"),
         (["train.max_steps=5", "optimizer.name=adafactor", "parallel.zero1=true"], "optimizer.name"),
         (["train.max_steps=5", "lr_schedule.warmup_steps=10"], "lr_schedule.warmup_steps: 10 is longer than the run"),
@@ -731,11 +732,197 @@ def scenario_plan_matches_job(job):
     check(len(chosen) > 1, f"no run chose activation checkpointing ({chosen}): the auto case tests nothing")
 
 
+def file_digests(folder):
+    """{relative path: (size, sha256)} of every file under `folder`: what 'nothing was changed' compares."""
+    import hashlib
+    digests = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                digests[os.path.relpath(path, folder)] = (os.path.getsize(path), hashlib.sha256(f.read()).hexdigest())
+    return digests
+
+
+def run_output(job, ranks, name, *sets, config=None):
+    command = job.command(ranks, name, *sets)
+    if config is not None:
+        command[4:4] = ["--config", config]
+    result = subprocess.run(command, capture_output=True, text=True)
+    return result.returncode, result.stdout + result.stderr
+
+
+def scenario_trust(job):
+    """A run's record can be trusted: damaged checkpoints stop the job instead of a silent restart; one job owns a
+    run at a time; a resume that changes the config is refused unless allowed, and then recorded; a study's config
+    runs on its planned world only; a folder given as --config is refused; messages carry no internal check text."""
+    job.prep()
+    short = ["train.max_steps=8", "checkpoint.every_steps=4", "telemetry.flush_every_steps=1"]
+    job.run(1, "damaged", *short)
+    checkpoints = os.path.join(job.work, "damaged.ckpt")
+    steps = sorted(os.listdir(checkpoints))
+    check(steps == ["step_00000004", "step_00000008"], f"checkpoints {steps}")
+    # Every checkpoint damaged: a shard truncated in one, the manifest's files pointing outside in the other.
+    shard = os.path.join(checkpoints, "step_00000008", "rank_tp0_dp0.safetensors")
+    with open(shard, "r+b") as f:
+        f.truncate(os.path.getsize(shard) // 2)
+    import json
+    manifest_path = os.path.join(checkpoints, "step_00000004", "manifest.json")
+    manifest = json.load(open(manifest_path))
+    manifest["files"] = {"../../../../etc/hostname": manifest["files"]["rank_tp0_dp0.safetensors"]}
+    json.dump(manifest, open(manifest_path, "w"))
+    before = file_digests(job.work)
+    code, output = run_output(job, 1, "damaged", "train.max_steps=12", "checkpoint.every_steps=4")
+    check(code == 2, f"a run whose checkpoints are all damaged exited {code}:\n{output[-3000:]}")
+    for expected in ("found 2 checkpoint(s)", "rank_tp0_dp0.safetensors has", "bytes, the manifest says",
+                     "'../../../../etc/hostname', which is not a plain file name", "checkpoint.resume=never"):
+        check(expected in output, f"the refusal does not say {expected!r}:\n{output[-3000:]}")
+    check("[check '" not in output and "failed at" not in output, f"internal check text shown:\n{output[-3000:]}")
+    after = file_digests(job.work)
+    after.pop("damaged.log", None), before.pop("damaged.log", None)
+    check(after == before, f"files changed by a refused job: {set(after.items()) ^ set(before.items())}")
+    # Told to start over: it trains from step 0 and keeps the old run file and checkpoints aside.
+    job.run(1, "damaged", "train.max_steps=4", "checkpoint.resume=never")
+    kept = sorted(name for name in os.listdir(job.work) if ".previous." in name)
+    check(any(n.startswith("damaged.h5.previous.") for n in kept) and
+          any(n.startswith("damaged.ckpt.previous.") for n in kept), f"kept aside: {kept}")
+    old_run = [n for n in kept if n.startswith("damaged.h5.previous.")][0]
+    old_steps, _ = read_steps(os.path.join(job.work, old_run))
+    check(len(old_steps["step"]) == 8, f"the earlier run file kept {len(old_steps['step'])} of its 8 steps")
+    print(f"trust: all checkpoints damaged -> refused, nothing changed; started over with {kept} kept aside")
+
+    # A checkpoint folder without its manifest is named, not passed over in silence.
+    job.run(1, "no_manifest", *short)
+    os.remove(os.path.join(job.work, "no_manifest.ckpt", "step_00000008", "manifest.json"))
+    log = job.run(1, "no_manifest", *short)
+    log_text = open(log).read()
+    check("step_00000008 skipped:" in log_text and "has no manifest.json" in log_text and
+          "resumed from" in log_text and "step_00000004 at step 4" in log_text,
+          "the step folder without a manifest is not reported, or the job did not resume from step 4:\n" +
+          log_text[-3000:])
+
+    # One job at a time: a second job with the same run name and folder is refused, naming the first.
+    log_path = os.path.join(job.work, "owned.log")
+    with open(log_path, "w") as log:
+        first = subprocess.Popen(job.command(1, "owned", "train.max_steps=100000"), stdout=log,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while "step 2/" not in open(log_path).read():
+            check(first.poll() is None and time.time() < deadline, "the first job did not start training")
+            time.sleep(0.2)
+        ckpt_before = file_digests(job.work)
+        code, output = run_output(job, 1, "owned", "train.max_steps=4")
+        check(code == 2, f"a second job on the same run exited {code}:\n{output[-3000:]}")
+        for expected in ("run 'owned' is owned by another job", f"host {socket.gethostname()}", "owned.lock"):
+            check(expected in output, f"the refusal does not say {expected!r}:\n{output[-3000:]}")
+        check(first.poll() is None, "the first job ended when the second was refused")
+        check(os.path.exists(job.run_file("owned")), "the first job's run file is gone")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # mpirun and its rank, as a node failure would
+        first.wait()
+        subprocess.run(["pkill", "-9", "-f", "run.name=owned"], check=False)
+        deadline = time.time() + 30
+        while subprocess.run(["pgrep", "-f", "run.name=owned"], capture_output=True).returncode == 0:
+            check(time.time() < deadline, "the killed job's processes are still there after 30 s")
+            time.sleep(0.1)
+    # The first job was killed: its lock names a process that is gone, and the next job takes it over.
+    check(os.path.exists(os.path.join(job.work, "owned.lock")), "a killed job's lock was removed")
+    log = job.run(1, "owned", "train.max_steps=4", "checkpoint.resume=never")
+    check("took over the stale lock" in open(log).read(), "the stale lock was not reported as taken over")
+    check(not os.path.exists(os.path.join(job.work, "owned.lock")), "a completed job left its lock behind")
+    print("trust: a second job on a running run refused, naming its owner; a dead owner's lock taken over")
+
+    # A resume with a changed config: refused for what changes the data order or the record; allowed on request,
+    # and recorded with its step; free keys (evaluation, checkpoints) pass and are recorded too.
+    job.run(1, "changed", "train.max_steps=8", "checkpoint.every_steps=4", "checkpoint.at_end=false")
+    shutil.copy(os.path.join(job.work, "changed.h5"), os.path.join(job.work, "changed.h5.orig"))
+    code, output = run_output(job, 1, "changed", "train.max_steps=8", "checkpoint.every_steps=4",
+                              "train.global_batch=16", "optimizer.lr=0.01")
+    check(code == 2, f"a resume with another global batch exited {code}:\n{output[-3000:]}")
+    for expected in ("train.global_batch: 8 in the checkpoint, 16 now", "optimizer.lr:",
+                     "checkpoint.allow_config_change=true"):
+        check(expected in output, f"the refusal does not say {expected!r}:\n{output[-3000:]}")
+    check(open(job.run_file("changed"), "rb").read() == open(job.run_file("changed") + ".orig", "rb").read(),
+          "the refused resume changed the run file")
+    job.run(1, "changed", "train.max_steps=12", "checkpoint.every_steps=4", "checkpoint.at_end=false",
+            "checkpoint.allow_config_change=true", "checkpoint.keep_last=3")
+    _, attrs = read_steps(job.run_file("changed"))
+    changes = text(attrs["config_changes"]).splitlines()
+    check(changes == ["step 8: train.max_steps: 8 -> 12", "step 8: checkpoint.keep_last: 2 -> 3",
+                      "step 8: checkpoint.allow_config_change: false -> true"], f"config_changes {changes}")
+    print(f"trust: a changed global batch refused on resume; allowed changes recorded: {changes}")
+
+    # A study's config on another world, and a folder as --config.
+    code, output = run_output(job, 1, "planned", "train.max_steps=2", "run.planned_world_size=2")
+    check(code == 2 and "run.planned_world_size: this config was planned (t5scale-study) for 2 processes and was "
+                        "started with 1" in output, f"exit {code}:\n{output[-3000:]}")
+    code, output = run_output(job, 1, "folder", "train.max_steps=2", config=job.work)
+    check(code == 2 and f"cannot read the run config '{job.work}': it is a folder" in output,
+          f"exit {code}:\n{output[-3000:]}")
+    check(output.count("MPI_ABORT") == 0, f"one process refused with the launcher's abort banner:\n{output}")
+    print("trust: a planned world and a folder as --config refused")
+
+
+def write_hf_folder(folder, **config):
+    os.makedirs(folder, exist_ok=True)
+    import json
+    base = {"model_type": "t5", "vocab_size": 64, "d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 1,
+            "num_heads": 4, "feed_forward_proj": "relu", "tie_word_embeddings": True}
+    base.update(config)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(base, f)
+    return folder
+
+
+def scenario_bounds(job):
+    """Files from elsewhere stay in their bounds: an absurd config.json is refused naming its key; a model that
+    cannot fit is refused before anything is allocated, with the prediction and what would make it fit; an
+    allocation that still fails is an error of ours with the tensor's shape, never an abort; a manifest naming a
+    file outside its checkpoint is refused before any file is opened."""
+    job.prep()
+    absurd = write_hf_folder(os.path.join(job.work, "absurd"), vocab_size=10 ** 12)
+    code, output = run_output(job, 1, "absurd", "train.max_steps=2", f"model.init_from={absurd}")
+    check(code == 2 and "vocab_size: 1000000000000 is beyond any T5" in output and "Exception raised from" not in output,
+          f"an absurd config.json: exit {code}:\n{output[-3000:]}")
+
+    # In bounds, but far beyond the host: refused with the prediction, before any allocation.
+    huge = write_hf_folder(os.path.join(job.work, "huge"), vocab_size=4 * 1024 * 1024, d_model=32768, d_kv=128,
+                           num_heads=256, d_ff=65536)
+    code, output = run_output(job, 1, "huge", "train.max_steps=2", f"model.init_from={huge}")
+    for expected in ("parallel: predicted memory per rank weights", "does not fit the", "nothing was allocated",
+                     "parallel.activation_checkpointing=true", "a larger parallel.tp"):
+        check(expected in output, f"the memory refusal does not say {expected!r} (exit {code}):\n{output[-3000:]}")
+    check(code == 2, f"exit {code}")
+    # Told that the device is larger than it is: the allocation fails, reported with the tensor and the figures.
+    code, output = run_output(job, 1, "huge", "train.max_steps=2", f"model.init_from={huge}",
+                              "parallel.device_memory_gib=100000000")
+    for expected in ("out of memory building the model and the optimizer", "cannot allocate",
+                     "of shape (4194304, 32768) float on cpu", "more than this host's", "predicted per rank:", "cpu holds"):
+        check(expected in output, f"the allocation failure does not say {expected!r} (exit {code}):\n{output[-3000:]}")
+    check(code == 2 and "Exception raised from" not in output, f"exit {code}:\n{output[-3000:]}")
+    print("bounds: absurd config refused; too large refused before allocation; a failed allocation reported")
+
+    # A manifest naming a file outside its step folder: t5scale-ckpt inspect refuses it before opening anything.
+    job.run(1, "escape", "train.max_steps=2", "checkpoint.every_steps=2")
+    import json
+    step = os.path.join(job.work, "escape.ckpt", "step_00000002")
+    manifest = json.load(open(os.path.join(step, "manifest.json")))
+    outside = os.path.join(job.work, "outside.safetensors")
+    shutil.copy(os.path.join(step, "rank_tp0_dp0.safetensors"), outside)
+    manifest["files"] = {"../../outside.safetensors": manifest["files"]["rank_tp0_dp0.safetensors"]}
+    json.dump(manifest, open(os.path.join(step, "manifest.json"), "w"))
+    output = ckpt_tool(job, "inspect", step, expect=2)
+    check("'../../outside.safetensors', which is not a plain file name" in output, output)
+    print("bounds: a manifest naming ../../outside.safetensors refused by t5scale-ckpt inspect")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse", "prep_to_train", "eval_only",
                                              "diverge", "vocab_beyond", "failures", "checkpointing_auto",
-                                             "resume_replicated", "reshard", "plan_matches_job"])
+                                             "resume_replicated", "reshard", "plan_matches_job", "trust",
+                                             "bounds"])
     parser.add_argument("--bin", required=True)
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--work", required=True)

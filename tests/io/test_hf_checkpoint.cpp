@@ -94,6 +94,16 @@ TEST_F(HfCheckpoint, ShardedCheckpointWithIndexLoads) {
   expect_mentions(load_error(), {"model.safetensors.index.json", "model-00002-of-00002.safetensors"});
 }
 
+TEST_F(HfCheckpoint, AnIndexNamingAShardOutsideTheFolderIsRefusedBeforeItIsOpened) {
+  // The shard outside is a good one: only its name can stop it.
+  fs::copy_file(weights(), dir_ / "outside.safetensors");
+  nlohmann::json index;
+  for (const auto& item : model_->named_parameters()) index["weight_map"][item.key()] = "../outside.safetensors";
+  fs::remove(weights());
+  std::ofstream(dir_ / "ckpt/model.safetensors.index.json") << index.dump();
+  expect_mentions(load_error(), {"model.safetensors.index.json", "'../outside.safetensors' is not a plain file name"});
+}
+
 TEST_F(HfCheckpoint, MissingWeightsFileIsNamed) {
   fs::remove(weights());
   expect_mentions(load_error(), {"ckpt", "model.safetensors"});

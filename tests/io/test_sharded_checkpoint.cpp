@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "io/sharded_checkpoint.h"
 #include "support/test_support.h"
@@ -120,6 +122,75 @@ TEST(ShardedCheckpoint, SavingTheSameStepAgainReplacesIt) {
   ASSERT_TRUE(loaded.has_value());
   EXPECT_EQ(loaded->shard->read("optimizer.step").item<int64_t>(), 5);
   EXPECT_EQ(store.complete_checkpoints().size(), 1u);
+}
+
+// The manifest as written by save(), edited by `edit`, written back.
+void edit_manifest(const std::string& folder, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(folder + "/manifest.json"));
+  edit(manifest);
+  std::ofstream(folder + "/manifest.json") << manifest.dump(2);
+}
+
+TEST(ShardedCheckpoint, AManifestNamingAFileOutsideItsFolderIsRefusedBeforeAnyFileIsOpened) {
+  TempDir dir;
+  auto store = solo_store(dir / "run/ckpt", 1);
+  const std::string folder = store.save(3, tensors_for_step(3), tiny_identity(), {}, {});
+  // A file outside with the very bytes the manifest expects: only the name can stop it.
+  fs::copy_file(folder + "/rank_tp0_dp0.safetensors", dir / "outside.safetensors");
+  for (const std::string name : {"../../../outside.safetensors", "/etc/hostname", "..", "sub/rank_tp0_dp0.safetensors"}) {
+    edit_manifest(folder, [&](nlohmann::json& m) { m["files"] = {{name, m["files"].begin().value()}}; });
+    std::vector<std::string> notes;
+    EXPECT_FALSE(store.load_latest(tiny_identity(), &notes).has_value()) << name;
+    ASSERT_EQ(notes.size(), 1u) << name;
+    EXPECT_NE(notes[0].find("'" + name + "', which is not a plain file name"), std::string::npos) << notes[0];
+    const std::string offline = error_of([&] { open_checkpoint(folder); });
+    EXPECT_NE(offline.find("manifest.json is damaged"), std::string::npos) << offline;
+    edit_manifest(folder, [&](nlohmann::json& m) {
+      m["files"] = {{"rank_tp0_dp0.safetensors", m["files"].begin().value()}};
+    });
+  }
+  EXPECT_TRUE(store.load_latest(tiny_identity(), nullptr).has_value());  // the edits undone: usable again
+}
+
+TEST(ShardedCheckpoint, AManifestOfTheWrongStructureIsNamedWithWhatIsWrong) {
+  TempDir dir;
+  auto store = solo_store(dir / "ckpt", 1);
+  const std::string folder = store.save(3, tensors_for_step(3), tiny_identity(), {}, {});
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](nlohmann::json& m) { m["files"] = nlohmann::json::array({"rank_tp0_dp0.safetensors"}); },
+       "'files' is not an object naming the shard files"},
+      {[](nlohmann::json& m) { m["files"]["rank_tp0_dp0.safetensors"] = "big"; },
+       "'files.rank_tp0_dp0.safetensors' is not {\"bytes\": <size>, \"checksum\": <16 hex digits>}"},
+      {[](nlohmann::json& m) { m["files"]["rank_tp3_dp0.safetensors"] = m["files"]["rank_tp0_dp0.safetensors"]; },
+       "'rank_tp3_dp0.safetensors', which is not the shard of a rank of its grid (tp 1 x dp 1"},
+      {[](nlohmann::json& m) { m["identity"]["tp"] = "two"; }, "'identity.tp' is not a positive whole number"},
+      {[](nlohmann::json& m) { m["step"] = 4; }, "says step 4, its folder is step 3"},
+      {[](nlohmann::json& m) { m = nlohmann::json::array({1, 2}); }, "is not a t5scale checkpoint manifest"},
+  };
+  const std::string original = nlohmann::json::parse(std::ifstream(folder + "/manifest.json")).dump();
+  for (const auto& [edit, expected] : cases) {
+    edit_manifest(folder, edit);
+    std::vector<std::string> notes;
+    EXPECT_FALSE(store.load_latest(tiny_identity(), &notes).has_value()) << expected;
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_NE(notes[0].find(expected), std::string::npos) << notes[0];
+    EXPECT_NE(notes[0].find("manifest.json"), std::string::npos) << notes[0];
+    std::ofstream(folder + "/manifest.json") << original;
+  }
+}
+
+TEST(ShardedCheckpoint, AStepFolderWithoutItsManifestIsReportedNotPassedOver) {
+  TempDir dir;
+  auto store = solo_store(dir / "ckpt", 3);
+  store.save(1, tensors_for_step(1), tiny_identity(), {}, {});
+  const std::string newest = store.save(2, tensors_for_step(2), tiny_identity(), {}, {});
+  fs::remove(newest + "/manifest.json");
+  std::vector<std::string> notes;
+  const auto loaded = store.load_latest(tiny_identity(), &notes);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->step, 1);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("step_00000002 has no manifest.json"), std::string::npos) << notes[0];
 }
 
 TEST(ShardedCheckpoint, ChecksumSeesEveryByte) {

@@ -56,5 +56,29 @@ TEST(ModelConfig, ValidationListsEveryProblemWithItsKey) {
   EXPECT_TRUE(validate(named_model_config("t5-11b")).empty());
 }
 
+TEST(ModelConfig, DimensionsBeyondAnyT5AreRefusedNamingTheKeyAndTheBound) {
+  // Every published shape passes (the largest: t5-11b's d_ff 65536 and 128 heads).
+  for (const std::string& name : named_model_names()) EXPECT_TRUE(validate(named_model_config(name)).empty()) << name;
+  ModelConfig config = named_model_config("t5-small");
+  config.vocab_size = 1'000'000'000'000;
+  config.d_ff = kMaxFeedForwardWidth + 1;
+  config.num_layers = 100'000;
+  config.num_heads = kMaxHeads + 8;
+  config.relative_attention_num_buckets = 1 << 20;
+  const auto errors = validate(config);
+  const std::string all = testing::error_of([&] { check_valid(config, "config.json"); });
+  for (const std::string expected :
+       {"vocab_size: 1000000000000 is beyond any T5 (at most 8388608)", "d_ff: 1048577 is beyond any T5",
+        "num_layers: 100000 is beyond any T5 (at most 1024)", "num_heads: 4104 is beyond any T5",
+        "relative_attention_num_buckets: 1048576 is beyond any T5"}) {
+    EXPECT_NE(all.find(expected), std::string::npos) << expected << " missing from: " << all;
+  }
+  // At the bound exactly: accepted.
+  config = named_model_config("t5-small");
+  config.vocab_size = kMaxVocabSize;
+  config.num_layers = config.num_decoder_layers = kMaxLayers;
+  EXPECT_TRUE(validate(config).empty());
+}
+
 }  // namespace
 }  // namespace t5scale

@@ -79,6 +79,7 @@ RunAttributes probe_attributes(int64_t max_steps) {
       {"energy_source_gpu", std::string("nvml_energy_counter")},
       {"energy_source_cpu", std::string("rapl")},
       {"config_yaml", std::string("run: {name: probé, study: telemetry}\ntrain: {max_steps: 23}\n")},
+      {"config_changes", std::string("step 10: train.max_steps: 20 -> 23")},
   };
 }
 
