@@ -31,9 +31,12 @@ run with the trainer's own validation, and turns them into Slurm jobs. The spec 
 commands
   plan SPEC      one row per run: nodes, world, TP, DP, batch split, LR after scaling, warmup, steps, epochs,
                  predicted memory per GPU and whether it fits, FLOPs per step; every error of every invalid run
-  render SPEC    write <out>/<run>.yaml (the resolved config), <out>/<run>.sbatch and <out>/runs.csv
-  submit SPEC    render, then sbatch every run (or array), recording job ids in <out>/jobs.csv; runs that
-                 completed or are still queued are left alone unless --force
+  render SPEC    write <out>/<run>.yaml (the resolved config), <out>/<run>.sbatch and <out>/runs.csv, and
+                 create each run's results folder (its logs go there); a config or script edited since render
+                 wrote it is kept as it is (and named) unless --rerender
+  submit SPEC    render as above, then sbatch every run's script (or array) as it is on disk, edited or not,
+                 recording job ids in <out>/jobs.csv; runs that completed or are still queued are left alone
+                 unless --force
   status SPEC    one row per run: its Slurm job (squeue, sacct or scontrol) and its run file (status, last step)
 
 options
@@ -44,7 +47,8 @@ options
   --bin DIR          the folder of t5scale-train (default: the folder of this program)
   --workdir DIR      the jobs' working directory, where relative paths of the configs start (default: here)
   --array            render (and submit) one job array per launch shape instead of one job per run
-  --dry-run          submit: print the sbatch commands without running them
+  --rerender         render, submit: overwrite configs and scripts that were edited since render wrote them
+  --dry-run          submit: print what would be rendered and the sbatch commands; writes nothing
   --force            submit: submit every run, completed or queued ones too
   --help             this text
 
@@ -62,6 +66,7 @@ struct Arguments {
   bool array = false;
   bool dry_run = false;
   bool force = false;
+  bool rerender = false;
 };
 
 Arguments parse(int argc, char** argv) {
@@ -89,6 +94,8 @@ Arguments parse(int argc, char** argv) {
       a.dry_run = true;
     } else if (flag == "--force") {
       a.force = true;
+    } else if (flag == "--rerender") {
+      a.rerender = true;
     } else if (flag.rfind("-", 0) == 0) {
       throw UsageError(msg("unknown option '", flag, "' (see --help)"));
     } else {
@@ -146,14 +153,24 @@ int command_plan(const Context& c) {
   return c.plan.invalid_count() > 0 ? 2 : 0;
 }
 
-// Renders; returns false (after printing the plan) when runs are invalid.
+// Renders (in a dry run: decides what it would write); returns false (after printing the plan) when runs are
+// invalid. Says which files it kept or replaced because a person had edited them.
 bool render(const Context& c, RenderedStudy& rendered) {
   if (c.plan.invalid_count() > 0) {
     std::cout << format_plan(c.plan);
     std::cerr << "t5scale-study: " << c.plan.invalid_count() << " invalid run(s): nothing rendered\n";
     return false;
   }
-  rendered = write_rendered_study(c.plan, c.render, c.args.array);
+  WritePolicy policy;
+  policy.replace_edited = c.args.rerender;
+  policy.dry_run = c.args.command == "submit" && c.args.dry_run;
+  rendered = write_rendered_study(c.plan, c.render, c.args.array, policy);
+  for (const auto& file : rendered.edited_kept) {
+    std::cout << "using " << file << " as edited (it differs from what render wrote; --rerender replaces it)\n";
+  }
+  for (const auto& file : rendered.edited_replaced) {
+    std::cout << "replaced the edited " << file << " (--rerender)\n";
+  }
   const fs::path trainer = fs::path(c.render.bin_dir) / "t5scale-train";
   if (find_on_path(trainer.string()).empty()) {
     std::cerr << "t5scale-study: note: " << trainer.string()
@@ -214,12 +231,6 @@ int command_submit(const Context& c) {
     }
   }
 
-  // The results folder must exist before Slurm opens the logs in it.
-  for (const auto& p : c.plan.runs) {
-    const fs::path dir = c.run_file(p).parent_path();
-    if (!c.args.dry_run) fs::create_directories(dir);
-  }
-
   std::vector<JobRecord> records;
   auto submit_script = [&](const std::string& script) -> std::string {
     if (c.args.dry_run) {
@@ -262,8 +273,10 @@ int command_submit(const Context& c) {
     }
   }
   if (c.args.dry_run) {
-    std::cout << "dry run: " << submitted << " job(s) would be submitted; scripts in " << c.out_dir.string()
-              << "\n";
+    std::cout << "dry run: nothing written; " << submitted << " job(s) would be submitted; scripts in "
+              << c.out_dir.string();
+    if (!rendered.missing.empty()) std::cout << " (" << rendered.missing.size() << " file(s) not rendered yet)";
+    std::cout << "\n";
     return 0;
   }
   append_job_records(jobs_csv, records);

@@ -2,12 +2,17 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "core/check.h"
+#include "core/text_file.h"
 
 namespace t5scale {
 
@@ -15,17 +20,74 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// "text" for bash, with $ left alone (environment values may refer to Slurm's variables).
-std::string double_quoted(const std::string& text, bool allow_expansion) {
+// "text" for bash with nothing expanded: for paths from the command line.
+std::string quoted_path(const std::string& path) {
   std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\' || c == '`' || (c == '$' && !allow_expansion)) out += '\\';
+  for (char c : path) {
+    if (c == '"' || c == '\\' || c == '`' || c == '$') out += '\\';
     out += c;
   }
   return out + "\"";
 }
 
-std::string quoted_path(const std::string& path) { return double_quoted(path, false); }
+// 'text' for bash: nothing in it is special, a ' ends the quote, is written escaped and opens it again.
+std::string single_quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// A word as bash reads it: as it is when nothing in it is special to the shell (module names), quoted otherwise.
+std::string shell_word(const std::string& text) {
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::string("_./:+@%=,-").find(c) != std::string::npos;
+  });
+  return plain ? text : single_quoted(text);
+}
+
+// Whether text[at...] continues a `$` into a variable reference: a name, or {NAME}.
+bool starts_variable_reference(const std::string& text, size_t at) {
+  if (at >= text.size()) return false;
+  const char c = text[at];
+  if (c == '_' || std::isalpha(static_cast<unsigned char>(c))) return true;
+  if (c != '{') return false;
+  const size_t close = text.find('}', at + 1);
+  return close != std::string::npos && is_env_name(text.substr(at + 1, close - at - 1));
+}
+
+// "text" for bash with its $NAME and ${NAME} references expanded and nothing else: every other $, and every `,
+// \ and ", escaped. (env_value_problem refuses command substitutions and ${...} with operators before this.)
+std::string expanding_quoted(const std::string& text) {
+  std::string out = "\"";
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const bool reference = c == '$' && starts_variable_reference(text, i + 1);
+    if (!reference && (c == '$' || c == '`' || c == '\\' || c == '"')) out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Text for a `#` comment line of the script: a newline in it would start a line of shell.
+std::string comment_text(const std::string& text) {
+  std::string out = text;
+  for (char& c : out) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return out;
+}
+
+// How a person's edits are kept, said once at the top of every script.
+const char* const kEditNote =
+    "# Edit freely: t5scale-study render and submit keep an edited script as it is (--rerender replaces it).\n";
+
+// One #SBATCH line. `key` says where the value comes from: a value sbatch would not read as written (a newline,
+// a `#`, a space in a one-word option) is refused with it rather than rendered.
+std::string directive(const std::string& option, const std::string& value, const std::string& key, bool token = true) {
+  const std::string problem = sbatch_value_problem(value, token);
+  if (!problem.empty()) throw Error(msg(key, ": ", problem));
+  return "#SBATCH " + option + "=" + value + "\n";
+}
 
 std::string number(double value) {
   if (!std::isfinite(value)) return "?";
@@ -46,7 +108,7 @@ std::string summary_comment(const StudyPlan& plan, const RunPlan& p) {
   lr += " (lr_scaling " + enum_name(c.lr_scaling.rule) + ")";
   const std::string steps = p.steps_known ? msg(p.total_steps, " steps") : "steps ?";
   const std::string epochs = std::isfinite(p.epochs) ? msg(" (", number(p.epochs), " epochs)") : "";
-  out += msg("# ", lr, ", ", steps, epochs, "; ", c.model.name, ", ", enum_name(c.precision), "\n");
+  out += msg("# ", lr, ", ", steps, epochs, "; ", comment_text(c.model.name), ", ", enum_name(c.precision), "\n");
   if (p.memory_known) {
     out += msg("# predicted memory per ", plan.spec.slurm.cpu_only() ? "rank " : "GPU ",
                format_memory(p.memory.total_bytes()),
@@ -60,12 +122,12 @@ std::string summary_comment(const StudyPlan& plan, const RunPlan& p) {
 std::string common_sbatch(const SlurmSpec& s, const RenderOptions& options) {
   std::string out;
   if (s.cpus_per_task > 0) out += msg("#SBATCH --cpus-per-task=", s.cpus_per_task, "\n");
-  if (!s.time_limit.empty()) out += "#SBATCH --time=" + s.time_limit + "\n";
-  if (!s.partition.empty()) out += "#SBATCH --partition=" + s.partition + "\n";
-  if (!s.account.empty()) out += "#SBATCH --account=" + s.account + "\n";
-  if (!s.qos.empty()) out += "#SBATCH --qos=" + s.qos + "\n";
-  if (!s.constraint.empty()) out += "#SBATCH --constraint=" + s.constraint + "\n";
-  if (!s.mem.empty()) out += "#SBATCH --mem=" + s.mem + "\n";
+  if (!s.time_limit.empty()) out += directive("--time", s.time_limit, "slurm.time_limit");
+  if (!s.partition.empty()) out += directive("--partition", s.partition, "slurm.partition");
+  if (!s.account.empty()) out += directive("--account", s.account, "slurm.account");
+  if (!s.qos.empty()) out += directive("--qos", s.qos, "slurm.qos");
+  if (!s.constraint.empty()) out += directive("--constraint", s.constraint, "slurm.constraint");
+  if (!s.mem.empty()) out += directive("--mem", s.mem, "slurm.mem");
   if (s.signal_s > 0) {
     // srun: the signal goes to the job steps, i.e. to every training process. mpirun runs inside the batch
     // step, so there the batch shell gets it (B:) and passes it on to mpirun, which forwards SIGUSR1.
@@ -73,20 +135,43 @@ std::string common_sbatch(const SlurmSpec& s, const RenderOptions& options) {
   }
   out += "#SBATCH --requeue\n";
   out += "#SBATCH --open-mode=append\n";
-  out += "#SBATCH --chdir=" + options.workdir + "\n";
-  for (const auto& extra : s.extra_sbatch) out += "#SBATCH " + extra + "\n";
+  if (!options.workdir.empty()) {
+    out += directive("--chdir", options.workdir, "the jobs' working directory (--workdir, or the current folder)");
+  }
+  for (const auto& extra : s.extra_sbatch) {
+    const std::string problem = sbatch_value_problem(extra, false);
+    if (!problem.empty()) throw Error(msg("slurm.extra_sbatch: ", problem));
+    out += "#SBATCH " + extra + "\n";
+  }
   return out;
 }
 
-// Modules, threads, the spec's environment.
+// The logs of a job: one file for stdout and stderr, in the run's output folder.
+std::string log_sbatch(const std::string& log) {
+  const std::string key = "results_dir (or --results-dir): the jobs' log path";
+  return directive("--output", log, key) + directive("--error", log, key);
+}
+
+// Modules, the spec's setup lines, threads, the spec's environment. Only setup is shell; the rest is quoted.
 std::string environment(const SlurmSpec& s) {
   std::string out;
-  for (const auto& module : s.modules) out += "module load " + module + "\n";
+  for (const auto& module : s.modules) out += "module load " + shell_word(module) + "\n";
   if (!s.modules.empty()) out += "\n";
+  if (!s.setup.empty()) {
+    out += "# slurm.setup: the spec's shell lines, as written\n";
+    for (const auto& line : s.setup) out += line + "\n";
+    out += "\n";
+  }
   bool omp_set = false;
-  for (const auto& [name, value] : s.env) omp_set = omp_set || name == "OMP_NUM_THREADS";
+  for (const auto& var : s.env) omp_set = omp_set || var.name == "OMP_NUM_THREADS";
   if (!omp_set) out += "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}\n";
-  for (const auto& [name, value] : s.env) out += "export " + name + "=" + double_quoted(value, true) + "\n";
+  for (const auto& var : s.env) {
+    const std::string key = "slurm.env." + var.name;
+    T5S_CHECK(is_env_name(var.name), "slurm.env: '", var.name, "' is not an environment variable name");
+    const std::string problem = env_value_problem(var.value, var.expand);
+    if (!problem.empty()) throw Error(msg(key, ": ", problem));
+    out += "export " + var.name + "=" + (var.expand ? expanding_quoted(var.value) : single_quoted(var.value)) + "\n";
+  }
   return out;
 }
 
@@ -107,7 +192,16 @@ std::string launch(const SlurmSpec& s, const std::string& run) {
            ". --signal's SIGUSR1 and Slurm's SIGTERM reach every task, which\n";
     out += "# checkpoints and exits 75; this shell stays to requeue the job.\n";
     out += "trap 'echo \"[t5scale] SIGTERM: waiting for the tasks to checkpoint\"' TERM\n";
-    out += "srun --mpi=" + s.mpi + " --kill-on-bad-exit=1 " + train + " &\n";
+    // Since Slurm 22.05 srun no longer takes --cpus-per-task from the allocation: each task would get one core,
+    // with OMP_NUM_THREADS threads on it. The option on the srun line (rather than SRUN_CPUS_PER_TASK, which
+    // only 22.05 and later read) works with every Slurm and shows in the script; the variable follows an edited
+    // #SBATCH --cpus-per-task.
+    std::string cpus;
+    if (s.cpus_per_task > 0) {
+      out += "# srun does not inherit --cpus-per-task from sbatch (Slurm 22.05 and later): it is passed on.\n";
+      cpus = "--cpus-per-task=\"$SLURM_CPUS_PER_TASK\" ";
+    }
+    out += "srun --mpi=" + shell_word(s.mpi) + " --kill-on-bad-exit=1 " + cpus + train + " &\n";
     out += "launcher=$!\n";
   }
   out += "wait \"$launcher\"\n";
@@ -128,8 +222,11 @@ std::string launch(const SlurmSpec& s, const std::string& run) {
 
 std::string shape_sbatch(int64_t nodes, int64_t gpus_per_node, const SlurmSpec& s) {
   std::string out = msg("#SBATCH --nodes=", nodes, "\n#SBATCH --ntasks-per-node=", gpus_per_node, "\n");
-  if (!s.cpu_only()) out += msg("#SBATCH --gpus-per-node=", gpus_per_node, "\n");
-  return out;
+  if (s.cpu_only()) return out;
+  // [type:]count, the same in both forms of the request.
+  const std::string gpus = (s.gres_type.empty() ? "" : s.gres_type + ":") + std::to_string(gpus_per_node);
+  if (s.gpu_request == SlurmSpec::GpuRequest::kGres) return out + directive("--gres", "gpu:" + gpus, "slurm.gres_type");
+  return out + directive("--gpus-per-node", gpus, "slurm.gres_type");
 }
 
 void write_file(const fs::path& path, const std::string& text, bool executable = false) {
@@ -145,6 +242,50 @@ void write_file(const fs::path& path, const std::string& text, bool executable =
   fs::rename(temporary, path);
 }
 
+// A file of the study's folder as render makes it.
+struct RenderedFile {
+  std::string name;  // in the output folder
+  std::string text;
+  bool executable = false;
+};
+
+// FNV-1a 64 of a file's bytes, in hex: enough to tell whether a file is still what render wrote.
+std::string checksum(const std::string& text) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
+}
+
+using Checksums = std::map<std::string, std::string>;  // file name -> checksum
+
+// rendered.sums: "<checksum>  <file name>" per line, as sha256sum writes them; none yet: empty.
+Checksums read_checksums(const fs::path& path) {
+  Checksums sums;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return sums;
+  std::istringstream lines(read_text_file(path.string(), "the record of rendered files"));
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t gap = line.find("  ");
+    if (gap != std::string::npos) sums[line.substr(gap + 2)] = line.substr(0, gap);
+  }
+  return sums;
+}
+
+void write_checksums(const fs::path& path, const Checksums& sums) {
+  std::string text =
+      "# What t5scale-study render last wrote here (FNV-1a 64 of each file): a file that no longer matches was "
+      "edited,\n# and render and submit keep it as it is unless --rerender.\n";
+  for (const auto& [name, sum] : sums) text += sum + "  " + name + "\n";
+  write_file(path, text);
+}
+
 std::string results_path(const RunPlan& p, const std::string& file) {
   return (fs::path(p.run.config.run.output_dir) / file).string();
 }
@@ -157,17 +298,18 @@ std::string render_run_sbatch(const StudyPlan& plan, const RunPlan& p, const std
   const std::string& run = p.run.name;
   const std::string log = results_path(p, run + ".%j.log");
   std::string out = "#!/bin/bash\n";
-  out += msg("# t5scale study ", plan.spec.name, ", run ", run, " (t5scale-study render ", options.spec_path,
-             "; edit freely)\n");
+  out += msg("# t5scale study ", plan.spec.name, ", run ", run, " (t5scale-study render ",
+             comment_text(options.spec_path), ")\n");
+  out += kEditNote;
   out += summary_comment(plan, p);
-  out += "#SBATCH --job-name=" + plan.spec.name + "." + run + "\n";
+  out += directive("--job-name", plan.spec.name + "." + run, "study (and the run's name)");
   out += shape_sbatch(p.run.nodes, p.run.gpus_per_node, s);
   out += common_sbatch(s, options);
-  out += "#SBATCH --output=" + log + "\n";
-  out += "#SBATCH --error=" + log + "\n";
+  out += log_sbatch(log);
   out += "\n";
   out += "T5SCALE_BIN=" + quoted_path(options.bin_dir) + "\n";
-  out += "RUN_CONFIG=" + quoted_path(config_path) + "  # run file: " + results_path(p, run + ".h5") + "\n";
+  out += "RUN_CONFIG=" + quoted_path(config_path) + "  # run file: " + comment_text(results_path(p, run + ".h5")) +
+         "\n";
   out += "\n";
   out += environment(s);
   out += "\n";
@@ -201,17 +343,17 @@ std::string render_array_sbatch(const StudyPlan& plan, const ArrayGroup& group, 
   const std::string log = results_path(first, group.name + ".%A_%a.log");
   std::string out = "#!/bin/bash\n";
   out += msg("# t5scale study ", plan.spec.name, ": job array over the ", group.runs.size(), " run(s) of ",
-             first.run.nodes, " node(s) x ", first.run.gpus_per_node, " task(s) listed in ", runs_file,
-             " (t5scale-study render --array ", options.spec_path, "; edit freely)\n");
+             first.run.nodes, " node(s) x ", first.run.gpus_per_node, " task(s) listed in ", comment_text(runs_file),
+             " (t5scale-study render --array ", comment_text(options.spec_path), ")\n");
+  out += kEditNote;
   for (size_t i = 0; i < group.runs.size(); ++i) {
     out += msg("#   task ", i, ": ", group.runs[i]->run.name, "\n");
   }
-  out += "#SBATCH --job-name=" + plan.spec.name + "." + group.name + "\n";
+  out += directive("--job-name", plan.spec.name + "." + group.name, "study");
   out += msg("#SBATCH --array=0-", group.runs.size() - 1, "\n");
   out += shape_sbatch(first.run.nodes, first.run.gpus_per_node, s);
   out += common_sbatch(s, options);
-  out += "#SBATCH --output=" + log + "\n";
-  out += "#SBATCH --error=" + log + "\n";
+  out += log_sbatch(log);
   out += "\n";
   out += "T5SCALE_BIN=" + quoted_path(options.bin_dir) + "\n";
   out += "RUNS_FILE=" + quoted_path(runs_file) + "\n";
@@ -228,42 +370,113 @@ std::string render_array_sbatch(const StudyPlan& plan, const ArrayGroup& group, 
   return out;
 }
 
-RenderedStudy write_rendered_study(const StudyPlan& plan, const RenderOptions& options, bool array) {
+namespace {
+
+void throw_if_invalid(const StudyPlan& plan) {
   std::vector<std::string> invalid;
   for (const auto& p : plan.runs) {
     if (!p.valid()) invalid.push_back(p.run.name);
   }
   if (!invalid.empty()) {
-    std::string names;
-    for (const auto& n : invalid) names += (names.empty() ? "" : ", ") + n;
-    throw Error(msg(plan.spec.source, ": ", invalid.size(), " invalid run(s), nothing rendered: ", names,
+    throw Error(msg(plan.spec.source, ": ", invalid.size(), " invalid run(s), nothing rendered: ", join(invalid, ", "),
                     " (see t5scale-study plan)"));
   }
+}
+
+// The texts of every config, script and runs list; the scripts' paths go into `rendered`.
+std::vector<RenderedFile> render_files(const StudyPlan& plan, const RenderOptions& options, bool array,
+                                       RenderedStudy& rendered) {
   const fs::path out_dir(options.out_dir);
-  fs::create_directories(out_dir);
-  RenderedStudy rendered;
+  std::vector<RenderedFile> files;
   for (const auto& p : plan.runs) {
     const fs::path config = out_dir / (p.run.name + ".yaml");
-    write_file(config, msg("# t5scale study ", plan.spec.name, ", run ", p.run.name,
-                           ": the resolved run config (t5scale-study render ", options.spec_path, ")\n",
-                           to_yaml(p.run.config)));
+    files.push_back({config.filename().string(),
+                     msg("# t5scale study ", plan.spec.name, ", run ", p.run.name,
+                         ": the resolved run config (t5scale-study render ", comment_text(options.spec_path), ")\n",
+                         to_yaml(p.run.config)),
+                     false});
     const fs::path script = out_dir / (p.run.name + ".sbatch");
-    write_file(script, render_run_sbatch(plan, p, config.string(), options), true);
+    files.push_back({script.filename().string(), render_run_sbatch(plan, p, config.string(), options), true});
     rendered.run_scripts.emplace_back(p.run.name, script.string());
   }
-  if (array) {
-    for (const auto& group : array_groups(plan)) {
-      const fs::path runs_file = out_dir / (group.name + ".runs");
-      std::string names;
-      for (const RunPlan* p : group.runs) names += p->run.name + "\n";
-      write_file(runs_file, names);
-      const fs::path script = out_dir / (group.name + ".sbatch");
-      write_file(script, render_array_sbatch(plan, group, runs_file.string(), out_dir.string(), options), true);
-      rendered.array_scripts.emplace_back(script.string(), group);
-    }
+  if (!array) return files;
+  for (const auto& group : array_groups(plan)) {
+    const fs::path runs_file = out_dir / (group.name + ".runs");
+    std::string names;
+    for (const RunPlan* p : group.runs) names += p->run.name + "\n";
+    files.push_back({runs_file.filename().string(), names, false});
+    const fs::path script = out_dir / (group.name + ".sbatch");
+    files.push_back({script.filename().string(),
+                     render_array_sbatch(plan, group, runs_file.string(), out_dir.string(), options), true});
+    rendered.array_scripts.emplace_back(script.string(), group);
   }
+  return files;
+}
+
+// The runs' output folders as the jobs see them (relative ones start at the working directory), each once.
+std::vector<std::string> log_folders(const StudyPlan& plan, const RenderOptions& options) {
+  std::vector<std::string> folders;
+  for (const auto& p : plan.runs) {
+    const fs::path dir = fs::path(options.workdir) / p.run.config.run.output_dir;  // an absolute one stays as it is
+    const std::string text = dir.lexically_normal().string();
+    if (std::find(folders.begin(), folders.end(), text) == folders.end()) folders.push_back(text);
+  }
+  return folders;
+}
+
+// Which of `files` to write: the missing ones, and those that differ from their rendering and were not edited
+// since render wrote them (or were, with policy.replace_edited). Records in `rendered` what it keeps and replaces,
+// and in `sums` the checksums to keep for next time.
+std::vector<const RenderedFile*> files_to_write(const std::vector<RenderedFile>& files, const fs::path& out_dir,
+                                                const WritePolicy& policy, RenderedStudy& rendered, Checksums& sums) {
+  const Checksums written_before = read_checksums(out_dir / kRenderedChecksumsFile);
+  std::vector<const RenderedFile*> to_write;
+  for (const auto& file : files) {
+    const fs::path path = out_dir / file.name;
+    const std::string now = checksum(file.text);
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {
+      rendered.missing.push_back(path.string());
+      to_write.push_back(&file);
+      sums[file.name] = now;
+      continue;
+    }
+    const std::string there = checksum(read_text_file(path.string(), "the rendered file"));
+    const auto before = written_before.find(file.name);
+    // Without a record of what render wrote, a file that differs may hold edits: it is kept.
+    const bool edited = there != now && (before == written_before.end() || before->second != there);
+    if (edited && !policy.replace_edited) {
+      rendered.edited_kept.push_back(path.string());
+      if (before != written_before.end()) sums[file.name] = before->second;  // still edited next time
+      continue;
+    }
+    if (edited) rendered.edited_replaced.push_back(path.string());
+    if (there != now) to_write.push_back(&file);
+    sums[file.name] = now;
+  }
+  return to_write;
+}
+
+}  // namespace
+
+RenderedStudy write_rendered_study(const StudyPlan& plan, const RenderOptions& options, bool array,
+                                   const WritePolicy& policy) {
+  throw_if_invalid(plan);
+  // Every text first: a value that cannot be rendered stops render before it writes anything.
+  RenderedStudy rendered;
+  const std::vector<RenderedFile> files = render_files(plan, options, array, rendered);
+  const fs::path out_dir(options.out_dir);
   rendered.runs_csv = (out_dir / "runs.csv").string();
+  rendered.log_dirs = log_folders(plan, options);
+  Checksums sums;
+  const std::vector<const RenderedFile*> to_write = files_to_write(files, out_dir, policy, rendered, sums);
+  if (policy.dry_run) return rendered;
+
+  fs::create_directories(out_dir);
+  for (const RenderedFile* file : to_write) write_file(out_dir / file->name, file->text, file->executable);
   write_file(rendered.runs_csv, plan_csv(plan));
+  write_checksums(out_dir / kRenderedChecksumsFile, sums);
+  for (const auto& dir : rendered.log_dirs) fs::create_directories(dir);
   return rendered;
 }
 

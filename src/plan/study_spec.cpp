@@ -36,14 +36,15 @@ const std::vector<std::string>& top_level_keys() {
 
 const std::vector<std::string>& slurm_keys() {
   static const std::vector<std::string> keys = {
-      "partition", "account", "time_limit", "constraint", "qos",    "mem",          "gpus_per_node", "gpu",
-      "gpu_memory_gib", "cpus_per_task", "launcher", "mpi", "signal_s", "extra_sbatch", "env", "modules"};
+      "partition", "account", "time_limit", "constraint", "qos", "mem", "gpus_per_node", "gpu", "gpu_memory_gib",
+      "gpu_request", "gres_type", "cpus_per_task", "launcher", "mpi", "signal_s", "extra_sbatch", "env", "modules",
+      "setup"};
   return keys;
 }
 
 // Keys the study sets itself on every run.
 bool set_by_study(const std::string& key) {
-  return key == "run.name" || key == "run.study" || key == "run.output_dir";
+  return key == "run.name" || key == "run.study" || key == "run.output_dir" || key == "run.planned_world_size";
 }
 
 // The nearest of `candidates` to `word`, or "" when none is within a few edits.
@@ -207,10 +208,81 @@ std::vector<std::string> string_list(const YAML::Node& node, const std::string& 
   return out;
 }
 
-bool is_env_name(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  return std::all_of(name.begin(), name.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+// A text as it can be shown inside one line of a message.
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else out += c;
+  }
+  return out;
+}
+
+// A value of `slurm:` that sbatch reads from an #SBATCH line; `token`: a one-word option.
+std::string sbatch_scalar(const YAML::Node& node, const std::string& key, bool token, Problems& problems) {
+  const std::string value = scalar(node, key, problems);
+  const std::string problem = sbatch_value_problem(value, token);
+  if (!problem.empty()) problems.add(node, msg(key, ": ", problem));
+  return value;
+}
+
+// `slurm.env`: NAME: value (taken literally) or NAME: {expand: "...$OTHER..."}.
+std::vector<SlurmEnvVar> parse_env(const YAML::Node& node, const std::string& key, Problems& problems) {
+  std::vector<SlurmEnvVar> env;
+  if (!node.IsMap()) {
+    problems.add(node, msg(key, ": expected a mapping NAME: value, got ", yaml_node_kind(node)));
+    return env;
+  }
+  std::set<std::string> seen;
+  for (const auto& e : node) {
+    SlurmEnvVar var;
+    var.name = e.first.Scalar();
+    const std::string var_key = key + "." + var.name;
+    if (!is_env_name(var.name)) {
+      problems.add(e.first, msg(key, ": '", var.name, "' is not an environment variable name"));
+    } else if (!seen.insert(var.name).second) {
+      problems.add(e.first, msg(var_key, ": duplicate variable"));
+    }
+    const YAML::Node& value = e.second;
+    if (value.IsMap()) {
+      var.expand = true;
+      for (const auto& item : value) {
+        if (item.first.Scalar() != "expand") {
+          problems.add(item.first, msg(var_key, ": unknown key '", item.first.Scalar(),
+                                       "'; a value is a string (taken literally) or {expand: \"...$NAME...\"}"));
+        }
+      }
+      if (value["expand"]) {
+        var.value = scalar(value["expand"], var_key + ".expand", problems);
+      } else {
+        problems.add(value, msg(var_key, ": expected {expand: \"...$NAME...\"}"));
+      }
+    } else {
+      var.value = scalar(value, var_key, problems);
+    }
+    const std::string problem = env_value_problem(var.value, var.expand);
+    if (!problem.empty()) problems.add(value, msg(var_key, ": ", problem));
+    env.push_back(std::move(var));
+  }
+  return env;
+}
+
+// The mpi plugin name goes into the srun line as a word of its own.
+bool is_plain_word(const std::string& text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+// Checks that need the whole `slurm:` section: GPU requests of CPU-only jobs.
+void check_gpu_request(const YAML::Node& node, const SlurmSpec& s, Problems& problems) {
+  if (!s.cpu_only()) return;
+  for (const char* name : {"gpu_request", "gres_type"}) {
+    if (node[name]) {
+      problems.add(node[name], msg("slurm.", name, ": CPU-only jobs (slurm.gpu: ", s.gpu, ") ask for no GPUs"));
+    }
+  }
 }
 
 SlurmSpec parse_slurm(const YAML::Node& node, Problems& problems) {
@@ -224,48 +296,65 @@ SlurmSpec parse_slurm(const YAML::Node& node, Problems& problems) {
     const std::string name = item.first.Scalar();
     const std::string key = "slurm." + name;
     const YAML::Node& v = item.second;
-    if (name == "partition") s.partition = scalar(v, key, problems);
-    else if (name == "account") s.account = scalar(v, key, problems);
-    else if (name == "time_limit") s.time_limit = scalar(v, key, problems);
-    else if (name == "constraint") s.constraint = scalar(v, key, problems);
-    else if (name == "qos") s.qos = scalar(v, key, problems);
-    else if (name == "mem") s.mem = scalar(v, key, problems);
+    if (name == "partition") s.partition = sbatch_scalar(v, key, true, problems);
+    else if (name == "account") s.account = sbatch_scalar(v, key, true, problems);
+    else if (name == "time_limit") s.time_limit = sbatch_scalar(v, key, true, problems);
+    else if (name == "constraint") s.constraint = sbatch_scalar(v, key, true, problems);
+    else if (name == "qos") s.qos = sbatch_scalar(v, key, true, problems);
+    else if (name == "mem") s.mem = sbatch_scalar(v, key, true, problems);
     else if (name == "gpus_per_node") s.gpus_per_node = integer(v, key, 1, problems);
     else if (name == "gpu") s.gpu = scalar(v, key, problems);
     else if (name == "gpu_memory_gib") s.gpu_memory_gib = number(v, key, 0.0, problems);
-    else if (name == "cpus_per_task") s.cpus_per_task = integer(v, key, 0, problems);
+    else if (name == "gpu_request") {
+      const std::string request = scalar(v, key, problems);
+      if (request == "gpus-per-node") s.gpu_request = SlurmSpec::GpuRequest::kGpusPerNode;
+      else if (request == "gres") s.gpu_request = SlurmSpec::GpuRequest::kGres;
+      else problems.add(v, msg(key, ": must be gpus-per-node or gres, got '", one_line(request), "'"));
+    } else if (name == "gres_type") {
+      s.gres_type = sbatch_scalar(v, key, true, problems);
+      if (s.gres_type.find(':') != std::string::npos || s.gres_type.find(',') != std::string::npos) {
+        problems.add(v, msg(key, ": '", s.gres_type, "' must be one GPU type name (gres.conf Type), e.g. a100"));
+      }
+    } else if (name == "cpus_per_task") s.cpus_per_task = integer(v, key, 0, problems);
     else if (name == "launcher") {
       s.launcher = scalar(v, key, problems);
       if (s.launcher != "srun" && s.launcher != "mpirun") {
-        problems.add(v, msg(key, ": must be srun or mpirun, got '", s.launcher, "'"));
+        problems.add(v, msg(key, ": must be srun or mpirun, got '", one_line(s.launcher), "'"));
       }
-    } else if (name == "mpi") s.mpi = scalar(v, key, problems);
-    else if (name == "signal_s") s.signal_s = integer(v, key, 0, problems);
+    } else if (name == "mpi") {
+      s.mpi = scalar(v, key, problems);
+      if (!is_plain_word(s.mpi)) {
+        problems.add(v, msg(key, ": '", one_line(s.mpi), "' must be an srun --mpi plugin name (pmix, pmi2, ...)"));
+      }
+    } else if (name == "signal_s") s.signal_s = integer(v, key, 0, problems);
     else if (name == "extra_sbatch") {
       s.extra_sbatch = string_list(v, key, problems);
       for (const auto& option : s.extra_sbatch) {
-        if (option.rfind("-", 0) != 0) {
+        const std::string problem = sbatch_value_problem(option, false);
+        if (!problem.empty()) {
+          problems.add(v, msg(key, ": ", problem));
+        } else if (option.rfind("-", 0) != 0) {
           problems.add(v, msg(key, ": '", option, "' is not an sbatch option (they start with - or --)"));
         }
       }
     } else if (name == "env") {
-      if (!v.IsMap()) {
-        problems.add(v, msg(key, ": expected a mapping NAME: value, got ", yaml_node_kind(v)));
-        continue;
-      }
-      for (const auto& e : v) {
-        const std::string env_name = e.first.Scalar();
-        if (!is_env_name(env_name)) {
-          problems.add(e.first, msg(key, ": '", env_name, "' is not an environment variable name"));
-        }
-        s.env.emplace_back(env_name, scalar(e.second, key + "." + env_name, problems));
-      }
+      s.env = parse_env(v, key, problems);
     } else if (name == "modules") {
       s.modules = string_list(v, key, problems);
+      for (const auto& module : s.modules) {
+        if (module.empty() || std::any_of(module.begin(), module.end(),
+                                          [](char c) { return std::isspace(static_cast<unsigned char>(c)); })) {
+          problems.add(v, msg(key, ": '", one_line(module),
+                              "' must be one module name (one item per module; commands go in slurm.setup)"));
+        }
+      }
+    } else if (name == "setup") {
+      s.setup = string_list(v, key, problems);
     } else {
       problems.add(item.first, msg("unknown key '", key, "'", did_you_mean(name, slurm_keys())));
     }
   }
+  check_gpu_request(node, s, problems);
   return s;
 }
 
@@ -449,7 +538,51 @@ bool is_launch_key(const std::string& key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
+bool is_env_name(const std::string& name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
 bool SlurmSpec::cpu_only() const { return gpu == "none" || gpu == "cpu"; }
+
+std::string sbatch_value_problem(const std::string& value, bool token) {
+  const std::string shown = "'" + one_line(value) + "' ";
+  for (char c : value) {
+    if (c == '\n' || c == '\r') return shown + "holds a newline, which would end the #SBATCH line";
+  }
+  for (char c : value) {
+    if (c == '#') return shown + "holds '#', which sbatch reads as the start of a comment";
+    if (std::iscntrl(static_cast<unsigned char>(c)) && c != '\t') return shown + "holds a control character";
+  }
+  if (!token) return "";
+  for (char c : value) {
+    if (std::isspace(static_cast<unsigned char>(c))) return shown + "holds whitespace, which would end the value";
+    if (c == '"' || c == '\'' || c == '\\') return shown + "holds a quote or backslash, which sbatch reads as quoting";
+  }
+  return "";
+}
+
+std::string env_value_problem(const std::string& value, bool expand) {
+  const std::string shown = "'" + one_line(value) + "' ";
+  if (value.find_first_of("\n\r") != std::string::npos) {
+    return shown + "holds a newline (an environment value is one line)";
+  }
+  if (!expand) return "";
+  const std::string commands = "; commands go in slurm.setup, which can export what they compute";
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (value[i] == '`') return shown + "holds a backtick (a command substitution)" + commands;
+    if (value[i] != '$' || i + 1 == value.size()) continue;
+    if (value[i + 1] == '(') return shown + "holds '$(' (a command substitution)" + commands;
+    if (value[i + 1] == '{') {
+      const size_t close = value.find('}', i + 2);
+      if (close == std::string::npos || !is_env_name(value.substr(i + 2, close - i - 2))) {
+        return shown + "holds a '${' that is not a plain ${NAME} (only $NAME and ${NAME} are expanded)" + commands;
+      }
+    }
+  }
+  return "";
+}
 
 std::string filesystem_safe(const std::string& text) {
   std::string out;
@@ -485,7 +618,12 @@ StudySpec parse_study_spec(const std::string& yaml_text, const std::string& sour
   if (root["repeats"]) spec.repeats = integer(root["repeats"], "repeats", 1, problems);
   if (root["slurm"]) spec.slurm = parse_slurm(root["slurm"], problems);
   if (root["cost"] && !root["cost"].IsNull()) spec.cost = parse_cost(root["cost"], problems);
-  spec.results_dir = root["results_dir"] ? scalar(root["results_dir"], "results_dir", problems) : "";
+  if (root["results_dir"]) {
+    // The jobs' logs go there: #SBATCH --output=<results_dir>/<run>.%j.log.
+    spec.results_dir = scalar(root["results_dir"], "results_dir", problems);
+    const std::string problem = sbatch_value_problem(spec.results_dir, true);
+    if (!problem.empty()) problems.add(root["results_dir"], msg("results_dir: ", problem));
+  }
   if (spec.results_dir.empty()) spec.results_dir = "results/" + spec.name;
   problems.throw_if_any();
   return spec;
@@ -763,6 +901,8 @@ StudyRun make_study_run(const StudySpec& spec, const ExpandOptions& options, con
   run.config.run.study = spec.name;
   run.config.run.output_dir = options.results_dir.empty() ? spec.results_dir : options.results_dir;
   run.config.run.seed += p.repeat;
+  // The rendered config carries its grid: the job refuses to run it on another number of processes.
+  run.config.run.planned_world_size = run.world();
   if (run.config.cost.gpus_per_node == 0) run.config.cost.gpus_per_node = run.gpus_per_node;
   for (const auto& e : validate_for_world(run.config, run.world())) run.errors.push_back(e.text());
   return run;

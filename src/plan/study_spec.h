@@ -10,6 +10,8 @@
 //   mode: grid                                # or list: runs: [{name?, set: {key: value}, axes?: {...}}]
 //   repeats: 1                                # seeds run.seed + i
 //   slurm: {partition: gpu, time_limit: "04:00:00", gpus_per_node: 8, gpu: A100-80GB, launcher: srun, ...}
+//   slurm.env: {NCCL_DEBUG: WARN, SCRATCH: {expand: "/scratch/$USER/$SLURM_JOB_ID"}}
+//   slurm.setup: ["source /shared/t5scale/env.sh"]  # shell lines, verbatim, before the launch
 //   cost: {price_per_node_hour_usd: 32.77}    # copied into every run's cost.* keys
 //   results_dir: results/lr-scaling           # default results/<study>
 //
@@ -18,6 +20,15 @@
 // run names. Everything a spec can hold is checked when it is loaded (unknown keys with the nearest known one,
 // values of the wrong type, each with file and line); what only a whole run can show (TP not dividing the model,
 // a batch that does not split) is found by expansion with the trainer's own validation.
+//
+// What reaches the job's shell: `slurm.setup` lines are shell, run as written (the one place for commands:
+// `source <bundle>/env.sh`, `module load`, a venv's activate). Everything else is data. `slurm.env` values are
+// exported literally (single-quoted): `$(...)`, backticks and `$X` in them are text. A value written as
+// `{expand: "..."}` has its `$NAME` and `${NAME}` references expanded by the job's shell and nothing else; a
+// command substitution or a `${...}` with operators in it is refused (that is setup's work). No env value may hold
+// a newline. Values that go into `#SBATCH` lines (partition, account, time_limit, constraint, qos, mem, gres_type,
+// extra_sbatch, results_dir, the study's name) are refused when they hold a newline or `#` (sbatch reads the rest
+// of the line as a comment), and the one-word options also when they hold whitespace or quotes.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +69,18 @@ struct StudyEntry {
   int line = 0;
 };
 
+// One variable of `slurm.env`, exported in the job before the launch.
+struct SlurmEnvVar {
+  std::string name;
+  std::string value;
+  bool expand = false;  // false: the value is taken literally; true: its $NAME and ${NAME} are expanded
+};
+
 struct SlurmSpec {
+  // How the job asks for its GPUs: `#SBATCH --gpus-per-node=[type:]N`, or `--gres=gpu:[type:]N` for sites that
+  // count GPUs only as generic resources (older Slurm, some site policies).
+  enum class GpuRequest { kGpusPerNode, kGres };
+
   std::string partition;
   std::string account;
   std::string time_limit = "01:00:00";  // sbatch --time
@@ -68,13 +90,16 @@ struct SlurmSpec {
   int64_t gpus_per_node = 1;  // the default of the launch key gpus_per_node (ranks per node, one per GPU)
   std::string gpu;            // GPU model for the memory check ("A100-80GB", "H100"); "none" = CPU-only jobs
   double gpu_memory_gib = 0.0;  // > 0 overrides the table of GPU memory by model
+  GpuRequest gpu_request = GpuRequest::kGpusPerNode;
+  std::string gres_type;  // the site's name for the GPU type in Slurm (gres.conf Type, "a100"); "" = any GPU
   int64_t cpus_per_task = 0;    // 0 = not set (the site's default)
   std::string launcher = "srun";  // srun | mpirun
   std::string mpi = "pmix";       // srun --mpi=<mpi>
   int64_t signal_s = 120;         // sbatch --signal=USR1@<signal_s>: seconds of warning before the time limit
   std::vector<std::string> extra_sbatch;  // more #SBATCH options, as written ("--exclusive")
-  std::vector<std::pair<std::string, std::string>> env;  // exported in the job, in order
-  std::vector<std::string> modules;                      // `module load` in the job, in order
+  std::vector<SlurmEnvVar> env;      // exported in the job, in order, after modules and setup
+  std::vector<std::string> modules;  // `module load` in the job, in order, first
+  std::vector<std::string> setup;    // shell lines run as written, after the modules, before env and the launch
 
   bool cpu_only() const;
 };
@@ -94,6 +119,16 @@ struct StudySpec {
   std::vector<SpecAssignment> cost;  // cost.<key> for every run
   std::string results_dir;           // run.output_dir of every run; default results/<study>
 };
+
+// A shell variable's name: [A-Za-z_][A-Za-z0-9_]*.
+bool is_env_name(const std::string& name);
+// Why `value` cannot be written into an `#SBATCH` line ("" when it can). sbatch reads a directive up to the end of
+// its line and an unquoted `#` as the start of a comment; a one-word option (`token`) also ends at whitespace, and
+// quotes or backslashes in it would be read as quoting.
+std::string sbatch_value_problem(const std::string& value, bool token);
+// Why `value` cannot be exported as a `slurm.env` value ("" when it can): a newline anywhere; in an `expand`
+// value, a command substitution (`$(...)`, backticks) or a `${...}` that is more than a variable's name.
+std::string env_value_problem(const std::string& value, bool expand);
 
 // Loads and checks a spec; a t5scale::Error lists every problem as "<file>:<line>: <key>: <reason>".
 StudySpec load_study_spec(const std::string& path);

@@ -1,6 +1,8 @@
 // t5scale-study's library: spec loading and expansion (grid, list, linked axes, repeats, names), the refusal of
 // bad specs with file, line and key, the plan's figures against the functions the trainer uses, the rendered
-// sbatch text and its exit-code handling (run under bash with stand-ins for srun, mpirun and scontrol), and the
+// sbatch text and its exit-code handling (run under bash with stand-ins for srun, mpirun and scontrol), what of a
+// spec reaches the job's shell (env values literal unless asked to expand, setup lines as written, #SBATCH values
+// refused when sbatch could not read them), what render keeps (edited scripts) and creates (log folders), and the
 // run-file and Slurm status readers (on files written by the telemetry part's RunFile, one of them by a writer
 // killed with SIGKILL).
 #include <gtest/gtest.h>
@@ -15,6 +17,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -296,6 +300,67 @@ TEST(StudySpec, MissingStudyNameAndBadModeAreRefused) {
   const std::string e = error_of([] { spec_from("mode: table\nruns: []\n"); });
   EXPECT_TRUE(contains(e, "study: missing")) << e;
   EXPECT_TRUE(contains(e, "mode: must be grid or list, got 'table'")) << e;
+}
+
+// What a spec says must reach the job as it says it: a value that the job's shell would run, or that would end an
+// #SBATCH line early, is refused when the spec is loaded, with its key.
+TEST(StudySpec, EnvValuesThatWouldRunOrBreakTheScriptAreRefusedNamingTheKey) {
+  const std::string e = error_of([] {
+    spec_from(R"spec(study: bad
+slurm:
+  env:
+    TWO_LINES: "a\nb"
+    COMMAND: {expand: "/scratch/$(whoami)"}
+    BACKTICK: {expand: "/scratch/`whoami`"}
+    DEFAULT: {expand: "${TMPDIR:-/tmp}/x"}
+    MISSPELT: {expnd: "$HOME"}
+    LITERAL: "$(whoami) `id` ${X:-y}"
+)spec");
+  });
+  EXPECT_TRUE(contains(e, "spec.yaml:4: slurm.env.TWO_LINES: 'a\\nb' holds a newline")) << e;
+  EXPECT_TRUE(contains(e, "spec.yaml:5: slurm.env.COMMAND: '/scratch/$(whoami)' holds '$(' (a command "
+                          "substitution); commands go in slurm.setup"))
+      << e;
+  EXPECT_TRUE(contains(e, "spec.yaml:6: slurm.env.BACKTICK: '/scratch/`whoami`' holds a backtick")) << e;
+  EXPECT_TRUE(contains(e, "spec.yaml:7: slurm.env.DEFAULT: '${TMPDIR:-/tmp}/x' holds a '${' that is not a plain "
+                          "${NAME}"))
+      << e;
+  EXPECT_TRUE(contains(e, "spec.yaml:8: slurm.env.MISSPELT: unknown key 'expnd'")) << e;
+  EXPECT_FALSE(contains(e, "LITERAL")) << e;  // taken literally, nothing in it runs
+}
+
+TEST(StudySpec, SbatchValuesThatSbatchWouldMisreadAreRefusedNamingTheKey) {
+  const std::string e = error_of([] {
+    spec_from(R"(study: bad
+results_dir: "results/my study"
+slurm:
+  partition: "gpu\n#SBATCH --account=someone-else"
+  account: "proj # the team's"
+  qos: "high prio"
+  gres_type: "a100:2"
+  gpu_request: pcie
+  extra_sbatch: ["--comment=run #3", "--mail-type=END"]
+  mpi: "pmix; rm -rf ~"
+  modules: ["cuda/12.4 nccl/2.18"]
+)");
+  });
+  EXPECT_TRUE(contains(e, "spec.yaml:2: results_dir: 'results/my study' holds whitespace")) << e;
+  EXPECT_TRUE(contains(e, "spec.yaml:4: slurm.partition: 'gpu\\n#SBATCH --account=someone-else' holds a newline, "
+                          "which would end the #SBATCH line"))
+      << e;
+  EXPECT_TRUE(contains(e, "spec.yaml:5: slurm.account: 'proj # the team's' holds '#', which sbatch reads as the "
+                          "start of a comment"))
+      << e;
+  EXPECT_TRUE(contains(e, "spec.yaml:6: slurm.qos: 'high prio' holds whitespace")) << e;
+  EXPECT_TRUE(contains(e, "spec.yaml:7: slurm.gres_type: 'a100:2' must be one GPU type name")) << e;
+  EXPECT_TRUE(contains(e, "spec.yaml:8: slurm.gpu_request: must be gpus-per-node or gres, got 'pcie'")) << e;
+  EXPECT_TRUE(contains(e, "slurm.extra_sbatch: '--comment=run #3' holds '#'")) << e;
+  EXPECT_FALSE(contains(e, "--mail-type")) << e;
+  EXPECT_TRUE(contains(e, "slurm.mpi: 'pmix; rm -rf ~' must be an srun --mpi plugin name")) << e;
+  EXPECT_TRUE(contains(e, "slurm.modules: 'cuda/12.4 nccl/2.18' must be one module name")) << e;
+
+  const std::string cpu = error_of([] { spec_from("study: cpu\nslurm: {gpu: none, gres_type: a100}\n"); });
+  EXPECT_TRUE(contains(cpu, "spec.yaml:2: slurm.gres_type: CPU-only jobs (slurm.gpu: none) ask for no GPUs")) << cpu;
 }
 
 TEST(StudySpec, ARunWhoseTpDoesNotDivideTheModelNamesTheRunAndTheKey) {
@@ -644,11 +709,12 @@ slurm:
   modules: [cuda/12.4]
 )";
 
-RenderOptions render_options(const std::string& out) {
+// `workdir`: where the jobs run; render creates the runs' log folders there.
+RenderOptions render_options(const std::string& out, const std::string& workdir = "/scratch/project") {
   RenderOptions o;
   o.out_dir = out;
   o.bin_dir = "/opt/t5scale/bin";
-  o.workdir = "/scratch/project";
+  o.workdir = workdir;
   o.spec_path = "jobs/demo.yaml";
   return o;
 }
@@ -682,9 +748,10 @@ TEST(StudyRender, TheSbatchScriptHasTheKeyLines) {
       "\nRUN_CONFIG=\"/cfg/n2-sqrt.yaml\"",
       "\nmodule load cuda/12.4\n",
       "\nexport OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}\n",
-      "\nexport NCCL_DEBUG=\"WARN\"\n",
-      "\nexport NCCL_IB_TIMEOUT=\"22\"\n",
-      "\nsrun --mpi=pmix --kill-on-bad-exit=1 \"$T5SCALE_BIN/t5scale-train\" --config \"$RUN_CONFIG\" &\n",
+      "\nexport NCCL_DEBUG='WARN'\n",
+      "\nexport NCCL_IB_TIMEOUT='22'\n",
+      "\nsrun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=\"$SLURM_CPUS_PER_TASK\" "
+      "\"$T5SCALE_BIN/t5scale-train\" --config \"$RUN_CONFIG\" &\n",
       "\nif [ \"$rc\" -eq 75 ]; then\n",
       "\n  scontrol requeue \"$SLURM_JOB_ID\"\n  exit 0\nfi\n",
       "\nexit \"$rc\"\n",
@@ -742,7 +809,8 @@ ScriptRun run_script(const TempDir& dir, const std::string& script, const std::s
   fs::permissions(bin / launcher, fs::perms::owner_all);
   fs::permissions(bin / "scontrol", fs::perms::owner_all);
   write_text(dir / "job.sbatch", script);
-  const std::string environment = "PATH=" + bin.string() + ":/usr/bin:/bin SLURM_JOB_ID=4242 SLURM_NTASKS=4 ";
+  const std::string environment =
+      "PATH=" + bin.string() + ":/usr/bin:/bin SLURM_JOB_ID=4242 SLURM_NTASKS=4 SLURM_CPUS_PER_TASK=12 ";
   std::string command;
   if (send_usr1) {
     // The job shell gets SIGUSR1 (as from --signal=B:...) once the launcher has started.
@@ -769,8 +837,8 @@ TEST(StudyRender, ExitCode75RequeuesTheJobAndOtherCodesPassThrough) {
     const ScriptRun r = run_script(dir, script, "srun", "exit 75");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(r.scontrol_log, "requeue 4242\n");
-    EXPECT_EQ(r.launcher_log, "--mpi=pmix --kill-on-bad-exit=1 /opt/t5scale/bin/t5scale-train --config "
-                              "/cfg/n1-none.yaml\n");
+    EXPECT_EQ(r.launcher_log, "--mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=12 /opt/t5scale/bin/t5scale-train "
+                              "--config /cfg/n1-none.yaml\n");
   }
   for (int code : {0, 2, 3}) {
     TempDir dir;
@@ -797,7 +865,8 @@ TEST(StudyRender, TheMpirunScriptPassesSigusr1OnAndRequeues) {
 TEST(StudyRender, WritesConfigsThatLoadBackScriptsAndTheRunsTable) {
   TempDir dir;
   const StudyPlan plan = plan_study(spec_from(kRenderSpec));
-  const RenderedStudy rendered = write_rendered_study(plan, render_options(dir / "out"), /*array=*/true);
+  const RenderedStudy rendered =
+      write_rendered_study(plan, render_options(dir / "out", dir / "work"), /*array=*/true);
   ASSERT_EQ(rendered.run_scripts.size(), 4u);
   for (const auto& p : plan.runs) {
     const RunConfig loaded = load_run_config(dir / ("out/" + p.run.name + ".yaml"));
@@ -824,7 +893,7 @@ TEST(StudyRender, WritesConfigsThatLoadBackScriptsAndTheRunsTable) {
 TEST(StudyRender, TheArrayScriptPicksItsTasksRun) {
   TempDir dir;
   const StudyPlan plan = plan_study(spec_from(kRenderSpec));
-  write_rendered_study(plan, render_options(dir / "out"), /*array=*/true);
+  write_rendered_study(plan, render_options(dir / "out", dir / "work"), /*array=*/true);
   TempDir run_dir;
   const std::string script = read_text(dir / "out/array-n2x8.sbatch");
   setenv("SLURM_ARRAY_TASK_ID", "1", 1);
@@ -841,9 +910,203 @@ study: bad
 base: {model.name: t5-small, train.max_steps: 3}
 axes: {parallel.tp: [3]}
 )"));
-  const std::string e = error_of([&] { write_rendered_study(plan, render_options(dir / "out"), false); });
+  const std::string e =
+      error_of([&] { write_rendered_study(plan, render_options(dir / "out", dir / "work"), false); });
   EXPECT_TRUE(contains(e, "1 invalid run(s), nothing rendered: bad (see t5scale-study plan)")) << e;
   EXPECT_FALSE(fs::exists(dir.path() / "out"));
+  EXPECT_FALSE(fs::exists(dir.path() / "work"));
+}
+
+// Every file under `dir` with its text: what a dry run must leave as it was.
+std::map<std::string, std::string> files_under(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    files[entry.path().string()] = entry.is_regular_file() ? read_text(entry.path().string()) : "(folder)";
+  }
+  return files;
+}
+
+TEST(StudyRender, EnvValuesAreLiteralAndExpandValuesExpandOnlyVariables) {
+  TempDir dir;
+  const std::string injected = dir / "injected";
+  const StudyPlan plan = plan_study(spec_from(std::string(R"(
+study: env
+base: {train.max_steps: 4}
+slurm:
+  env:
+    LITERAL: '$(touch )") + injected + "1) `touch " + injected + R"(2` $SLURM_JOB_ID it''s "q" \ end'
+    EXPANDED: {expand: '/scratch/$SLURM_JOB_ID/${SLURM_NTASKS}x $5 $$ "q" \ it''s end$'}
+)"));
+  const std::string script = render_run_sbatch(plan, plan.runs[0], "/cfg/env.yaml", render_options("/cfg"));
+  const ScriptRun r =
+      run_script(dir, script, "srun", "printf '%s\\n' \"$LITERAL\" \"$EXPANDED\" > " + (dir / "values.txt"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_text(dir / "values.txt"), "$(touch " + injected + "1) `touch " + injected +
+                                               "2` $SLURM_JOB_ID it's \"q\" \\ end\n"
+                                               "/scratch/4242/4x $5 $$ \"q\" \\ it's end$\n")
+      << script;
+  EXPECT_FALSE(fs::exists(injected + "1")) << "a literal value ran $(...)";
+  EXPECT_FALSE(fs::exists(injected + "2")) << "a literal value ran `...`";
+}
+
+TEST(StudyRender, SetupLinesRunAsWrittenAfterTheModulesAndBeforeTheEnvironment) {
+  TempDir dir;
+  const StudyPlan plan = plan_study(spec_from(std::string(R"(
+study: setup
+base: {train.max_steps: 4}
+slurm:
+  modules: [cuda/12.4]
+  setup:
+    - echo "setup in job $SLURM_JOB_ID" > )") + (dir / "setup.txt") + R"(
+    - export FROM_SETUP=yes
+  env: {AFTER_SETUP: {expand: "$FROM_SETUP-too"}}
+)"));
+  const std::string script = render_run_sbatch(plan, plan.runs[0], "/cfg/setup.yaml", render_options("/cfg"));
+  const size_t modules = script.find("\nmodule load cuda/12.4\n");
+  const size_t setup = script.find("\nexport FROM_SETUP=yes\n");
+  const size_t environment = script.find("\nexport AFTER_SETUP=");
+  const size_t launch = script.find("\nsrun ");
+  ASSERT_NE(setup, std::string::npos) << script;
+  EXPECT_LT(modules, setup) << script;
+  EXPECT_LT(setup, environment) << script;
+  EXPECT_LT(environment, launch) << script;
+  const ScriptRun r =
+      run_script(dir, script, "srun", "printf '%s\\n' \"$FROM_SETUP\" \"$AFTER_SETUP\" > " + (dir / "values.txt"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_text(dir / "setup.txt"), "setup in job 4242\n") << r.output;
+  EXPECT_EQ(read_text(dir / "values.txt"), "yes\nyes-too\n") << r.output;
+}
+
+TEST(StudyRender, SrunIsGivenTheCpusPerTaskOfTheAllocation) {
+  // Since Slurm 22.05 srun does not inherit --cpus-per-task from sbatch: without it, each rank gets one core.
+  const StudyPlan plan = plan_study(spec_from(kRenderSpec));
+  {
+    TempDir dir;
+    const std::string script = render_run_sbatch(plan, plan.runs[0], "/cfg/n1-none.yaml", render_options("/cfg"));
+    const ScriptRun r = run_script(dir, script, "srun", "exit 0");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(contains(r.launcher_log, " --cpus-per-task=12 ")) << r.launcher_log;
+  }
+  {
+    TempDir dir;
+    const StudyPlan unset = plan_study(spec_from("study: c\nbase: {train.max_steps: 4}\n"));
+    const std::string script = render_run_sbatch(unset, unset.runs[0], "/cfg/c.yaml", render_options("/cfg"));
+    const ScriptRun r = run_script(dir, script, "srun", "exit 0");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_FALSE(contains(r.launcher_log, "--cpus-per-task")) << r.launcher_log;  // the site's default
+  }
+}
+
+TEST(StudyRender, GpusAreAskedPerNodeOrAsGresWithTheSitesType) {
+  auto script_for = [](const std::string& slurm) {
+    const StudyPlan plan =
+        plan_study(spec_from("study: g\nbase: {train.max_steps: 4}\nslurm: {gpus_per_node: 8, " + slurm + "}\n"));
+    return render_run_sbatch(plan, plan.runs[0], "/cfg/g.yaml", render_options("/cfg"));
+  };
+  const std::string per_node = script_for("gpu: A100-80GB");
+  EXPECT_TRUE(contains(per_node, "\n#SBATCH --gpus-per-node=8\n")) << per_node;
+  EXPECT_FALSE(contains(per_node, "--gres")) << per_node;
+  const std::string typed = script_for("gres_type: h100");
+  EXPECT_TRUE(contains(typed, "\n#SBATCH --gpus-per-node=h100:8\n")) << typed;
+  const std::string gres = script_for("gpu_request: gres");
+  EXPECT_TRUE(contains(gres, "\n#SBATCH --gres=gpu:8\n")) << gres;
+  EXPECT_FALSE(contains(gres, "--gpus-per-node")) << gres;
+  const std::string gres_typed = script_for("gpu_request: gres, gres_type: a100");
+  EXPECT_TRUE(contains(gres_typed, "\n#SBATCH --gres=gpu:a100:8\n")) << gres_typed;
+}
+
+TEST(StudyRender, APathThatAnSbatchLineCannotHoldIsRefusedBeforeAnythingIsWritten) {
+  TempDir dir;
+  const StudyPlan plan = plan_study(spec_from(kRenderSpec));
+  const std::string workdir = error_of([&] {
+    write_rendered_study(plan, render_options(dir / "out", dir / "my project"), false);
+  });
+  EXPECT_TRUE(contains(workdir, "the jobs' working directory (--workdir, or the current folder): '" +
+                                    (dir / "my project") + "' holds whitespace"))
+      << workdir;
+  ExpandOptions hash;
+  hash.results_dir = "results/#1";
+  const StudyPlan logs = plan_study(spec_from(kRenderSpec), hash);
+  const std::string results_dir =
+      error_of([&] { write_rendered_study(logs, render_options(dir / "out", dir / "work"), false); });
+  EXPECT_TRUE(contains(results_dir, "results_dir (or --results-dir): the jobs' log path: 'results/#1/n1-none.%j.log' "
+                                    "holds '#'"))
+      << results_dir;
+  EXPECT_FALSE(fs::exists(dir.path() / "out"));
+  EXPECT_FALSE(fs::exists(dir.path() / "work"));
+}
+
+TEST(StudyRender, RenderCreatesTheFoldersTheLogsGoTo) {
+  // Slurm opens #SBATCH --output before the script runs: in a missing folder the job fails without a log.
+  TempDir dir;
+  const RenderedStudy relative =
+      write_rendered_study(plan_study(spec_from(kRenderSpec)), render_options(dir / "out", dir / "work"), false);
+  EXPECT_EQ(relative.log_dirs, std::vector<std::string>{dir / "work/results/demo"});
+  EXPECT_TRUE(fs::is_directory(dir.path() / "work/results/demo"));
+  ExpandOptions absolute;
+  absolute.results_dir = dir / "elsewhere/logs";
+  write_rendered_study(plan_study(spec_from(kRenderSpec), absolute), render_options(dir / "out2", dir / "work"),
+                       false);
+  EXPECT_TRUE(fs::is_directory(dir.path() / "elsewhere/logs"));
+}
+
+TEST(StudyRender, AScriptEditedAfterRenderIsKeptAndOneThatIsNotFollowsTheSpec) {
+  TempDir dir;
+  const RenderOptions options = render_options(dir / "out", dir / "work");
+  const StudyPlan plan = plan_study(spec_from(kRenderSpec));
+  const RenderedStudy first = write_rendered_study(plan, options, false);
+  EXPECT_EQ(first.missing.size(), 8u);  // 4 configs, 4 scripts
+  const std::string edited_path = dir / "out/n1-none.sbatch";
+  const std::string edited = read_text(edited_path) + "# a person's edit\n";
+  write_text(edited_path, edited);
+
+  const RenderedStudy again = write_rendered_study(plan, options, false);
+  EXPECT_EQ(again.edited_kept, std::vector<std::string>{edited_path});
+  EXPECT_EQ(read_text(edited_path), edited);
+
+  // The spec changes (here through --set): what nobody edited follows it; the edited script stays.
+  ExpandOptions longer;
+  longer.overrides = {"train.max_steps=20"};
+  const StudyPlan changed = plan_study(spec_from(kRenderSpec), longer);
+  const RenderedStudy updated = write_rendered_study(changed, options, false);
+  EXPECT_EQ(updated.edited_kept, std::vector<std::string>{edited_path});
+  EXPECT_TRUE(updated.edited_replaced.empty());
+  EXPECT_EQ(read_text(edited_path), edited);
+  EXPECT_EQ(load_run_config(dir / "out/n1-none.yaml").train.max_steps, 20);
+  EXPECT_TRUE(contains(read_text(dir / "out/n2-sqrt.sbatch"), ", 20 steps"));
+
+  // --rerender replaces the edit with what the spec renders.
+  WritePolicy rerender;
+  rerender.replace_edited = true;
+  const RenderedStudy replaced = write_rendered_study(changed, options, false, rerender);
+  EXPECT_EQ(replaced.edited_replaced, std::vector<std::string>{edited_path});
+  EXPECT_EQ(read_text(edited_path), render_run_sbatch(changed, changed.runs[0], dir / "out/n1-none.yaml", options));
+
+  // Scripts from before render kept a record, or whose record is lost, may hold edits: they are kept.
+  fs::remove(dir.path() / "out" / kRenderedChecksumsFile);
+  const RenderedStudy unknown = write_rendered_study(plan, options, false);
+  EXPECT_EQ(unknown.edited_kept.size(), 8u);
+}
+
+TEST(StudyRender, ADryRunWritesNothing) {
+  TempDir dir;
+  const RenderOptions options = render_options(dir / "out", dir / "work");
+  const StudyPlan plan = plan_study(spec_from(kRenderSpec));
+  WritePolicy dry_run;
+  dry_run.dry_run = true;
+  const RenderedStudy fresh = write_rendered_study(plan, options, /*array=*/true, dry_run);
+  EXPECT_EQ(fresh.missing.size(), 12u);  // 4 configs, 4 scripts, and per launch shape a runs list and a script
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+
+  write_rendered_study(plan, options, false);
+  const std::string edited_path = dir / "out/n2-none.sbatch";
+  write_text(edited_path, read_text(edited_path) + "# a person's edit\n");
+  const auto before = files_under(dir.path());
+  ExpandOptions longer;
+  longer.overrides = {"train.max_steps=20"};
+  const RenderedStudy over = write_rendered_study(plan_study(spec_from(kRenderSpec), longer), options, false, dry_run);
+  EXPECT_EQ(over.edited_kept, std::vector<std::string>{edited_path});
+  EXPECT_EQ(files_under(dir.path()), before);
 }
 
 // ---- Status ----
@@ -1012,6 +1275,33 @@ TEST(StudyExamples, EverySpecInJobsPlansWithoutInvalidRuns) {
   EXPECT_EQ(runs["t5-xxl-scaling.yaml"], 10u);
   EXPECT_EQ(runs["strategies-seed000.yaml"], 16u);
   EXPECT_EQ(runs["zero2-seed003.yaml"], 3u);
+}
+
+TEST(StudyExamples, EverySpecRendersScriptsThatBashReads) {
+  TempDir dir;
+  for (const auto& entry : fs::directory_iterator(fs::path(T5SCALE_SOURCE_DIR) / "jobs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    const StudyPlan plan = plan_study(load_study_spec(entry.path().string()));
+    const std::string name = entry.path().stem().string();
+    const RenderedStudy rendered =
+        write_rendered_study(plan, render_options(dir / ("out/" + name), dir / "work"), /*array=*/true);
+    for (const auto& [run, script] : rendered.run_scripts) {
+      EXPECT_EQ(std::system(("bash -n " + script).c_str()), 0) << script;
+    }
+  }
+}
+
+TEST(StudyExamples, NoSpecSetsAVariableThatOnlyPyTorchReads) {
+  // PyTorch's ProcessGroupNCCL reads these; NCCL does not, and t5scale has its own watchdog
+  // (parallel.collective_timeout_s): in a spec they only suggest a protection the job does not get from them.
+  const std::set<std::string> pytorch_only = {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                                              "NCCL_BLOCKING_WAIT", "TORCH_NCCL_BLOCKING_WAIT"};
+  for (const auto& entry : fs::directory_iterator(fs::path(T5SCALE_SOURCE_DIR) / "jobs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    for (const auto& var : load_study_spec(entry.path().string()).slurm.env) {
+      EXPECT_FALSE(pytorch_only.count(var.name)) << entry.path() << ": slurm.env." << var.name;
+    }
+  }
 }
 
 TEST(StudyExamples, TheSeed003StudyShardsTheGradientsOverTheEightV100s) {

@@ -4,8 +4,9 @@
 # status completed, attempt 0, the expected grid and every step once), the job logs and `t5scale-study status`.
 # Then a preemption: a longer run gets SIGUSR1 (what --signal sends before the time limit) while it trains; the
 # trainer checkpoints and exits 75, the sbatch script requeues the job, and the second attempt resumes from the
-# checkpoint and completes. The daemons are always stopped. Where Slurm cannot start, the test fails with the
-# reason; it never skips.
+# checkpoint and completes; that run's script is edited by hand before submit, which must submit it as edited, and
+# its spec's setup line and env values (one literal, one expanded) must reach the job as written. The daemons are
+# always stopped. Where Slurm cannot start, the test fails with the reason; it never skips.
 # The demo also runs once more as job arrays (`submit --array`).
 #   tests/study/run_local_slurm_study.sh SOURCE_DIR BIN_DIR PYTHON
 # Environment: T5SCALE_SLURM_TEST_TIMEOUT_S (the wait for the jobs, default 600), T5SCALE_KEEP_SLURM_TEST=1 keeps
@@ -160,15 +161,37 @@ grep -q "^summary: 4 completed$" "$work/array-status.txt" ||
   fail "the job arrays did not complete the 4 runs: $(cat "$work/array-status.txt")"
 
 # ---- Preemption: SIGUSR1, checkpoint, exit 75, requeue, resume ----
-step="the preemption run reaching step 20"
+# The run's script is rendered, edited by hand, and submitted: submit must use the edit. Its spec has a setup line
+# (shell, run as written), a literal env value that would run a command if the job's shell read it as code, and
+# one that asks for the job id to be expanded.
+step="the preemption run's edited script"
 cat >"$work/preempt.yaml" <<EOF
 study: preempt
 base_config: $work/jobs/w1-tp1.yaml
 base: {train.max_steps: 400, checkpoint.every_steps: 0, eval.every_steps: 0, telemetry.flush_every_steps: 1}
-slurm: {gpu: none, time_limit: "00:15:00", cpus_per_task: 1, launcher: srun, mpi: pmix}
+slurm:
+  gpu: none
+  time_limit: "00:15:00"
+  cpus_per_task: 1
+  launcher: srun
+  mpi: pmix
+  setup: ['echo "[t5scale-test] setup ran in job \$SLURM_JOB_ID"']
+  env:
+    T5SCALE_TEST_LITERAL: '\$(touch $work/injected)'
+    T5SCALE_TEST_EXPANDED: {expand: "job-\$SLURM_JOB_ID"}
 EOF
-study submit "$work/preempt.yaml" --out "$work/preempt-jobs" --results-dir "$work/results" --bin "$bin" ||
-  fail "submit of the preemption run failed"
+preempt_args=(--out "$work/preempt-jobs" --results-dir "$work/results" --bin "$bin")
+study render "$work/preempt.yaml" "${preempt_args[@]}" || fail "render of the preemption run failed"
+script="$work/preempt-jobs/preempt.sbatch"
+# shellcheck disable=SC2016  # the line is for the job's shell
+edit='echo "[t5scale-test] edited script: $T5SCALE_TEST_LITERAL, $T5SCALE_TEST_EXPANDED"'
+sed -i "/^echo \"\\[t5scale\\] run preempt: job /i $edit" "$script" || fail "cannot edit $script"
+study submit "$work/preempt.yaml" "${preempt_args[@]}" >"$work/preempt-submit.txt" ||
+  fail "submit of the preemption run failed: $(cat "$work/preempt-submit.txt")"
+grep -q "^using $script as edited" "$work/preempt-submit.txt" ||
+  fail "submit did not say it used the edited script: $(cat "$work/preempt-submit.txt")"
+grep -qF "[t5scale-test] edited script" "$script" || fail "submit overwrote the edited $script"
+step="the preemption run reaching step 20"
 job=$(tail -n 1 "$work/preempt-jobs/jobs.csv" | cut -d, -f2)
 run_file="$work/results/preempt.h5"
 # Wait until the run has flushed 20 steps, then signal its tasks as --signal would.
@@ -230,6 +253,10 @@ log="$work/results/preempt.$job.log"
 grep -q "\[t5scale\] run preempt: preempted, checkpoint written; requeueing job $job" "$log" ||
   fail "$log does not show the requeue"
 grep -q "restart 1," "$log" || fail "$log does not show the restarted job"
+grep -qF "[t5scale-test] setup ran in job $job" "$log" || fail "$log does not show the spec's setup line"
+grep -qF "[t5scale-test] edited script: \$(touch $work/injected), job-$job" "$log" ||
+  fail "$log does not show the edited script's line with the env values as written (literal) and expanded"
+[ ! -e "$work/injected" ] || fail "a literal slurm.env value ran as a command in the job"
 
 status=0
 echo "PASS: the demo study ran on the local Slurm cluster, and a preempted run resumed after its requeue"
