@@ -29,8 +29,9 @@ std::vector<std::string> manifest_problems(const nlohmann::json& manifest) {
     if (!is_count(identity.value("parameter_count", nlohmann::json()), 0)) {
       problems.push_back("'identity.parameter_count' is not a count");
     }
-    if (!identity.value("model_config", nlohmann::json()).is_object()) {
-      problems.push_back("'identity.model_config' is not an object");
+    const nlohmann::json model_config = identity.value("model_config", nlohmann::json());
+    if (!model_config.is_null() && !model_config.is_object()) {
+      problems.push_back("'identity.model_config' is neither null nor an object");
     }
     if (is_count(identity.value("tp", nlohmann::json()), 1)) tp = identity["tp"].get<int64_t>();
     if (is_count(identity.value("dp", nlohmann::json()), 1)) dp = identity["dp"].get<int64_t>();

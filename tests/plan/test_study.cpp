@@ -92,6 +92,8 @@ slurm: {gpus_per_node: 4}
     EXPECT_EQ(run.config.run.output_dir, "results/demo");
     EXPECT_EQ(run.config.train.max_steps, 10);
     EXPECT_EQ(run.config.cost.gpus_per_node, 4);
+    // The rendered config carries its grid; t5scale-train refuses another world (e2e.job_trust).
+    EXPECT_EQ(run.config.run.planned_world_size, run.world());
   }
   EXPECT_EQ(runs[3].varied, (std::vector<std::pair<std::string, std::string>>{{"nodes", "2"},
                                                                               {"lr_scaling.rule", "sqrt"}}));

@@ -70,6 +70,7 @@ def probe_attributes(max_steps):
         "energy_source_gpu": "nvml_energy_counter",
         "energy_source_cpu": "rapl",
         "config_yaml": "run: {name: probé, study: telemetry}\ntrain: {max_steps: 23}\n",
+        "config_changes": "step 10: train.max_steps: 20 -> 23",
     }
 
 
@@ -88,7 +89,8 @@ ROOT_ATTRIBUTES = ["format", "schema_version", "run_id", "study", "start_time_ut
                    "optimizer", "device_names", "driver_version", "cuda_version", "nccl_version", "torch_version",
                    "peak_flops_per_device", "price_per_node_hour_usd", "carbon_intensity_g_per_kwh", "pue",
                    "predicted_memory_bytes_per_device", "predicted_flops_per_step", "checkpoint_every_blocks",
-                   "energy_source_gpu", "energy_source_cpu", "config_yaml"]
+                   "energy_source_gpu", "energy_source_cpu", "config_yaml",
+                   "config_changes"]
 
 
 def step_row(s):
