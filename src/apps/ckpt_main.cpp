@@ -28,6 +28,7 @@ step). Every file is checked against the manifest (size and checksum) first.
             that grid would have written, to copy or archive.
   export    the model as a Hugging Face folder (config.json + model.safetensors, fp32), loadable by transformers'
             T5ForConditionalGeneration; holds the whole model in memory
+  --help    this text
 )";
 
 struct Arguments {

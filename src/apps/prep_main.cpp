@@ -47,6 +47,7 @@ options:
   --log-every-s S                  a progress line every S seconds when stderr is not a terminal (default 10)
   --progress auto|bar|lines|none   (default auto: a bar on a terminal)
   --report-json F                  also write the final report as JSON
+  --help                           this text (anywhere on the line)
 )";
 
 using t5scale::CommandLine;
@@ -197,9 +198,11 @@ int run_prep(CommandLine& args) {
 
 int main(int argc, char** argv) {
   try {
-    if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-      std::cout << kUsage;
-      return 0;
+    for (int i = 1; i < argc; ++i) {
+      if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+        std::cout << kUsage;
+        return 0;
+      }
     }
     if (argc >= 2 && std::string(argv[1]) == "synthetic") {
       CommandLine args(argc, argv, 2);

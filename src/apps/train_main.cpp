@@ -1,5 +1,6 @@
 // t5scale-train: the training job. One process per rank (mpirun / srun). The run is described by a YAML config
-// and --set overrides; with neither, one rank trains a tiny T5 on the built-in synthetic task (the demo).
+// and --set overrides; with no config, the default run: a tiny T5 learns the built-in synthetic task for
+// kStepsWithoutConfig steps (every key has a default but the run's length, which a config must give).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,11 +15,16 @@ namespace {
 
 using namespace t5scale;
 
+// The length of the default run (no --config, and neither train.max_steps nor train.epochs set): the one thing
+// without a default, which a config must choose. kUsage and README.md say 200.
+constexpr int64_t kStepsWithoutConfig = 200;
+
 const char* kUsage = R"(usage: [mpirun -np N | srun] t5scale-train [--config FILE] [--set KEY=VALUE ...]
 
 Trains (or, with eval.only, evaluates) a T5 model over N = tp x dp ranks, as the config describes. Every key
-has a default: with no config, a tiny T5 learns the built-in synthetic task. Keys and their meaning:
-jobs/CONFIG_REFERENCE.md, or --config-reference.
+has a default but the run's length (train.max_steps or train.epochs), which a config gives. With no config, the
+default run: a tiny T5 learns the built-in synthetic task for 200 steps (unless --set gives a length) and writes
+results/run.h5. Keys and their meaning: jobs/CONFIG_REFERENCE.md, or --config-reference.
 
   --config FILE        the run config (YAML)
   --set KEY=VALUE      override one key, e.g. --set train.max_steps=100 --set parallel.tp=2 (repeatable)
@@ -67,6 +73,9 @@ int main(int argc, char** argv) {
     const Arguments args = parse(argc_, argv_);
     RunConfig config = args.config_path.empty() ? RunConfig{} : load_run_config(args.config_path);
     apply_overrides(config, args.overrides);
+    if (args.config_path.empty() && config.train.max_steps == 0 && config.train.epochs == 0.0 && !config.eval.only) {
+      config.train.max_steps = kStepsWithoutConfig;
+    }
     const std::string source = args.config_path.empty() ? "the default config" : args.config_path;
     throw_if_errors(validate(config), source);
     if (world_rank() == 0) {
