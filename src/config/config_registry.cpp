@@ -831,8 +831,11 @@ std::vector<ConfigChange> config_changes(const RunConfig& before, const RunConfi
 bool config_change_needs_permission(const std::string& key) {
   static const std::vector<std::string> free_sections = {"parallel.", "eval.",      "early_stopping.", "checkpoint.",
                                                           "telemetry.", "cost.",     "export."};
-  static const std::vector<std::string> free_keys = {"run.name", "run.study", "run.output_dir",
-                                                      "run.planned_world_size", "train.log_every"};
+  // train.micro_batch and grad_accumulation split the global batch over the grid: what they change in the data
+  // order is the global batch, which the resuming job compares as resolved (on another grid it may stay the same).
+  static const std::vector<std::string> free_keys = {"run.name",         "run.study",         "run.output_dir",
+                                                      "run.planned_world_size", "train.log_every", "train.micro_batch",
+                                                      "train.grad_accumulation"};
   for (const auto& section : free_sections) {
     if (key.rfind(section, 0) == 0) return false;
   }

@@ -59,7 +59,8 @@ std::vector<ConfigChange> config_changes(const RunConfig& before, const RunConfi
 // Whether changing `key` on resume changes the data order or what the run's record means (the model, the data and
 // its order, the batch, the optimizer, the LR plan, the precision, the seed, the step count), so that it needs
 // checkpoint.allow_config_change. Where the run writes, how often it evaluates, checkpoints or logs, the grid and
-// its memory settings, telemetry and cost inputs may change freely (they are recorded all the same).
+// its memory settings, telemetry and cost inputs may change freely (they are recorded all the same), and so may
+// train.micro_batch and train.grad_accumulation, whose effect the caller checks on the resolved global batch.
 bool config_change_needs_permission(const std::string& key);
 
 // The per-key checks of the registry (range, allowed values, non-empty), one error per failing key.

@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/utc_time.h"
+#include "dist/lowest_rank_text.h"
 #include "io/checkpoint_manifest.h"
 
 namespace t5scale {
@@ -254,32 +255,6 @@ std::string ShardedCheckpointStore::save(int64_t step, const NamedTensors& rank_
   return final_folder.string();
 }
 
-// Collective: `problem` as the lowest rank that has one wrote it ("" when no rank has one), so that every rank can
-// name the file another rank found damaged.
-std::string ShardedCheckpointStore::first_problem_of_any_rank(const std::string& problem) {
-  const int size = world_->size();
-  torch::Tensor owner = torch::tensor({problem.empty() ? int64_t{0} : int64_t{size - world_->rank()}}, torch::kInt64);
-  owner = owner.to(device_);
-  world_->all_reduce_max(owner);
-  const int64_t lowest = owner.cpu().item<int64_t>();
-  if (lowest == 0) return "";
-  const int root = static_cast<int>(size - lowest);
-  torch::Tensor length = torch::tensor({static_cast<int64_t>(problem.size())}, torch::kInt64).to(device_);
-  world_->broadcast(length, root);
-  torch::Tensor text = torch::zeros({length.cpu().item<int64_t>()}, torch::kInt64);
-  if (world_->rank() == root) {
-    for (size_t i = 0; i < problem.size(); ++i) text[static_cast<int64_t>(i)] = static_cast<unsigned char>(problem[i]);
-  }
-  if (text.numel() > 0) {
-    text = text.to(device_);
-    world_->broadcast(text, root);
-    text = text.cpu();
-  }
-  std::string shared(static_cast<size_t>(text.numel()), '\0');
-  for (int64_t i = 0; i < text.numel(); ++i) shared[static_cast<size_t>(i)] = static_cast<char>(text[i].item<int64_t>());
-  return shared;
-}
-
 std::vector<std::pair<int64_t, std::string>> ShardedCheckpointStore::step_folders() const {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code error;
@@ -328,7 +303,7 @@ std::optional<LoadedCheckpoint> ShardedCheckpointStore::load_latest(const Checkp
     } catch (const std::exception& e) {
       problem = e.what();
     }
-    problem = first_problem_of_any_rank(problem);
+    problem = lowest_rank_text(*world_, device_, problem);  // every rank names the damaged file
     if (!problem.empty()) {
       if (notes) notes->push_back(msg("checkpoint ", folder.string(), " skipped: ", problem));
       continue;

@@ -81,7 +81,6 @@ class ShardedCheckpointStore {
  private:
   std::string shard_file_name() const;
   void barrier();
-  std::string first_problem_of_any_rank(const std::string& problem);
 
   std::string dir_;
   int keep_last_;

@@ -181,10 +181,10 @@ std::string launch(const SlurmSpec& s, const std::string& run) {
   const std::string train = "\"$T5SCALE_BIN/t5scale-train\" --config \"$RUN_CONFIG\"";
   if (s.launcher == "mpirun") {
     out += "# One rank per task of the allocation (mpirun reads it from Slurm), consecutive ranks on a node.\n";
-    out += "# SIGUSR1 (--signal=B:...) and SIGTERM reach this shell, which passes them to mpirun; mpirun forwards\n";
-    out += "# them to the ranks, which checkpoint and exit 75.\n";
+    out += "# SIGUSR1 (--signal=B:...) and SIGTERM reach this shell, which passes SIGUSR1 to mpirun; mpirun forwards\n";
+    out += "# it to the ranks, which checkpoint and exit 75 (mpirun does not forward SIGTERM: it ends the job).\n";
     out += "trap 'kill -USR1 \"$launcher\" 2>/dev/null' USR1\n";
-    out += "trap 'kill -TERM \"$launcher\" 2>/dev/null' TERM\n";
+    out += "trap 'kill -USR1 \"$launcher\" 2>/dev/null' TERM\n";
     out += "mpirun -np \"$SLURM_NTASKS\" --bind-to none " + train + " &\n";
     out += "launcher=$!\n";
   } else {
@@ -210,6 +210,9 @@ std::string launch(const SlurmSpec& s, const std::string& run) {
   out += "done\n";
   out += "wait \"$launcher\"  # the launcher's exit status (bash keeps it)\n";
   out += "rc=$?\n";
+  out += "# mpirun exits 1 when it was sent SIGTERM itself, whatever its ranks did: the job's own exit code is in\n";
+  out += "# $EXIT_CODE_FILE (written by rank 0 as the job ends: 75 after a preemption checkpoint).\n";
+  out += "if [ \"$rc\" -ne 0 ] && [ -f \"$EXIT_CODE_FILE\" ] && [ \"$(cat \"$EXIT_CODE_FILE\")\" = 75 ]; then rc=75; fi\n";
   out += "if [ \"$rc\" -eq 75 ]; then\n";
   out += "  echo \"[t5scale] run " + run + ": preempted, checkpoint written; requeueing job $SLURM_JOB_ID\"\n";
   out += "  scontrol requeue \"$SLURM_JOB_ID\"\n";
@@ -310,6 +313,7 @@ std::string render_run_sbatch(const StudyPlan& plan, const RunPlan& p, const std
   out += "T5SCALE_BIN=" + quoted_path(options.bin_dir) + "\n";
   out += "RUN_CONFIG=" + quoted_path(config_path) + "  # run file: " + comment_text(results_path(p, run + ".h5")) +
          "\n";
+  out += "EXIT_CODE_FILE=" + quoted_path(results_path(p, run + ".exit_code")) + "\n";
   out += "\n";
   out += environment(s);
   out += "\n";
@@ -361,6 +365,7 @@ std::string render_array_sbatch(const StudyPlan& plan, const ArrayGroup& group, 
   out += "if [ -z \"$run\" ]; then echo \"[t5scale] no run for array task $SLURM_ARRAY_TASK_ID in $RUNS_FILE\"; "
          "exit 2; fi\n";
   out += "RUN_CONFIG=" + quoted_path(config_dir) + "/\"$run.yaml\"\n";
+  out += "EXIT_CODE_FILE=" + quoted_path(first.run.config.run.output_dir) + "/\"$run.exit_code\"\n";
   out += "\n";
   out += environment(s);
   out += "\n";

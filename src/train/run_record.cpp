@@ -169,6 +169,8 @@ void RunRecord::start(int64_t resumed_from_step, const std::vector<std::string>&
     std::error_code ignored;
     fs::remove(failure_note_path(), ignored);  // an earlier attempt's: this one starts clean
   }
+  // Every rank reserves its note's space now: a disk that fills up later cannot take the failure record with it.
+  note_ = std::make_unique<ReservedFailureNote>(failure_note_path(), grid_.world_rank());
   recording_ = true;
 }
 
@@ -179,32 +181,23 @@ std::string RunRecord::failure_note_path() const {
 void RunRecord::record_failure(const std::string& error, int64_t step) {
   if (!recording_) return;
   recording_ = false;
+  std::string note_error = error;
   if (grid_.world_rank() == 0) {
-    file_->record_failure(error, step);
-    return;
+    try {
+      file_->record_failure(error, step);
+      return;
+    } catch (const std::exception& e) {
+      // The run file cannot take it (a full disk, a file gone): the note beside it says it instead.
+      note_error = msg(error, " (the run file could not record this: ", e.what(), ")");
+    }
   }
   char host[MPI_MAX_PROCESSOR_NAME] = {};
   int length = 0;
   MPI_Get_processor_name(host, &length);
-  const nlohmann::json note = {{"rank", grid_.world_rank()}, {"error", error},           {"step", step},
+  const nlohmann::json note = {{"rank", grid_.world_rank()}, {"error", note_error}, {"step", step},
                                {"host", std::string(host)},  {"time_utc", utc_iso_time()}};
-  // Written whole under a temporary name, then linked to the final name: link() fails when a note is there
-  // already, so the first failing rank's stays and a reader never sees half a note.
-  const std::string final_path = failure_note_path();
-  const std::string temporary = msg(final_path, ".tmp.", getpid());
-  {
-    std::ofstream out(temporary);
-    out << note.dump(2) << "\n";
-    T5S_CHECK(out.good(), "cannot write '", temporary, "'");
-  }
-  if (::link(temporary.c_str(), final_path.c_str()) != 0 && errno != EEXIST) {
-    const int error_number = errno;
-    std::error_code ignored;
-    fs::remove(temporary, ignored);
-    throw Error(msg("cannot write '", final_path, "': ", std::strerror(error_number)));
-  }
-  std::error_code ignored;
-  fs::remove(temporary, ignored);
+  T5S_CHECK(note_ != nullptr, "no failure note was reserved for '", failure_note_path(), "'");
+  note_->publish(note.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 double RunRecord::wall_time_s() const {
@@ -392,6 +385,7 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
   std::vector<double> mine = {reading.gpu_energy_j, reading.cpu_energy_j, reading.host_peak_rss_bytes};
   const std::vector<double> all = gather(mine);
   recording_ = false;  // the collectives are done: a failure from here on is this rank's alone
+  note_.reset();       // the reserved space is given back
   if (grid_.world_rank() != 0) return "";
   const int world = in_.world_size;
   RunSummaryInputs inputs;

@@ -19,6 +19,7 @@
 #include "telemetry/resource_card.h"
 #include "telemetry/run_file.h"
 #include "train/evaluation.h"
+#include "train/failure_note.h"
 #include "train/step_meter.h"
 
 namespace t5scale {
@@ -66,6 +67,9 @@ class RunRecord {
  public:
   RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid);
   ~RunRecord();
+
+  // A failure that every rank knows and rank 0 records: this rank's record_failure() then writes nothing.
+  void leave_failure_to_rank0() { recording_ = false; }
 
   // Collective. Creates the run file, or, after a resume, keeps its rows up to resumed_from_step (-1: fresh).
   // `config_changes`: every change of the config on a resume so far ("step N: key: before -> after"), recorded as
@@ -121,6 +125,7 @@ class RunRecord {
   int64_t nodes_ = 1;
   double peak_flops_per_device_ = 0.0;
   std::optional<RunFile> file_;  // rank 0
+  std::unique_ptr<ReservedFailureNote> note_;  // this rank's note, its space reserved at start()
   bool recording_ = false;       // between start() and finish() or record_failure()
 
   // Rank 0's running figures (for the log, the card and the summary).

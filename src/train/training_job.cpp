@@ -21,6 +21,7 @@
 #include "data/synthetic_examples.h"
 #include "data/tokenized_dataset.h"
 #include "data/tokenizer.h"
+#include "dist/lowest_rank_text.h"
 #include "dist/mpi_runtime.h"
 #include "dist/process_grid.h"
 #include "io/hf_checkpoint.h"
@@ -112,6 +113,7 @@ class TrainingJob {
 
   // This rank is going down with `error`: the run record keeps what it can (RunRecord::record_failure).
   void record_failure(const std::string& error) {
+    record_exit_code(2);
     if (record_) record_->record_failure(error, step_);
     if (lock_) lock_->release();
   }
@@ -135,6 +137,10 @@ class TrainingJob {
   void evaluate_now(bool final_evaluation);
   void save_checkpoint();
   void finish(const std::string& status);
+  void write_generations(const EvaluationResult& result);
+  void checkpoint_then_fail_if_any_rank(const std::string& mine);
+  std::string exit_code_path() const;
+  void record_exit_code(int code) const;
   NamedTensors checkpoint_tensors();
   CheckpointIdentity checkpoint_identity() const;
   nlohmann::json run_state() const;
@@ -306,6 +312,12 @@ void TrainingJob::take_run_lock() {
   T5S_CHECK(!error, "run.output_dir: cannot create '", folder.string(), "': ", error.message());
   lock_ = std::make_unique<RunLock>((folder / (config_.run.name + ".lock")).string(), config_.run.name);
   if (!lock_->takeover_note().empty()) log("[t5scale] " + lock_->takeover_note());
+  fs::remove(exit_code_path(), error);  // an earlier attempt's ending, not this one's
+  // Failure-note space reserved by an earlier attempt's ranks that were killed before they could give it back.
+  const std::string reserve_prefix = config_.run.name + ".failed.json.reserve.";
+  for (const auto& entry : fs::directory_iterator(folder, error)) {
+    if (entry.path().filename().string().rfind(reserve_prefix, 0) == 0) fs::remove(entry.path(), error);
+  }
 }
 
 void TrainingJob::set_up_data() {
@@ -337,6 +349,9 @@ void TrainingJob::set_up_data() {
     };
     train_examples_ = split_examples(d.train_split);
     if (dataset_->has_split(d.eval_split)) eval_examples_ = split_examples(d.eval_split);
+    // The evaluation split too: a bad id in it would otherwise stop the job at its first evaluation, hours in.
+    const bool evaluates = config_.eval.every_steps > 0 || config_.eval.at_end || config_.eval.only;
+    if (grid_.world_rank() == 0 && evaluates && eval_examples_) dataset_->split(d.eval_split).check_token_ids();
   }
   T5S_CHECK(train_examples_->size() > 0, train_examples_->name(), " has no examples");
   const bool wants_evaluation = config_.eval.every_steps > 0 || config_.eval.at_end || config_.eval.only;
@@ -554,6 +569,18 @@ void TrainingJob::accept_config_changes(const LoadedCheckpoint& loaded) {
   if (!state.contains("config_yaml")) return;  // written before configs were kept: nothing to compare
   const RunConfig saved = parse_run_config(state.at("config_yaml").get<std::string>(), loaded.folder + "/manifest.json");
   std::vector<std::string> refused;
+  // The global batch as each grid resolves it: the data order follows it, whatever the split over the grid.
+  const int64_t saved_global_batch = resolve_batch(saved, int64_t{loaded.saved.tp} * loaded.saved.dp).global_batch;
+  if (saved_global_batch != batch_.global_batch) {
+    const std::string change = msg("the global batch (resolved): ", saved_global_batch, " -> ", batch_.global_batch);
+    if (config_.checkpoint.allow_config_change) {
+      config_changes_.push_back(msg("step ", loaded.step, ": ", change));
+      log("[t5scale] config changed on resume: step " + std::to_string(loaded.step) + ": " + change);
+    } else {
+      refused.push_back(msg("the global batch: ", saved_global_batch, " in the checkpoint (tp ", loaded.saved.tp,
+                            " x dp ", loaded.saved.dp, "), ", batch_.global_batch, " on this grid"));
+    }
+  }
   for (const ConfigChange& change : config_changes(saved, config_)) {
     const std::string line = msg("step ", loaded.step, ": ", change.key, ": ", change.before, " -> ", change.after);
     if (change.needs_permission && !config_.checkpoint.allow_config_change) {
@@ -684,26 +711,53 @@ void TrainingJob::evaluate_now(bool final_evaluation) {
   }
   log(line + msg(" | ", format_duration(result.eval_time_s)));
 
+  // Writing the generations is rank 0's own work after every collective of the evaluation: a failure there is not
+  // the model's, and the steps trained since the last checkpoint are kept before the job ends.
+  std::string problem;
   if (rank0() && config_.eval.write_generations && !result.generations.empty()) {
-    if (!generations_) {
-      const fs::path path = fs::path(config_.run.output_dir) / (config_.run.name + ".eval.jsonl");
-      generations_ = std::make_unique<std::ofstream>(path, std::ios::app);
-      T5S_CHECK(generations_->good(), "cannot write ", path.string());
+    try {
+      write_generations(result);
+    } catch (const std::exception& e) {
+      problem = user_message(e);
     }
-    for (const auto& g : result.generations) {
-      *generations_ << nlohmann::json({{"step", step_}, {"index", g.index}, {"source", g.source},
-                                       {"prediction", g.prediction}, {"reference", g.reference}})
-                           .dump()
-                    << "\n";
-    }
-    generations_->flush();
   }
+  checkpoint_then_fail_if_any_rank(problem);
   if (early_stopping_ && !final_evaluation) {
     const auto found = result.metrics.find(early_stopping_->metric);
     T5S_CHECK(found != result.metrics.end(), "early_stopping.metric: '", early_stopping_->metric,
               "' was not computed (eval.metrics is '", config_.eval.metrics, "')");
     early_stopping_->observe(found->second, step_);
   }
+}
+
+void TrainingJob::write_generations(const EvaluationResult& result) {
+  if (!generations_) {
+    const fs::path path = fs::path(config_.run.output_dir) / (config_.run.name + ".eval.jsonl");
+    generations_ = std::make_unique<std::ofstream>(path, std::ios::app);
+    T5S_CHECK(generations_->good(), "cannot write the generations to ", path.string());
+  }
+  for (const auto& g : result.generations) {
+    *generations_ << nlohmann::json({{"step", step_}, {"index", g.index}, {"source", g.source},
+                                     {"prediction", g.prediction}, {"reference", g.reference}})
+                         .dump()
+                  << "\n";
+  }
+  generations_->flush();
+  T5S_CHECK(generations_->good(), "writing the generations of step ", step_, " failed (disk full?)");
+}
+
+// Collective, at a point every rank reaches: when a rank met an error outside the model (`mine`, "" when none),
+// every rank writes the checkpoint of this step (unless there is one), then ends with that rank's error.
+void TrainingJob::checkpoint_then_fail_if_any_rank(const std::string& mine) {
+  const std::string problem = lowest_rank_text(*grid_.world, device_, mine);
+  if (problem.empty()) return;
+  if (!config_.eval.only && last_checkpoint_step_ != step_) {
+    log(msg("[t5scale] error outside the model at step ", step_, ": writing a checkpoint before the job ends"));
+    save_checkpoint();
+  }
+  // Every rank knows the error: rank 0 records it in the run file, the others leave no note of their own.
+  if (!rank0()) record_->leave_failure_to_rank0();
+  throw Error(problem);
 }
 
 NamedTensors TrainingJob::checkpoint_tensors() {
@@ -738,7 +792,31 @@ void TrainingJob::save_checkpoint() {
   log(msg("[t5scale] checkpoint ", folder, " written in ", seconds_text(seconds_since(start))));
 }
 
+// The exit code the job ends with, in <output_dir>/<run>.exit_code (rank 0): mpirun answers a SIGTERM sent to it
+// with exit code 1 whatever its ranks did, so a wrapper (the rendered sbatch scripts) reads the job's own code
+// there: 75 after a preemption checkpoint, 3 diverged, 2 failed, 0 completed.
+std::string TrainingJob::exit_code_path() const {
+  return (fs::path(config_.run.output_dir.empty() ? "." : config_.run.output_dir) / (config_.run.name + ".exit_code"))
+      .string();
+}
+
+void TrainingJob::record_exit_code(int code) const {
+  if (!rank0() || !lock_) return;  // only the job that owns the run's place writes there
+  const std::string path = exit_code_path(), temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << code << "\n";
+    out.close();
+    if (!out) return;  // best effort: the launcher's own code stands
+  }
+  std::error_code ignored;
+  fs::rename(temporary, path, ignored);
+}
+
 void TrainingJob::finish(const std::string& status) {
+  record_exit_code(status == "completed" ? 0 : status == "preempted" ? kRequeueExitCode
+                                             : status == "diverged"  ? kDivergedExitCode
+                                                                     : 2);
   RunOutcome outcome;
   outcome.status = status;
   outcome.train_time_s = train_time_s_;

@@ -45,7 +45,7 @@ FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([^\s`]*)")
 # commands write, results/ and slurm/, are the scratch folder's own).
 LINKED = ["CMakeLists.txt", "cmake", "src", "tests", "jobs", "data_prep", "analysis", "bench", "scripts"]
 # Files whose blocks are not yet required to carry a marker (their marked blocks run all the same).
-MARKERS_NOT_REQUIRED = {"jobs/README.md"}
+MARKERS_NOT_REQUIRED = set()
 PER_FILE_TIMEOUT_S = 240
 
 

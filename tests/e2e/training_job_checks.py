@@ -33,9 +33,16 @@
                 rule at max_steps) and every run is trained from its rendered config: each field the plan predicts
                 (batch split, LR, warmup, steps, steps per epoch, model, parameters, checkpointing, memory, FLOPs)
                 equals what the job records in its run file
-  failures      the job goes down through each failure path (an exception on rank 1, bad data met mid-run on rank
-                0, a stalled rank): the run file says failed with the error and the step where rank 0 could
-                write it, and rank 1's failure note says it where rank 0 could not; the analysis reads both
+  failures      a bad id in the evaluation split is refused at start-up; the job goes down through each failure path
+                (an exception on rank 1 mid-run, rank 0 unable to write its generations, a stalled rank): the run
+                file says failed with the error and the step where rank 0 could write it, and rank 1's failure
+                note says it where rank 0 could not; the analysis reads both; an error outside the model is
+                preceded by a checkpoint, from which the run resumes
+  trust         damaged checkpoints refuse the start, nothing changed; one job per run (lock, stale lock); a config
+                change on resume refused unless allowed, then recorded; a planned world; a folder as --config
+  bounds        an absurd config.json; a model too large refused before allocation; a failed allocation reported;
+                a manifest naming a file outside its checkpoint refused by t5scale-ckpt
+  disk_full     the disk fills at the first checkpoint: the failure is on record (run file or a whole note)
 
 usage: training_job_checks.py SCENARIO --bin BUILD/bin --mpirun MPIEXEC --work DIR
 """
@@ -530,8 +537,10 @@ def rank_pids(mpirun_pid):
 
 
 def corrupt_validation_example(job, example):
-    """Puts an id outside the vocabulary into the source of one validation example (prep checks only the train
-    split at start-up: this one is met at the first evaluation, by the rank that evaluates that example)."""
+    """Puts an id outside the vocabulary into the source of one validation example. A job started afterwards refuses
+    the split at start-up; a job already training meets it at its next evaluation, on the rank that evaluates that
+    example (the job holds the file open: HDF5's file lock is not taken for this write)."""
+    os.environ["HDF5_USE_FILE_LOCKING"] = "FALSE"
     with h5py.File(job.dataset, "r+") as f:
         start = int(f["validation/source_offsets"][example])
         f["validation/source_tokens"][start] = int(f.attrs["vocab_size"]) + 5
@@ -554,30 +563,65 @@ def scenario_failures(job):
     evaluate = ["eval.every_steps=3", "eval.max_examples=8", "eval.metrics=loss", "train.max_steps=6",
                 "telemetry.flush_every_steps=1"]
 
-    # An exception on rank 1 alone (its evaluation example holds a bad id): rank 0 waits in a collective and is
-    # killed by the abort, so rank 1 leaves the note and the file stays "running".
+    # A bad id in the evaluation split is found at start-up, before the first step, naming the split.
     job.prep()
     corrupt_validation_example(job, 1)
-    job.run(2, "rank1_throws", *evaluate, expect=2)
+    code, output = run_output(job, 2, "bad_eval_split", *evaluate)
+    check(code == 2 and "validation" in output and "outside the vocabulary" in output,
+          f"a bad evaluation split: exit {code}:\n{output[-3000:]}")
+    check(not os.path.exists(job.run_file("bad_eval_split")), "a run file was written before the refusal")
+
+    # An exception on rank 1 alone mid-run (its evaluation example gets a bad id while the job trains): rank 0 waits
+    # in a collective and is killed by the abort, so rank 1 leaves the note and the file stays "running".
+    job.prep()
+    log_path = os.path.join(job.work, "rank1_throws.log")
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(job.command(2, "rank1_throws", "eval.every_steps=150", "eval.max_examples=8",
+                                               "eval.metrics=loss", "train.max_steps=300",
+                                               "telemetry.flush_every_steps=1"),
+                                   stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 120
+        while "step 2/" not in open(log_path).read():
+            check(process.poll() is None and time.time() < deadline, "the job did not start training")
+            time.sleep(0.02)
+        corrupt_validation_example(job, 1)  # after the start-up check; rank 1 has not read it yet
+        code = process.wait(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    check(code == 2, f"exit {code}")
     attrs, note, run = read_failure(job, "rank1_throws")
     check(attrs["status"] == "running", f"status {attrs['status']}: rank 0 wrote a status it could not know")
-    check(note is not None and note["rank"] == 1 and note["step"] == 3 and "outside the vocabulary" in note["error"],
+    check(note is not None and note["rank"] == 1 and note["step"] == 150 and "outside the vocabulary" in note["error"],
           f"failure note {note}")
     check(run.status == "failed" and "outside the vocabulary" in run.summary["error"], f"analysis: {run.status}")
-    check(len(run.steps) == 3, f"{len(run.steps)} steps readable, 3 were flushed")
-    with open(os.path.join(job.work, "rank1_throws.log")) as f:
-        log = f.read()
+    check(len(run.steps) == 150, f"{len(run.steps)} steps readable, 150 were flushed")
+    log = open(log_path).read()
     check(log.count("t5scale-train: error:") == 1, "the error is not printed exactly once:\n" + log[-3000:])
+    # Rank 1's reserved space became its note; rank 0, killed by the abort, could not give its own back (the next
+    # start of the run removes it).
+    check("rank1_throws.failed.json.reserve.1" not in os.listdir(job.work), f"files: {os.listdir(job.work)}")
 
-    # Bad data met mid-run by rank 0: it records the failure in the run file itself.
+    # Rank 0 cannot write the generations (an error outside the model, met after the evaluation's collectives):
+    # every rank writes the checkpoint of that step, then the job fails, rank 0 recording it in the run file; once
+    # the cause is gone the run resumes from that checkpoint, losing no step.
     job.prep()
-    corrupt_validation_example(job, 0)
-    job.run(2, "rank0_bad_data", *evaluate, expect=2)
-    attrs, note, run = read_failure(job, "rank0_bad_data")
-    check(attrs["status"] == "failed" and attrs["error_step"] == 3 and "outside the vocabulary" in attrs["error"],
+    generations = os.path.join(job.work, "rank0_cannot_write.eval.jsonl")
+    os.makedirs(generations)  # a folder where the file should go
+    write = ["eval.generate=true", "eval.write_generations=true", "eval.max_new_tokens=4", "eval.metrics=loss,rouge"]
+    job.run(2, "rank0_cannot_write", *evaluate, *write, expect=2)
+    attrs, note, run = read_failure(job, "rank0_cannot_write")
+    check(attrs["status"] == "failed" and attrs["error_step"] == 3 and "cannot write the generations" in attrs["error"],
           f"status {attrs['status']}, error_step {attrs['error_step']}, error {attrs['error']!r}")
     check(note is None, "rank 0 recorded the failure in the file: no note expected")
     check(run.status == "failed" and run.summary["error_step"] == 3, f"analysis: {run.status}")
+    check(os.path.exists(os.path.join(job.work, "rank0_cannot_write.ckpt", "step_00000003", "manifest.json")),
+          "no checkpoint was written before the job failed")
+    os.rmdir(generations)
+    log = job.run(2, "rank0_cannot_write", *evaluate, *write)
+    check("resumed from" in open(log).read() and "at step 3" in open(log).read(), "the rerun did not resume at step 3")
 
     # A stalled rank (stopped by a signal): rank 0's collective times out, and it records that.
     job.prep()
@@ -779,7 +823,9 @@ def scenario_trust(job):
         check(expected in output, f"the refusal does not say {expected!r}:\n{output[-3000:]}")
     check("[check '" not in output and "failed at" not in output, f"internal check text shown:\n{output[-3000:]}")
     after = file_digests(job.work)
-    after.pop("damaged.log", None), before.pop("damaged.log", None)
+    # The log, and the exit code of the latest attempt (this refused one's: 2), change by design.
+    for name in ("damaged.log", "damaged.exit_code"):
+        after.pop(name, None), before.pop(name, None)
     check(after == before, f"files changed by a refused job: {set(after.items()) ^ set(before.items())}")
     # Told to start over: it trains from step 0 and keeps the old run file and checkpoints aside.
     job.run(1, "damaged", "train.max_steps=4", "checkpoint.resume=never")
@@ -851,7 +897,15 @@ def scenario_trust(job):
     changes = text(attrs["config_changes"]).splitlines()
     check(changes == ["step 8: train.max_steps: 8 -> 12", "step 8: checkpoint.keep_last: 2 -> 3",
                       "step 8: checkpoint.allow_config_change: false -> true"], f"config_changes {changes}")
-    print(f"trust: a changed global batch refused on resume; allowed changes recorded: {changes}")
+    # fixed_micro on another grid: no key differs, but the global batch does (4 per replica x 2 replicas).
+    micro = ["train.batch_mode=fixed_micro", "train.micro_batch=4", "train.max_steps=8", "checkpoint.every_steps=4",
+             "checkpoint.at_end=false"]
+    job.run(1, "regrid", *micro)
+    code, output = run_output(job, 2, "regrid", *micro)
+    check(code == 2 and "the global batch: 4 in the checkpoint (tp 1 x dp 1), 8 on this grid" in output,
+          f"a fixed_micro resume on twice the replicas: exit {code}:\n{output[-3000:]}")
+    print(f"trust: a changed global batch refused on resume (by key and on another grid); allowed changes "
+          f"recorded: {changes}")
 
     # A study's config on another world, and a folder as --config.
     code, output = run_output(job, 1, "planned", "train.max_steps=2", "run.planned_world_size=2")
@@ -862,6 +916,45 @@ def scenario_trust(job):
           f"exit {code}:\n{output[-3000:]}")
     check(output.count("MPI_ABORT") == 0, f"one process refused with the launcher's abort banner:\n{output}")
     print("trust: a planned world and a folder as --config refused")
+
+
+def scenario_disk_full(job):
+    """The disk fills up at the first checkpoint: the job fails (exit 2) and its failure is on record, in the run file
+    or in a whole failure note, never lost with an empty note."""
+    import json
+    import shlex
+    job.prep()
+    # The run's folder on a 1 MiB tmpfs in a mount namespace of its own: the run file (about 100 kB) and the
+    # reserved failure note fit, the first checkpoint (2.4 MB) does not. What it holds is copied out at the end.
+    full = os.path.join(job.work, "full")
+    kept = os.path.join(job.work, "kept")
+    os.makedirs(full)
+    os.makedirs(kept)
+    train = job.command(1, "full", "train.max_steps=8", "checkpoint.every_steps=4", "telemetry.flush_every_steps=1",
+                        f"run.output_dir={full}")
+    script = (f"mount -t tmpfs -o size=1m tmpfs {shlex.quote(full)} || exit 97; "
+              f"{' '.join(shlex.quote(word) for word in train)}; rc=$?; cp -a {shlex.quote(full)}/. "
+              f"{shlex.quote(kept)}/; exit $rc")
+    result = subprocess.run(["unshare", "-m", "bash", "-c", script], capture_output=True, text=True)
+    output = result.stdout + result.stderr
+    check(result.returncode != 97, f"no tmpfs could be mounted for the test:\n{output[-2000:]}")
+    check(result.returncode == 2, f"a job whose disk filled up exited {result.returncode}:\n{output[-3000:]}")
+    names = sorted(os.listdir(kept))
+    check(not any(".reserve." in n for n in names) or "full.failed.json" in names, f"files left: {names}")
+    note_path = os.path.join(kept, "full.failed.json")
+    with h5py.File(os.path.join(kept, "full.h5"), "r", swmr=True) as f:
+        status, error = text(f.attrs["status"]), text(f.attrs["error"]).rstrip("\x00")
+    if status == "failed":
+        recorded = error
+    else:
+        check(os.path.exists(note_path), f"status {status!r} and no failure note: the failure is lost ({names})")
+        note = json.load(open(note_path))  # whole, or this fails
+        recorded = note["error"]
+    check("No space left on device" in recorded or "disk full" in recorded,
+          f"the record does not say the disk is full: {recorded!r}")
+    if os.path.exists(note_path):
+        check(os.path.getsize(note_path) > 0, "an empty failure note")
+    print(f"disk_full: status {status}; recorded {recorded[:160]!r}")
 
 
 def write_hf_folder(folder, **config):
@@ -922,7 +1015,7 @@ def main():
     parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse", "prep_to_train", "eval_only",
                                              "diverge", "vocab_beyond", "failures", "checkpointing_auto",
                                              "resume_replicated", "reshard", "plan_matches_job", "trust",
-                                             "bounds"])
+                                             "bounds", "disk_full"])
     parser.add_argument("--bin", required=True)
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--work", required=True)

@@ -126,6 +126,9 @@ def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     torch.use_deterministic_algorithms(True)
+    # One intra-op thread, as the C++ side uses for its fp64 comparison: T5's norm reduces its variance in fp32, in an
+    # order that depends on the thread count, and the fp64 gradients are compared at 1e-10.
+    torch.set_num_threads(1)
     for seed, (name, shape) in enumerate(CASES.items()):
         make_case(name, shape, out_dir, seed=100 + seed)
     with open(os.path.join(out_dir, "cases.txt"), "w") as f:

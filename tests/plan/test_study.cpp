@@ -21,6 +21,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "config/model_config.h"
 #include "config/run_config.h"
@@ -862,6 +863,28 @@ TEST(StudyRender, TheMpirunScriptPassesSigusr1OnAndRequeues) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.scontrol_log, "requeue 4242\n") << r.output;
   EXPECT_EQ(r.launcher_log, "-np 4 --bind-to none /opt/t5scale/bin/t5scale-train --config /cfg/m.yaml\n");
+}
+
+TEST(StudyRender, AJobWhoseMpirunWasEndedBySigtermIsRequeuedFromItsExitCodeFile) {
+  // mpirun sent SIGTERM itself exits 1 however its ranks ended; rank 0 left the job's own code (75 after the
+  // preemption checkpoint) in <results>/<run>.exit_code, and the script goes by it.
+  TempDir dir;
+  const std::string results = dir / "res";
+  const StudyPlan plan = plan_study(spec_from("study: m\nresults_dir: " + results +
+                                              "\nbase: {train.max_steps: 4}\nslurm: {launcher: mpirun, gpus_per_node: 4}\n"));
+  const std::string run = plan.runs[0].run.name;
+  const std::string script = render_run_sbatch(plan, plan.runs[0], "/cfg/m.yaml", render_options("/cfg"));
+  EXPECT_TRUE(contains(script, "EXIT_CODE_FILE=\"" + results + "/" + run + ".exit_code\"\n")) << script;
+  for (const auto& [written, expected_exit, requeued] :
+       std::vector<std::tuple<std::string, int, bool>>{{"75", 0, true}, {"2", 1, false}, {"", 1, false}}) {
+    TempDir job;
+    const std::string body = "mkdir -p " + results + "; rm -f " + results + "/" + run + ".exit_code; " +
+                             (written.empty() ? "" : "echo " + written + " > " + results + "/" + run + ".exit_code; ") +
+                             "exit 1";
+    const ScriptRun r = run_script(job, script, "mpirun", body);
+    EXPECT_EQ(r.exit_code, expected_exit) << written << ": " << r.output;
+    EXPECT_EQ(r.scontrol_log, requeued ? "requeue 4242\n" : "") << written << ": " << r.output;
+  }
 }
 
 TEST(StudyRender, WritesConfigsThatLoadBackScriptsAndTheRunsTable) {

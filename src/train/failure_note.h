@@ -1,0 +1,35 @@
+// The note a rank leaves beside the run file when it goes down and cannot write the run file itself
+// (<run>.failed.json: rank, host, step, error, time). Its space is reserved when the run starts (a file of
+// kReservedBytes with its blocks allocated), so that a full disk cannot stop it; it is written whole into that
+// space and then linked to its final name, so that a reader sees a whole note or none, and the first failing rank's
+// note stays.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace t5scale {
+
+class ReservedFailureNote {
+ public:
+  static constexpr int64_t kReservedBytes = 64 * 1024;
+
+  // Reserves <final_path>.reserve.<rank>; throws naming it when the space cannot be had.
+  ReservedFailureNote(std::string final_path, int rank);
+  ~ReservedFailureNote();  // gives the reserved space back, unless the note was published
+  ReservedFailureNote(const ReservedFailureNote&) = delete;
+  ReservedFailureNote& operator=(const ReservedFailureNote&) = delete;
+
+  // Writes `text` (cut to the reserved size) into the reserved space and links it to the final name; false when
+  // another rank's note is there already. Throws naming the file when it cannot be written.
+  bool publish(const std::string& text);
+
+  const std::string& final_path() const { return final_path_; }
+
+ private:
+  std::string final_path_, reserve_path_;
+  int fd_ = -1;
+  bool published_ = false;
+};
+
+}  // namespace t5scale
