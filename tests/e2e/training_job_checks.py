@@ -907,6 +907,30 @@ def scenario_trust(job):
     print(f"trust: a changed global batch refused on resume (by key and on another grid); allowed changes "
           f"recorded: {changes}")
 
+    # SIGTERM to mpirun itself: mpirun exits 1 whatever its rank did; the job's own code (75, after the
+    # preemption checkpoint) is in <run>.exit_code, which the rendered sbatch scripts read.
+    log_path = os.path.join(job.work, "terminated.log")
+    with open(log_path, "w") as log:
+        launcher = subprocess.Popen(job.command(1, "terminated", "train.max_steps=100000"), stdout=log,
+                                    stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 120
+        while "step 2/" not in open(log_path).read():
+            check(launcher.poll() is None and time.time() < deadline, "the job did not start training")
+            time.sleep(0.1)
+        launcher.send_signal(signal.SIGTERM)
+        code = launcher.wait(timeout=120)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    with open(os.path.join(job.work, "terminated.exit_code")) as f:
+        recorded = f.read().strip()
+    _, attrs = read_steps(job.run_file("terminated"))
+    check(recorded == str(REQUEUE_EXIT_CODE) and text(attrs["status"]) == "preempted",
+          f"mpirun exited {code}; terminated.exit_code says {recorded!r}, the run file {text(attrs['status'])!r}")
+    print(f"trust: SIGTERM to mpirun: mpirun exited {code}, the job's exit code file says {recorded}")
+
     # A study's config on another world, and a folder as --config.
     code, output = run_output(job, 1, "planned", "train.max_steps=2", "run.planned_world_size=2")
     check(code == 2 and "run.planned_world_size: this config was planned (t5scale-study) for 2 processes and was "
