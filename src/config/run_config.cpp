@@ -85,10 +85,12 @@ std::vector<ConfigError> batch_errors(const RunConfig& c, int64_t world_size, Ba
   }
   if (world_size % c.parallel.tp != 0) {
     // The world is the number of processes started (one rank each), which a user may not think of as a setting.
+    const int64_t tp = c.parallel.tp;
     errors.push_back({"parallel.tp", msg("world size ", world_size, " (", world_size,
-                                         world_size == 1 ? " process was" : " processes were", " started) is not divisible by tp ",
-                                         c.parallel.tp, ": start a multiple of ", c.parallel.tp, " processes, e.g. mpirun -np ",
-                                         c.parallel.tp, " t5scale-train ... or srun --ntasks=", c.parallel.tp, " ...")});
+                                         world_size == 1 ? " process was" : " processes were",
+                                         " started) is not divisible by tp ", tp, ": start a multiple of ", tp,
+                                         " processes, e.g. mpirun -np ", tp, " t5scale-train ... or srun --ntasks=", tp,
+                                         " ...")});
     return errors;
   }
   plan.dp = world_size / c.parallel.tp;

@@ -17,7 +17,9 @@ inline std::string set_aside_name(const std::string& path, const std::string& wh
   std::string stamp = utc_iso_time();
   stamp.erase(std::remove_if(stamp.begin(), stamp.end(), [](char c) { return c == '-' || c == ':'; }), stamp.end());
   std::string candidate = path + "." + why + "." + stamp;
-  for (int i = 1; std::filesystem::exists(candidate); ++i) candidate = path + "." + why + "." + stamp + "." + std::to_string(i);
+  for (int i = 1; std::filesystem::exists(candidate); ++i) {
+    candidate = path + "." + why + "." + stamp + "." + std::to_string(i);
+  }
   return candidate;
 }
 

@@ -23,9 +23,13 @@ std::vector<std::string> manifest_problems(const nlohmann::json& manifest) {
     problems.push_back("'identity' is not an object");
   } else {
     for (const char* key : {"tp", "dp"}) {
-      if (!is_count(identity.value(key, nlohmann::json()), 1)) problems.push_back(msg("'identity.", key, "' is not a positive whole number"));
+      if (!is_count(identity.value(key, nlohmann::json()), 1)) {
+        problems.push_back(msg("'identity.", key, "' is not a positive whole number"));
+      }
     }
-    if (!identity.value("model_name", nlohmann::json()).is_string()) problems.push_back("'identity.model_name' is not a text");
+    if (!identity.value("model_name", nlohmann::json()).is_string()) {
+      problems.push_back("'identity.model_name' is not a text");
+    }
     if (!is_count(identity.value("parameter_count", nlohmann::json()), 0)) {
       problems.push_back("'identity.parameter_count' is not a count");
     }

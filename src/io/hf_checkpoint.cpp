@@ -79,7 +79,8 @@ std::vector<SafetensorsFile> open_checkpoint_files(const std::string& folder) {
     for (const auto& [tensor, file] : j["weight_map"].items()) {
       if (!file.is_string()) throw Error(msg(index.string(), ": weight_map entry '", tensor, "' is not a file name"));
       // A shard is a file beside the index: a path that leaves the folder is refused before anything is opened.
-      check_plain_file_name(file.get<std::string>(), index.string(), msg("weight_map entry '", tensor, "' names shard"));
+      check_plain_file_name(file.get<std::string>(), index.string(),
+                            msg("weight_map entry '", tensor, "' names shard"));
       shard_names.insert(file.get<std::string>());
     }
     for (const auto& shard : shard_names) {

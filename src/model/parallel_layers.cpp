@@ -33,9 +33,9 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(ColumnParallelLinearOptions o
 void ColumnParallelLinearImpl::reset() {
   T5S_CHECK(options.out_features() % tp->size() == 0, "ColumnParallelLinear: out_features ", options.out_features(),
             " is not divisible by tp ", tp->size());
-  weight = register_parameter(
-      "weight", allocate_parameter("a column-parallel weight", {options.out_features() / tp->size(), options.in_features()},
-                                   options.param_options()));
+  weight = register_parameter("weight", allocate_parameter("a column-parallel weight",
+                                                          {options.out_features() / tp->size(), options.in_features()},
+                                                          options.param_options()));
 }
 
 torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& input) {
@@ -64,9 +64,9 @@ RowParallelLinearImpl::RowParallelLinearImpl(RowParallelLinearOptions options_, 
 void RowParallelLinearImpl::reset() {
   T5S_CHECK(options.in_features() % tp->size() == 0, "RowParallelLinear: in_features ", options.in_features(),
             " is not divisible by tp ", tp->size());
-  weight = register_parameter(
-      "weight", allocate_parameter("a row-parallel weight", {options.out_features(), options.in_features() / tp->size()},
-                                   options.param_options()));
+  weight = register_parameter("weight", allocate_parameter("a row-parallel weight",
+                                                          {options.out_features(), options.in_features() / tp->size()},
+                                                          options.param_options()));
 }
 
 torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& input) {

@@ -25,7 +25,9 @@ RMSNormImpl::RMSNormImpl(int64_t dim_, double eps_, torch::TensorOptions param_o
   reset();
 }
 
-void RMSNormImpl::reset() { weight = register_parameter("weight", allocate_parameter("an RMSNorm weight", {dim}, param_options)); }
+void RMSNormImpl::reset() {
+  weight = register_parameter("weight", allocate_parameter("an RMSNorm weight", {dim}, param_options));
+}
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& hidden) {
   const torch::Tensor variance = hidden.to(torch::kFloat32).pow(2).mean(-1, /*keepdim=*/true);

@@ -212,7 +212,8 @@ std::string launch(const SlurmSpec& s, const std::string& run) {
   out += "rc=$?\n";
   out += "# mpirun exits 1 when it was sent SIGTERM itself, whatever its ranks did: the job's own exit code is in\n";
   out += "# $EXIT_CODE_FILE (written by rank 0 as the job ends: 75 after a preemption checkpoint).\n";
-  out += "if [ \"$rc\" -ne 0 ] && [ -f \"$EXIT_CODE_FILE\" ] && [ \"$(cat \"$EXIT_CODE_FILE\")\" = 75 ]; then rc=75; fi\n";
+  out += "if [ \"$rc\" -ne 0 ] && [ -f \"$EXIT_CODE_FILE\" ] && [ \"$(cat \"$EXIT_CODE_FILE\")\" = 75 ]; then "
+         "rc=75; fi\n";
   out += "if [ \"$rc\" -eq 75 ]; then\n";
   out += "  echo \"[t5scale] run " + run + ": preempted, checkpoint written; requeueing job $SLURM_JOB_ID\"\n";
   out += "  scontrol requeue \"$SLURM_JOB_ID\"\n";

@@ -830,8 +830,9 @@ struct RunFile::Impl {
     if (old_world != static_cast<int64_t>(world)) {
       // A checkpoint resumed on another grid: the per-rank columns have another width. The file is kept whole.
       old.reset();
-      return set_aside_run_file(path, msg("its rows have a column per rank of world size ", old_world, ", this run has ", world),
-                       msg("world", old_world));
+      return set_aside_run_file(
+          path, msg("its rows have a column per rank of world size ", old_world, ", this run has ", world),
+          msg("world", old_world));
     }
     try {
       previous.step_rows = read_table(old.get(), steps, path);

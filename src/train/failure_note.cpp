@@ -13,7 +13,9 @@ namespace t5scale {
 ReservedFailureNote::ReservedFailureNote(std::string final_path, int rank)
     : final_path_(std::move(final_path)), reserve_path_(msg(final_path_, ".reserve.", rank)) {
   fd_ = ::open(reserve_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
-  if (fd_ < 0) throw Error(msg("cannot reserve space for a failure note in '", reserve_path_, "': ", std::strerror(errno)));
+  if (fd_ < 0) {
+    throw Error(msg("cannot reserve space for a failure note in '", reserve_path_, "': ", std::strerror(errno)));
+  }
   // The blocks themselves, not a sparse size: writing into them later needs no free space.
   const int error = ::posix_fallocate(fd_, 0, kReservedBytes);
   if (error != 0) {

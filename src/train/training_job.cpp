@@ -380,7 +380,9 @@ void TrainingJob::resolve() {
   T5S_CHECK(resolved_.batch && resolved_.model && resolved_.memory_inputs && (resolved_.lr || config_.eval.only),
             "the run resolved without ", !resolved_.batch ? "a batch split" : !resolved_.model ? "a model shape"
                                          : !resolved_.memory_inputs ? "a memory model" : "an LR plan");
-  if (!resolved_.checkpointing.fits) throw Error(msg(source_, ": this run cannot start:\n  ", memory_refusal(world.device_share_bytes)));
+  if (!resolved_.checkpointing.fits) {
+    throw Error(msg(source_, ": this run cannot start:\n  ", memory_refusal(world.device_share_bytes)));
+  }
   batch_ = *resolved_.batch;
   model_config_ = *resolved_.model;
   checkpoint_every_blocks_ = resolved_.checkpointing.checkpoint_every_blocks;
@@ -472,10 +474,14 @@ std::string TrainingJob::memory_refusal(int64_t share_bytes) const {
   }
   remedies.push_back(msg("a larger parallel.tp (more processes: tp ", p.tp, " now)"));
   if (resolved_.batch && resolved_.batch->micro_batch > 1) {
-    remedies.push_back(msg("a smaller micro-batch (", resolved_.batch->micro_batch, " now) with more train.grad_accumulation"));
+    remedies.push_back(
+        msg("a smaller micro-batch (", resolved_.batch->micro_batch, " now) with more train.grad_accumulation"));
   }
+  const std::string share_of = config_.parallel.device_memory_gib > 0 ? std::string("parallel.device_memory_gib")
+                               : device_.is_cuda()                    ? device_.str()
+                                                                      : device_.str() + " memory over this node's ranks";
   return msg("parallel: predicted memory per rank ", predicted.describe(), " does not fit the ", gib(share_bytes), " of ",
-             config_.parallel.device_memory_gib > 0 ? "parallel.device_memory_gib" : device_.str() + (device_.is_cuda() ? "" : " memory over this node's ranks"),
+             share_of,
              " with 5% to spare; nothing was allocated. To make it fit, try: ", join(remedies, "; "),
              ". (If the device has more memory than this, say so with parallel.device_memory_gib.)");
 }
@@ -567,7 +573,8 @@ void TrainingJob::accept_config_changes(const LoadedCheckpoint& loaded) {
   const nlohmann::json& state = loaded.state;
   if (state.contains("config_changes")) config_changes_ = state.at("config_changes").get<std::vector<std::string>>();
   if (!state.contains("config_yaml")) return;  // written before configs were kept: nothing to compare
-  const RunConfig saved = parse_run_config(state.at("config_yaml").get<std::string>(), loaded.folder + "/manifest.json");
+  const RunConfig saved =
+      parse_run_config(state.at("config_yaml").get<std::string>(), loaded.folder + "/manifest.json");
   std::vector<std::string> refused;
   // The global batch as each grid resolves it: the data order follows it, whatever the split over the grid.
   const int64_t saved_global_batch = resolve_batch(saved, int64_t{loaded.saved.tp} * loaded.saved.dp).global_batch;
@@ -609,7 +616,8 @@ void TrainingJob::keep_previous_run_aside() {
       log(msg("[t5scale] starting afresh: the earlier run file is kept as ", set_aside(record_->path(), "previous")));
     }
     if (!checkpoints_->step_folders().empty()) {
-      log(msg("[t5scale] starting afresh: the earlier checkpoints are kept as ", set_aside(checkpoints_->dir(), "previous")));
+      log(msg("[t5scale] starting afresh: the earlier checkpoints are kept as ",
+              set_aside(checkpoints_->dir(), "previous")));
     }
   }
   // The other ranks write into the checkpoint folder only after this.
