@@ -21,6 +21,10 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
     ctx->saved_data["default_generator"] = state.default_generator;
     ctx->saved_data["tensor_parallel_generator"] = state.tensor_parallel;
     ctx->saved_data["has_cross"] = has_cross;
+    // Which inputs the forward saw requiring grad: the recompute gives them exactly these flags (a mask that
+    // required grad in the recompute only would send SDPA to another backend, with other dropout masks).
+    ctx->saved_data["requires_grad"] = c10::List<bool>({hidden.requires_grad(), self_bias.requires_grad(),
+                                                        encoder_output.requires_grad(), cross_bias.requires_grad()});
     ctx->save_for_backward({hidden, self_bias, encoder_output, cross_bias});
     torch::NoGradGuard no_grad;
     return has_cross ? block->forward(hidden, self_bias, encoder_output, cross_bias) : block->forward(hidden, self_bias);
@@ -37,9 +41,10 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
     const ParallelRng::State now = rng->get_state();
     rng->set_state({ctx->saved_data["default_generator"].toTensor(),
                     ctx->saved_data["tensor_parallel_generator"].toTensor()});
+    const c10::List<bool> requires_grad = ctx->saved_data["requires_grad"].toBoolList();
     std::vector<torch::Tensor> inputs;
-    for (const auto& t : saved) {
-      inputs.push_back(t.defined() ? t.detach().requires_grad_(t.is_floating_point()) : t);
+    for (size_t i = 0; i < saved.size(); ++i) {
+      inputs.push_back(saved[i].defined() ? saved[i].detach().requires_grad_(requires_grad.get(i)) : saved[i]);
     }
     torch::Tensor output;
     {

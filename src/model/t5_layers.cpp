@@ -161,7 +161,10 @@ torch::Tensor T5AttentionImpl::forward(const torch::Tensor& hidden, const torch:
 
 torch::Tensor T5AttentionImpl::forward_cross(const torch::Tensor& hidden, const torch::Tensor& encoder_output,
                                              const torch::Tensor& bias) {
-  auto [key, value] = project_key_value(encoder_output);
+  // One edge per block into the encoder's output: the key's and value's gradients are summed here first, as the
+  // recompute of a checkpointed block sums them, so that the encoder's gradient adds the blocks' parts in the same
+  // order with and without activation checkpointing (the same step bit for bit).
+  auto [key, value] = project_key_value(encoder_output.view_as(encoder_output));
   return attend(project_query(copy_to_tensor_parallel_region(hidden, *tp)), key, value, bias);
 }
 

@@ -5,8 +5,11 @@
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "gpu/gpu_test_support.h"
 #include "model/parallel_layers.h"
+#include "model/parallel_rng.h"
 #include "model/t5_model.h"
 #include "model/vocab_parallel_cross_entropy.h"
 #include "support/test_support.h"
@@ -146,6 +149,43 @@ TEST(CudaLayers, WholeT5Model) {
       EXPECT_TRUE(tensors_close(what + " grad " + entry.key(), entry.value().grad().cpu(), grads[entry.key()].grad(),
                                 kTolerance));
     }
+  }
+}
+
+// Activation checkpointing recomputes a block as its forward ran: the cross-attention mask, which does not require
+// grad, does not require it in the recompute either, so SDPA takes the same backend (cuDNN or memory-efficient) and
+// draws the same dropout masks. The forward is the same kernel sequence (logits and loss equal bit for bit); the
+// gradients are compared to 1e-6, since SDPA's backward on CUDA may accumulate in a run-dependent order, while a
+// different dropout mask moves them by O(1).
+TEST(CudaLayers, CheckpointedStepWithDropoutEqualsTheStepWithout) {
+  ModelConfig config = tiny_model_config(64);
+  config.dropout_rate = 0.2;
+  const auto device = gpu_grid().device();
+  const torch::Tensor ids = torch::randint(3, 64, {3, 11}, at::make_generator<at::CPUGeneratorImpl>(52)).to(device);
+  torch::Tensor mask = torch::ones({3, 11}, torch::kLong);
+  mask.index_put_({2, torch::indexing::Slice(6, torch::indexing::None)}, 0);
+  mask = mask.to(device);
+  const torch::Tensor labels = torch::randint(3, 64, {3, 7}, at::make_generator<at::CPUGeneratorImpl>(53)).to(device);
+  std::map<std::string, torch::Tensor> results[2];
+  for (int every : {0, 1}) {
+    torch::manual_seed(21);
+    auto rng = std::make_shared<ParallelRng>(5, /*tp_rank=*/0, device);
+    T5Model model(config, gpu_grid().tp, on_cuda(), rng);
+    model->initialize_weights(4);
+    model->set_attention_kernel(AttentionKernel::kSdpa);
+    model->set_activation_checkpointing(every);
+    model->train();
+    const torch::Tensor logits = model->forward(ids, mask, model->shift_right(labels));
+    const torch::Tensor loss = model->token_losses(logits, labels).sum();
+    loss.backward();
+    results[every]["logits"] = logits.detach().cpu();
+    results[every]["loss"] = loss.detach().cpu().view({1});
+    for (const auto& item : model->named_parameters()) results[every][item.key() + ".grad"] = item.value().grad().cpu();
+  }
+  EXPECT_TRUE(torch::equal(results[1].at("logits"), results[0].at("logits")));
+  EXPECT_TRUE(torch::equal(results[1].at("loss"), results[0].at("loss")));
+  for (const auto& [name, expected] : results[0]) {
+    EXPECT_TRUE(tensors_close(name + " with checkpointing", results[1].at(name), expected, 1e-6));
   }
 }
 

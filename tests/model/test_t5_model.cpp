@@ -5,6 +5,7 @@
 #include <map>
 
 #include "model/t5_layers.h"
+#include "model/parallel_rng.h"
 #include "model/t5_model.h"
 #include "model/vocab_parallel_cross_entropy.h"
 #include "support/test_support.h"
@@ -113,6 +114,40 @@ TEST(T5Model, DropoutIsActiveOnlyInTraining) {
   EXPECT_TRUE(torch::equal(model->forward(ids, mask, ids), model->forward(ids, mask, ids)));
   model->train();
   EXPECT_FALSE(torch::equal(model->forward(ids, mask, ids), model->forward(ids, mask, ids)));
+}
+
+// Activation checkpointing recomputes a block exactly as its forward ran: the same inputs with the same
+// requires-grad flags (the attention backend depends on them, and backends draw different dropout masks), the same
+// generator states. So a training step with dropout is the same, bit for bit, with and without it; padded inputs make
+// the masks and the position bias real inputs of every block.
+TEST(T5Model, CheckpointedStepWithDropoutEqualsTheStepWithout) {
+  for (const AttentionKernel kernel : {AttentionKernel::kSdpa, AttentionKernel::kExplicit}) {
+    ModelConfig config = small_config(FeedForwardKind::kGatedGelu, false);
+    config.dropout_rate = 0.2;
+    const torch::Tensor ids = torch::randint(3, 50, {2, 7});
+    torch::Tensor mask = torch::ones({2, 7}, torch::kLong);
+    mask.index_put_({1, torch::indexing::Slice(4, torch::indexing::None)}, 0);
+    const torch::Tensor labels = torch::randint(3, 50, {2, 5});
+    std::map<std::string, torch::Tensor> results[2];
+    for (int every : {0, 1}) {
+      torch::manual_seed(21);
+      auto rng = std::make_shared<ParallelRng>(5, /*tp_rank=*/0);
+      T5Model model(config, solo(), torch::kFloat32, rng);
+      model->initialize_weights(4);
+      model->set_attention_kernel(kernel);
+      model->set_activation_checkpointing(every);
+      model->train();
+      const torch::Tensor logits = model->forward(ids, mask, model->shift_right(labels));
+      model->token_losses(logits, labels).sum().backward();
+      results[every]["logits"] = logits.detach();
+      for (const auto& item : model->named_parameters()) results[every][item.key() + ".grad"] = item.value().grad();
+    }
+    for (const auto& [name, expected] : results[0]) {
+      EXPECT_TRUE(torch::equal(results[1].at(name), expected))
+          << name << " (kernel " << static_cast<int>(kernel) << ") differs with checkpointing by up to "
+          << (results[1].at(name) - expected).abs().max().item<double>();
+    }
+  }
 }
 
 // A stand-in for one rank of a TP group that is never asked for a collective: construction and initialisation
