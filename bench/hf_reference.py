@@ -12,7 +12,8 @@ The options that both programs have mean the same; the shape comes from t5scale-
   - precision: fp32; bf16 / fp16 as the Trainer's --bf16 / --fp16: fp32 weights, forward under torch.autocast,
     fp16 with a GradScaler (t5scale: bf16/fp16 weights and compute, fp32 master weights and optimizer);
   - optimizer: torch.optim.AdamW, fused (the Trainer's default, adamw_torch_fused, with torch >= 2.8; --adamw-impl
-    to change), weight decay 0.01 on every parameter but norms (Trainer.get_decay_parameter_names); or
+    to change), weight decay 0.01 on every parameter but the norms and the position bias (t5scale's rule, and the Trainer's
+    grouping for T5); or
     transformers' Adafactor with a fixed learning rate; gradients clipped to norm 1.0; zero_grad after the step;
   - inputs: random token ids of exactly the given lengths, no padding, moved to the device in the forward phase.
 Phases: forward (with the loss), backward, optimizer (unscale, clip, step, zero_grad); on CUDA the device is
@@ -184,8 +185,10 @@ def main(argv=None):
         model.gradient_checkpointing_enable()
 
     if args.optimizer == "adamw":
-        # The Trainer's grouping (the method does not use the Trainer's state): norms get no weight decay.
-        decay = set(transformers.Trainer.get_decay_parameter_names(None, model))
+        # Norms and the position bias get no weight decay: t5scale's rule (weight_decay_applies: no "norm", no
+        # "bias" in the name), which is also the Trainer's grouping for T5 (checked against transformers 4.57's
+        # Trainer.get_decay_parameter_names), written out so that it does not depend on the Trainer's internals.
+        decay = {name for name, _ in model.named_parameters() if "norm" not in name and "bias" not in name}
         groups = [
             {"params": [p for n, p in model.named_parameters() if n in decay], "weight_decay": 0.01},
             {"params": [p for n, p in model.named_parameters() if n not in decay], "weight_decay": 0.0},
