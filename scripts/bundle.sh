@@ -181,7 +181,7 @@ if ((WITH_TESTS)); then
   cp "$TEMPLATES/run-tests.sh" "$STAGE/tests/run-tests.sh"
   (cd "$BUILD_DIR" && ctest --show-only=json-v1) >"$STAGE/tests/ctest.json"
   python3 "$TEMPLATES/test_list.py" "$STAGE/tests/ctest.json" "$STAGE/tests/bin" "$TEMPLATES/relocation-excluded-tests.txt" \
-    "$STAGE/tests/references" >"$STAGE/tests/tests.list"
+    "$STAGE/tests/references" "$SOURCE_DIR" "$STAGE/tests/scripts" >"$STAGE/tests/tests.list"
   rm "$STAGE/tests/ctest.json"
 fi
 

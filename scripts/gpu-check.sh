@@ -2,7 +2,8 @@
 # The GPU evidence run: on a machine with an NVIDIA GPU and either a t5scale bundle or a build tree, one command
 # that runs every GPU check and benchmark and leaves everything under one results folder, printing progress.
 #
-#   scripts/gpu-check.sh [--bundle DIR | --build-dir DIR] [--python PY] [--budget-min M] [--dry-run] [OUT_DIR]
+#   scripts/gpu-check.sh [--bundle DIR | --build-dir DIR] [--python PY] [--budget-min M] [--only STAGES]
+#                        [--dry-run] [OUT_DIR]
 #
 #   --bundle DIR     a relocatable bundle (scripts/bundle.sh): DIR/env.sh is sourced with --python PY
 #   --build-dir DIR  a build tree with the programs in DIR/bin and ctest's files (default: build, when no bundle)
@@ -10,6 +11,8 @@
 #                    (default: python3)
 #   --budget-min M   wall-clock budget of the whole run in minutes (default 19); each stage gets what is left,
 #                    up to its own limit, and a stage with less than 30 s left is skipped
+#   --only STAGES    run only these stages (comma-separated names of the list below); the others are recorded as
+#                    not selected
 #   --dry-run        print the stages and their commands without running anything (the planner's micro-batches
 #                    are computed, on the CPU); nothing is written
 #   OUT_DIR          default results/gpu/<GPU name>/<UTC date and time>
@@ -17,7 +20,8 @@
 # Stages, in order; each runs under `timeout`, writes its log under OUT_DIR, and a failure is recorded before the
 # next stage runs:
 #   environment  nvidia-smi, the driver, CUDA, NCCL, torch, h5py and the programs            environment.txt
-#   gpu-tests    the `gpu` ctest label (or, without ctest files, the GPU test binary directly)  gpu-tests.log
+#   gpu-tests    the `gpu` ctest label; with a bundle, its tests/run-tests.sh -L gpu (every     gpu-tests.log
+#                entry, the watchdog and the training program included)
 #   train        a 50-step t5scale-train run on the GPU, its run file checked (h5py)         train/
 #   plan         the micro-batch of every benchmark row from the planner (t5scale-study)      plan/
 #   bench        t5scale-bench, bf16: T5-v1.1-base, -large, T5-3B (whole model), T5-v1.1-XXL (--tp-shard 8);
@@ -27,7 +31,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUNDLE="" BUILD_DIR="" PYTHON=python3 BUDGET_MIN=19 DRY_RUN=0 OUT_DIR=""
+BUNDLE="" BUILD_DIR="" PYTHON=python3 BUDGET_MIN=19 DRY_RUN=0 OUT_DIR="" ONLY=""
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "gpu-check: $*" >&2; exit 2; }
 while (($#)); do
@@ -36,6 +40,7 @@ while (($#)); do
     --build-dir) (($# >= 2)) || die "--build-dir needs a folder"; BUILD_DIR=$2; shift 2 ;;
     --python) (($# >= 2)) || die "--python needs an interpreter"; PYTHON=$2; shift 2 ;;
     --budget-min) (($# >= 2)) || die "--budget-min needs minutes"; BUDGET_MIN=$2; shift 2 ;;
+    --only) (($# >= 2)) || die "--only needs stage names"; ONLY=",$2,"; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
@@ -51,7 +56,7 @@ if [[ -n $BUNDLE ]]; then
   BUNDLE=$(cd "$BUNDLE" && pwd)
   # shellcheck disable=SC1091
   source "$BUNDLE/env.sh" --python "$PYTHON" || die "sourcing $BUNDLE/env.sh --python $PYTHON failed"
-  SEARCH=("$BUNDLE/bin" "$BUNDLE/tests" "$BUNDLE")
+  SEARCH=("$BUNDLE/bin" "$BUNDLE/tests/bin" "$BUNDLE/tests" "$BUNDLE")
 else
   BUILD_DIR=${BUILD_DIR:-build}
   [[ -d $BUILD_DIR ]] || die "--build-dir $BUILD_DIR: no such folder (build first, or give --bundle)"
@@ -76,7 +81,8 @@ STUDY=$(find_tool t5scale-study)
 GPU_TESTS=$(find_tool t5scale_gpu_tests)
 CTEST_DIR=""
 [[ -n $BUILD_DIR && -f $BUILD_DIR/CTestTestfile.cmake ]] && CTEST_DIR=$BUILD_DIR
-[[ -n $BUNDLE && -f $BUNDLE/build/CTestTestfile.cmake ]] && CTEST_DIR=$BUNDLE/build
+RUN_TESTS=""
+[[ -n $BUNDLE && -x $BUNDLE/tests/run-tests.sh ]] && RUN_TESTS=$BUNDLE/tests/run-tests.sh
 CHECK_TRAIN=$(find_file "$ROOT/tests/gpu/check_train_on_gpu.py" "${BUNDLE:-/nonexistent}/tests/gpu/check_train_on_gpu.py")
 COMPARE=$(find_file "$ROOT/bench/compare.sh" "${BUNDLE:-/nonexistent}/bench/compare.sh" "$ROOT/bench/compare.py" \
                     "${BUNDLE:-/nonexistent}/bench/compare.py")
@@ -108,6 +114,11 @@ fi
 run_stage() {
   local name=$1 limit=$2 logfile=$3
   shift 3
+  if [[ -n $ONLY && $ONLY != *",${name%% *},"* ]]; then
+    SUMMARY+=("$name: not selected (--only)")
+    ((DRY_RUN)) || progress "${SUMMARY[-1]}"
+    return 0
+  fi
   if ((DRY_RUN)); then
     printf '  %-12s [<= %4d s] %s\n' "$name" "$limit" "$*"
     return 0
@@ -136,6 +147,7 @@ run_stage() {
 }
 # A stage whose program is missing: recorded, not run.
 missing() {
+  [[ -n $ONLY && $ONLY != *",$1,"* ]] && return 0
   if ((DRY_RUN)); then printf '  %-12s MISSING: %s\n' "$1" "$2"; else SUMMARY+=("$1: not run: $2"); progress "$1: not run: $2"; fi
 }
 
@@ -189,7 +201,15 @@ if [[ -n $CTEST_DIR ]]; then
   run_stage gpu-tests 480 "$OUT_DIR/gpu-tests.log" ctest --test-dir "$CTEST_DIR" -L gpu --output-on-failure \
     --output-junit "$OUT_DIR/gpu-tests.junit.xml"
   # ctest passes a run whose tests all skipped; on this machine a skip means LibTorch found no usable GPU.
-  skipped=$( ((DRY_RUN)) || grep -c '\*\*\*Skipped' "$OUT_DIR/gpu-tests.log")
+  skipped=$( ((DRY_RUN)) || [[ ! -f $OUT_DIR/gpu-tests.log ]] || grep -c '\*\*\*Skipped' "$OUT_DIR/gpu-tests.log")
+  if [[ -n $skipped && $skipped != 0 ]]; then
+    SUMMARY+=("gpu-tests: FAILED: $skipped gpu tests were skipped, i.e. LibTorch saw no usable CUDA device (gpu-tests.log)")
+    progress "${SUMMARY[-1]}"
+  fi
+elif [[ -n $RUN_TESTS ]]; then
+  # The bundle's own runner: every gpu entry of the build's ctest list, scripts included (tests/tests.list).
+  run_stage gpu-tests 480 "$OUT_DIR/gpu-tests.log" "$RUN_TESTS" --python "$PYTHON" -L gpu
+  skipped=$( ((DRY_RUN)) || [[ ! -f $OUT_DIR/gpu-tests.log ]] || grep -c '^SKIP ' "$OUT_DIR/gpu-tests.log")
   if [[ -n $skipped && $skipped != 0 ]]; then
     SUMMARY+=("gpu-tests: FAILED: $skipped gpu tests were skipped, i.e. LibTorch saw no usable CUDA device (gpu-tests.log)")
     progress "${SUMMARY[-1]}"

@@ -2,7 +2,9 @@
 # Runs the bundle's tests without ctest and without the build tree:
 #   tests/run-tests.sh [--python PY | --torch-lib DIR] [-L LABEL_REGEX] [-R NAME_REGEX]
 # Each line of tests.list (made by scripts/bundle.sh from the build's ctest entries) runs a gtest program of
-# tests/bin with its filter and environment, under the bundle's mpirun where the entry has ranks. The torch option
+# tests/bin with its filter and environment, under the bundle's mpirun where the entry has ranks, or (program
+# @COMMAND@) a whole command, its words separated by 0x1f, with scripts of tests/scripts and @PYTHON@ for the
+# interpreter of --python (python3 without it). The torch option
 # goes to ../env.sh. -L and -R select entries by label and name as ctest does. Entries that compare with reference
 # files made by Python (transformers, rouge-score, ...) use the copies the bundle took from the build tree
 # (references/). Entries the bundle cannot run (their references were not made before bundling, or they read the
@@ -11,11 +13,13 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 env_args=()
+python=python3
 label_regex=""
 name_regex=""
 while (($#)); do
   case $1 in
-    --python | --torch-lib) env_args+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
+    --python) python=${2:?--python needs a value}; env_args+=("$1" "$2"); shift 2 ;;
+    --torch-lib) env_args+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
     -L) label_regex=${2:?-L needs a regex}; shift 2 ;;
     -R) name_regex=${2:?-R needs a regex}; shift 2 ;;
     *) echo "run-tests.sh: unknown argument '$1'" >&2; sed -n '3p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
@@ -47,9 +51,19 @@ while IFS=$'\t' read -r name labels ranks skip_code program arguments environmen
   fi
   environment=${environment//@BUNDLE@/$T5SCALE_BUNDLE}
   environment=${environment//@WORK@/$WORK}
+  environment=${environment//@PYTHON@/$python}
   read -ra assignments <<<"$environment"
-  read -ra args <<<"$arguments"
-  command=("$HERE/bin/$program" "${args[@]}")
+  if [[ $program == @COMMAND@ ]]; then
+    IFS=$'\x1f' read -ra command <<<"$arguments"
+    for i in "${!command[@]}"; do
+      word=${command[$i]//@BUNDLE@/$T5SCALE_BUNDLE}
+      word=${word//@WORK@/$WORK}
+      command[$i]=${word//@PYTHON@/$python}
+    done
+  else
+    read -ra args <<<"$arguments"
+    command=("$HERE/bin/$program" "${args[@]}")
+  fi
   ((ranks > 0)) && command=(mpirun -np "$ranks" "${command[@]}")
   log=$WORK/$name.log
   start=$(date +%s)

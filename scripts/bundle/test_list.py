@@ -1,11 +1,18 @@
 """The bundle's list of tests, made from the build tree's ctest entries (ctest --show-only=json-v1).
 
-    python3 test_list.py CTEST_JSON BUNDLED_TEST_BIN EXCLUDED_TESTS_FILE REFERENCES_DIR > tests.list
+    python3 test_list.py CTEST_JSON BUNDLED_TEST_BIN EXCLUDED_TESTS_FILE REFERENCES_DIR [SOURCE_DIR SCRIPTS_DIR] > tests.list
 
 Keeps the entries that run a bundled gtest program, directly or under mpiexec, and writes one line per entry,
 fields separated by tabs:  name  labels  ranks(0: no mpirun)  skip_code(-: none)  program  arguments  environment
 (skip_code: the exit code that means "skipped", ctest's SKIP_RETURN_CODE). Paths of the build tree in the
 environment are rewritten: its bin/ to @BUNDLE@/bin, anything else to @WORK@, the scratch folder of run-tests.sh.
+
+Entries of the labels in SCRIPT_LABELS (the `gpu` label: the watchdog and the training program are scripts around
+the GPU test program) are kept whole when every word of their command can move with the bundle: the program field
+is then @COMMAND@ and the arguments field the whole command, its words separated by the unit separator (0x1f, as
+words may hold spaces). Their words are rewritten as their environment is, and besides: a bundled test program to
+@BUNDLE@/tests/bin/NAME, the build's Python interpreter to @PYTHON@ (run-tests.sh's --python), and a script of the
+source tree is copied to SCRIPTS_DIR and named @BUNDLE@/tests/scripts/NAME.
 
 Reference files that a Python fixture (transformers, rouge-score, ...) wrote into the build tree when ctest ran
 there are copied to REFERENCES_DIR under the same relative path; run-tests.sh copies them into @WORK@, where the
@@ -20,6 +27,8 @@ import shutil
 import sys
 
 MPI_LAUNCHERS = {"mpiexec", "mpirun", "orterun", "mpiexec.openmpi", "mpirun.openmpi"}
+SCRIPT_LABELS = {"gpu"}
+WORD_SEPARATOR = "\x1f"
 
 
 def read_excluded(path):
@@ -78,8 +87,58 @@ def reference_files(fixture, setups, bundled, build_dir):
     return paths or None
 
 
+def script_command(command, bundled, build_dir, source_dir, scripts_dir):
+    """The words of a script entry with every path moved with the bundle, or (None, the path that cannot move)."""
+    words = []
+    for word in command:
+        name = os.path.basename(word)
+        if not word.startswith("/"):
+            words.append(word)
+        elif word.startswith(build_dir + "/bin/"):
+            words.append("@BUNDLE@/bin/" + word[len(build_dir + "/bin/"):])
+        elif word.startswith(build_dir + "/") and name in bundled and os.path.isfile(word):
+            words.append("@BUNDLE@/tests/bin/" + name)
+        elif word.startswith(build_dir + "/"):
+            words.append("@WORK@/" + word[len(build_dir + "/"):])
+        elif name.startswith("python") and os.access(word, os.X_OK) and not os.path.isdir(word):
+            words.append("@PYTHON@")
+        elif source_dir and word.startswith(source_dir + "/tests/") and os.path.isfile(word):
+            os.makedirs(scripts_dir, exist_ok=True)
+            shutil.copy2(word, os.path.join(scripts_dir, name))
+            words.append("@BUNDLE@/tests/scripts/" + name)
+        else:
+            return None, word
+    return words, None
+
+
+def script_entry(test, properties, bundled, source_dir, scripts_dir):
+    """The tests.list line of a script entry (or its left-out line)."""
+    name = test["name"]
+    labels = ",".join(properties.get("LABELS", [])) or "-"
+    command = test.get("command") or []
+    # The build tree is where the bundled test programs were found.
+    programs = [w for w in command if os.path.basename(w) in bundled and os.path.isfile(w)]
+    if not programs:
+        return f"# {name}\t{labels}\truns no bundled test program"
+    build_dir = os.path.dirname(os.path.dirname(programs[0]))
+    words, stuck = script_command(command, bundled, build_dir, source_dir, scripts_dir)
+    if words is None:
+        return f"# {name}\t{labels}\treads {stuck} of the build machine"
+    environment = []
+    for assignment in properties.get("ENVIRONMENT", []):
+        key, _, value = assignment.partition("=")
+        moved, stuck = script_command([value], bundled, build_dir, source_dir, scripts_dir)
+        if moved is None:
+            return f"# {name}\t{labels}\treads {stuck} of the build machine"
+        environment.append(f"{key}={moved[0]}")
+    skip_code = str(int(properties["SKIP_RETURN_CODE"])) if "SKIP_RETURN_CODE" in properties else "-"
+    return "\t".join([name, labels, "0", skip_code, "@COMMAND@", WORD_SEPARATOR.join(words), " ".join(environment)])
+
+
 def main():
     ctest_json, bundled_bin, excluded_file, references_dir = sys.argv[1:5]
+    source_dir = os.path.realpath(sys.argv[5]) if len(sys.argv) > 5 else ""
+    scripts_dir = sys.argv[6] if len(sys.argv) > 6 else ""
     bundled = set(os.listdir(bundled_bin))
     excluded = read_excluded(excluded_file)
     tests = json.load(open(ctest_json))["tests"]
@@ -91,6 +150,10 @@ def main():
     out = []
     for test in tests:
         found = gtest_command(test.get("command") or [], bundled)
+        labels_of_test = properties_of[test["name"]].get("LABELS", [])
+        if not found and source_dir and SCRIPT_LABELS.intersection(labels_of_test):
+            out.append(script_entry(test, properties_of[test["name"]], bundled, source_dir, scripts_dir))
+            continue
         if not found:
             continue
         ranks, program, arguments = found

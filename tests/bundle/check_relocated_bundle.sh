@@ -48,4 +48,22 @@ else
        "stay visible; the loaded-files check still runs"
   timeout 240 "${run[@]}"
 fi
+# scripts/gpu-check.sh against this bundle runs every entry of the gpu label, the scripted ones (the watchdog, the
+# training program) included; on a machine without a GPU each reports skipped, none is "not run".
+"$SOURCE_DIR/scripts/gpu-check.sh" --bundle "$BUNDLE" --python "$PYTHON" --only gpu-tests --budget-min 5 \
+  "$WORK/gpu-check" >"$WORK/gpu-check.out" 2>&1 || true
+expected=$(cd "$BUILD_DIR" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*: \(gpu\.[^ ]*\)$/\1/p' | sort)
+ran=$(sed -n 's/^\(SKIP\|PASS\|FAIL\) \(gpu\.[^ :]*\).*/\2/p' "$WORK/gpu-check/gpu-tests.log" 2>/dev/null | sort)
+if [[ -z $expected || $expected != "$ran" ]]; then
+  echo "[bundle test] gpu-check.sh --bundle ran [$(echo $ran)], the gpu label has [$(echo $expected)]:" >&2
+  cat "$WORK/gpu-check.out" >&2
+  exit 1
+fi
+if grep -q "not run" "$WORK/gpu-check/summary.txt"; then
+  echo "[bundle test] gpu-check.sh --bundle left a stage not run:" >&2
+  cat "$WORK/gpu-check/summary.txt" >&2
+  exit 1
+fi
+echo "[bundle test] gpu-check.sh --bundle ran all $(wc -l <<<"$ran") gpu entries ($(grep -c '^SKIP ' \
+  "$WORK/gpu-check/gpu-tests.log") skipped: no usable GPU here)"
 echo "[bundle test] passed in $(($(date +%s) - start)) s"
