@@ -3,8 +3,11 @@
 #     --python PY      a Python whose torch provides LibTorch, its NCCL and its CUDA runtime (default: python3)
 #     --torch-lib DIR  LibTorch's lib folder itself (a torch wheel's torch/lib, or a libtorch download's lib); NCCL
 #                      and the CUDA runtime are then taken from beside it (a wheel), $CUDA_HOME or the system
-# Prepends the bundle's bin/ to PATH and its lib/, LibTorch's, NCCL's and the CUDA runtime's folders to
-# LD_LIBRARY_PATH, and points Open MPI and PMIx at the bundle (OPAL_PREFIX, PMIX_PREFIX and their folders). Refuses,
+# Prepends the bundle's bin/ to PATH and LibTorch's, NCCL's and the CUDA runtime's folders (those of the torch the
+# shell's Python uses as well) to LD_LIBRARY_PATH, and points Open MPI and PMIx at the bundle (OPAL_PREFIX, PMIX_PREFIX
+# and their folders). The bundle's own lib/ is not on LD_LIBRARY_PATH: its programs and libraries find it through
+# their RUNPATH ($ORIGIN/../lib), so that every other program of the shell (the machine's own Python, its h5py and
+# MPI) keeps the system's libraries instead of the bundle's libstdc++, HDF5 or Open MPI. Refuses,
 # with the reason, a torch of another version than the build's (BUNDLE_INFO), a glibc older than the bundle needs,
 # and any library the programs would not find.
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
@@ -91,7 +94,7 @@ _t5scale_bundle_env() {
 
   # Every library the programs need must resolve before the shell is changed.
   local library_path missing
-  library_path=$(IFS=:; echo "$bundle/lib:${dirs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  library_path=$(IFS=:; echo "${dirs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   missing=$(LD_LIBRARY_PATH=$library_path ldd "$bundle/bin/t5scale-train" | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
   if [[ -n $missing ]]; then
     echo "$error t5scale-train would not find: $missing(LibTorch at $torch_lib; NCCL and $cudart are looked" \

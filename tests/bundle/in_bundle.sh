@@ -32,6 +32,15 @@ refused "is torch 2.10.0+cu128" --torch-lib "$WORK/other_torch/torch/lib"
 
 # shellcheck source=/dev/null
 source "$BUNDLE/env.sh" --python "$PYTHON"
+# The bundle's lib/ reaches its own programs through their RUNPATH only: every other program of the shell (the
+# machine's Python, apt) keeps the system's libraries, not the bundle's libstdc++, HDF5 or Open MPI.
+case ":$LD_LIBRARY_PATH:" in
+  *":$BUNDLE/lib:"*) echo "[bundle test] env.sh put $BUNDLE/lib on LD_LIBRARY_PATH" >&2; exit 1 ;;
+esac
+if system_stdcxx=$(ldd /usr/bin/apt 2>/dev/null | awk '/libstdc\+\+/ {print $3}') && [[ $system_stdcxx == "$BUNDLE"/* ]]; then
+  echo "[bundle test] /usr/bin/apt loads the bundle's $system_stdcxx" >&2
+  exit 1
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
 
@@ -70,7 +79,9 @@ for program in mpirun t5scale-train; do
 done
 site=$("$PYTHON" -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("torch").submodule_search_locations[0]))')
 glibc='^/(usr/)?lib(64|/x86_64-linux-gnu)/(ld-linux-x86-64\.so\.2|lib(c|m|mvec|dl|pthread|rt|resolv|util|anl|nss_[a-z]+)\.so\.[0-9.]+)$'
-loaded=$(cat "$WORK"/loader/* | sed -n 's/^ *[0-9]*:[[:space:]]*object=\(\/.*\) \[[0-9]*\]$/\1/p' | sort -u)
+# Objects found through a RUNPATH of $ORIGIN/../lib appear as <bundle>/bin/../lib/NAME: compared as normalised paths.
+loaded=$(cat "$WORK"/loader/* | sed -n 's/^ *[0-9]*:[[:space:]]*object=\(\/.*\) \[[0-9]*\]$/\1/p' | sort -u |
+  xargs -r realpath -ms | sort -u)
 foreign=$(grep -v -e "^$BUNDLE/" -e "^$site/" <<<"$loaded" | grep -Ev "$glibc" || true)
 if [[ -n $foreign ]]; then
   echo "[bundle test] files loaded from outside the bundle, the torch wheel and glibc:" >&2
