@@ -65,7 +65,7 @@ T5S_ENUM_NAMES(ParallelSettings::ActivationCheckpointing, {ParallelSettings::Act
                {ParallelSettings::ActivationCheckpointing::kOn, "true"},
                {ParallelSettings::ActivationCheckpointing::kAuto, "auto"})
 T5S_ENUM_NAMES(RunConfig::Precision, {RunConfig::Precision::kFp32, "fp32"}, {RunConfig::Precision::kBf16, "bf16"},
-               {RunConfig::Precision::kFp16, "fp16"})
+               {RunConfig::Precision::kFp16, "fp16"}, {RunConfig::Precision::kAuto, "auto"})
 T5S_ENUM_NAMES(TrainSettings::BatchMode, {TrainSettings::BatchMode::kFixedGlobal, "fixed_global"},
                {TrainSettings::BatchMode::kFixedMicro, "fixed_micro"})
 T5S_ENUM_NAMES(OptimizerSettings::Name, {OptimizerSettings::Name::kAdamw, "adamw"},
@@ -498,7 +498,8 @@ const std::vector<Entry>& registry() {
     // precision (a top-level key)
     k.push_back(enum_key(
         "precision", [](RunConfig& c) -> RunConfig::Precision& { return c.precision; },
-        "Compute precision: fp32, bf16, or fp16 with dynamic loss scaling; master weights, gradient "
+        "Compute precision: auto (bf16 on GPUs that have it, fp16 on those that have not, fp32 on CPUs; the job "
+        "records what it chose), fp32, bf16, or fp16 with dynamic loss scaling; master weights, gradient "
         "accumulation and optimizer state are fp32 always."));
     // train
     k.push_back(int_key(T5S_KEY(train, max_steps), at_least(0),

@@ -129,6 +129,21 @@ std::vector<ConfigError> batch_errors(const RunConfig& c, int64_t world_size, Ba
 
 }  // namespace
 
+RunConfig::Precision resolve_precision(RunConfig::Precision requested, bool on_gpu, bool gpu_has_bf16,
+                                       std::string* why) {
+  using P = RunConfig::Precision;
+  if (requested != P::kAuto) return requested;
+  // T5 was pre-trained in bf16; fp16 needs loss scaling and T5's clamping; on the CPU the low-precision kernels are
+  // slower than fp32 and lose the agreement with transformers' fp32 reference.
+  const P chosen = !on_gpu ? P::kFp32 : gpu_has_bf16 ? P::kBf16 : P::kFp16;
+  if (why) {
+    *why = !on_gpu      ? "fp32 (on the CPU)"
+           : gpu_has_bf16 ? "bf16 (the GPU has bf16)"
+                          : "fp16 with dynamic loss scaling (the GPU has no bf16)";
+  }
+  return chosen;
+}
+
 const std::vector<std::string>& known_eval_metric_names() {
   static const std::vector<std::string> names = {"eval_loss",   "rouge1", "rouge2",   "rougeL",  "rougeLsum",
                                                  "exact_match", "f1",     "accuracy", "macro_f1"};

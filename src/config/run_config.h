@@ -174,12 +174,14 @@ struct CostSettings {
 };
 
 struct RunConfig {
-  enum class Precision { kFp32, kBf16, kFp16 };
+  // kAuto: bf16 on a GPU that has it, fp16 (with loss scaling) on one that has not, fp32 on the CPU; the job
+  // resolves it on its device (resolve_precision) and records what it chose.
+  enum class Precision { kFp32, kBf16, kFp16, kAuto };
   RunSettings run;
   ModelSettings model;
   DataSettings data;
   ParallelSettings parallel;
-  Precision precision = Precision::kBf16;
+  Precision precision = Precision::kAuto;
   TrainSettings train;
   OptimizerSettings optimizer;
   LrScheduleSettings lr_schedule;
@@ -277,6 +279,11 @@ struct BatchPlan {
 // must be 0 or that value); fixed_micro: global_batch = micro_batch * dp * grad_accumulation (train.global_batch
 // is not used). Throws an Error naming the keys and numbers when the split is impossible.
 BatchPlan resolve_batch(const RunConfig& config, int64_t world_size);
+
+// The precision a run computes in: `requested` itself, or for auto fp32 off a GPU, bf16 on a GPU with bf16 and fp16
+// on one without (V100-class). `why` (optional) says how auto chose.
+RunConfig::Precision resolve_precision(RunConfig::Precision requested, bool on_gpu, bool gpu_has_bf16,
+                                       std::string* why = nullptr);
 
 // parallel.tp errors for a model shape: tp must divide num_heads, d_ff and vocab_size (each with both numbers).
 std::vector<ConfigError> check_tp_divides(const ModelConfig& model, int64_t tp);

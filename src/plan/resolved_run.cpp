@@ -122,7 +122,10 @@ void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, Resolve
   MemoryInputs m;
   m.tp = static_cast<int>(tp);
   m.dp = static_cast<int>(r.batch->dp);
-  m.compute_bytes_per_element = c.precision == RunConfig::Precision::kFp32 ? 4 : 2;
+  // auto as the job resolves it on this world's device (a GPU is planned with a 2-byte precision, as both bf16 and
+  // fp16 are).
+  m.compute_bytes_per_element =
+      resolve_precision(c.precision, world.on_gpu, /*gpu_has_bf16=*/true) == RunConfig::Precision::kFp32 ? 4 : 2;
   m.zero1 = c.parallel.zero1;
   m.zero2 = c.parallel.zero2;
   m.bucket_bytes = static_cast<int64_t>(c.parallel.bucket_mib * 1024 * 1024);

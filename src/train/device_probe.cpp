@@ -18,6 +18,13 @@ std::string cuda_device_name(c10::Device device) {
   return "";
 }
 
+bool cuda_device_has_bf16(c10::Device device) {
+#ifdef T5SCALE_WITH_NCCL
+  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index())->major >= 8;
+#endif
+  return false;
+}
+
 int64_t cuda_device_memory_bytes(c10::Device device) {
 #ifdef T5SCALE_WITH_NCCL
   if (device.is_cuda()) return static_cast<int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);

@@ -14,6 +14,7 @@ namespace t5scale {
 
 std::string cuda_device_name(c10::Device device);          // "NVIDIA H100 80GB HBM3"; "" off CUDA
 int64_t cuda_device_memory_bytes(c10::Device device);      // the device's total memory; 0 off CUDA
+bool cuda_device_has_bf16(c10::Device device);             // compute capability 8.0 or newer; false off CUDA
 // What a device can hold: a GPU's memory (0 when this build cannot read it), or the host's physical memory.
 int64_t device_memory_bytes(c10::Device device);
 

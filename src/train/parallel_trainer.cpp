@@ -47,8 +47,9 @@ torch::ScalarType compute_dtype(Precision precision) {
     case Precision::kFp32: return torch::kFloat32;
     case Precision::kBf16: return torch::kBFloat16;
     case Precision::kFp16: return torch::kHalf;
+    case Precision::kAuto: break;
   }
-  return torch::kFloat32;
+  throw Error("precision auto reached the model unresolved (resolve_precision chooses it on the job's device)");
 }
 
 std::vector<Seq2SeqBatch> replica_micro_batches(const Seq2SeqBatch& global, const ProcessGrid& grid,

@@ -300,6 +300,12 @@ void TrainingJob::set_up_grid() {
   grid_ = ProcessGrid::create(options);  // NCCL: this rank's GPU is chosen and made current here, before any tensor
   device_ = grid_.device();              // the model, the batches and the job's own collectives live there
   torch::manual_seed(static_cast<uint64_t>(config_.run.seed));  // the replicated dropout stream: alike everywhere
+  if (config_.precision == Precision::kAuto) {
+    // From here on the config holds what was chosen: the model, the run file and the checkpoints record it.
+    std::string why;
+    config_.precision = resolve_precision(config_.precision, device_.is_cuda(), cuda_device_has_bf16(device_), &why);
+    log("[t5scale] precision auto: " + why);
+  }
 }
 
 // Rank 0 takes <output_dir>/<run>.lock before anything of the run is read or written: a second job with the same

@@ -297,7 +297,7 @@ TEST(RunConfigLoad, DefaultsAreTheSchemas) {
   EXPECT_EQ(c.data.synthetic_examples, 4096);
   EXPECT_EQ(c.parallel.bucket_mib, 25.0);
   EXPECT_EQ(c.parallel.collective_timeout_s, 600.0);
-  EXPECT_EQ(c.precision, RunConfig::Precision::kBf16);
+  EXPECT_EQ(c.precision, RunConfig::Precision::kAuto);
   EXPECT_EQ(c.train.global_batch, 16);
   EXPECT_EQ(c.train.batch_mode, TrainSettings::BatchMode::kFixedGlobal);
   EXPECT_EQ(c.train.log_every, 10);
@@ -399,7 +399,7 @@ TEST(RunConfigLoad, BadEnumListsTheNames) {
             "c.yaml:2: lr_schedule.decay: 'cosin' is not one of constant, linear, cosine, inverse_sqrt (did you "
             "mean 'cosine'?)");
   EXPECT_EQ(error_of([] { parse_run_config("precision: float16\n", "c.yaml"); }),
-            "c.yaml:1: precision: 'float16' is not one of fp32, bf16, fp16");
+            "c.yaml:1: precision: 'float16' is not one of fp32, bf16, fp16, auto");
   EXPECT_EQ(error_of([] { parse_run_config("train: {batch_mode: [fixed_global]}\n", "c.yaml"); }),
             "c.yaml:1: train.batch_mode: expected one of fixed_global, fixed_micro, got a list");
 }
@@ -464,6 +464,21 @@ TEST(RunConfigLoad, EveryLoadErrorAtOnce) {
   EXPECT_NE(e.find("c.yaml:3: train.global_batch: expected an integer (int), got 'big'"), std::string::npos) << e;
   EXPECT_NE(e.find("c.yaml:5: lr_schedule.decay: 'cosin' is not one of"), std::string::npos) << e;
   EXPECT_NE(e.find("c.yaml:6: unknown key 'precison' (did you mean 'precision'?)"), std::string::npos) << e;
+}
+
+TEST(RunConfigValidate, PrecisionAutoIsFp32OnTheCpuBf16OnGpusWithItFp16OnOthers) {
+  using P = RunConfig::Precision;
+  std::string why;
+  EXPECT_EQ(resolve_precision(P::kAuto, /*on_gpu=*/false, /*gpu_has_bf16=*/false, &why), P::kFp32);
+  EXPECT_EQ(why, "fp32 (on the CPU)");
+  EXPECT_EQ(resolve_precision(P::kAuto, true, true, &why), P::kBf16);
+  EXPECT_EQ(why, "bf16 (the GPU has bf16)");
+  EXPECT_EQ(resolve_precision(P::kAuto, true, false, &why), P::kFp16);
+  EXPECT_EQ(why, "fp16 with dynamic loss scaling (the GPU has no bf16)");
+  for (const P requested : {P::kFp32, P::kBf16, P::kFp16}) {
+    EXPECT_EQ(resolve_precision(requested, false, false), requested);
+    EXPECT_EQ(resolve_precision(requested, true, true), requested);
+  }
 }
 
 TEST(RunConfigLoad, ATypeErrorDoesNotHideTheValidationErrors) {
@@ -560,7 +575,8 @@ TEST(RunConfigOverride, EveryBadAssignmentAtOnce) {
   EXPECT_NE(e.find("--set optimizer.lrr=1: unknown key 'optimizer.lrr' (did you mean 'optimizer.lr'?)"),
             std::string::npos)
       << e;
-  EXPECT_NE(e.find("--set precision=fp8: precision: 'fp8' is not one of fp32, bf16, fp16"), std::string::npos) << e;
+  EXPECT_NE(e.find("--set precision=fp8: precision: 'fp8' is not one of fp32, bf16, fp16, auto"), std::string::npos)
+      << e;
 }
 
 TEST(RunConfigOverride, KeysByName) {
@@ -832,7 +848,7 @@ TEST(RunConfigYaml, ReadableByYaml11Readers) {
   EXPECT_NE(yaml.find("  pue: 1.0\n"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("  fused: \"off\"\n"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("  name: \"run\"\n"), std::string::npos) << yaml;
-  EXPECT_NE(yaml.find("\nprecision: bf16\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("\nprecision: auto\n"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("  max_steps: 100\n"), std::string::npos) << yaml;
 }
 
