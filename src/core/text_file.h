@@ -1,5 +1,5 @@
 // A whole text file as a string, or an error naming what it is ("the run config") and why it cannot be read
-// (missing, unreadable, a folder).
+// (missing, unreadable, a folder); and a text file written whole or not at all.
 #pragma once
 
 #include <cerrno>
@@ -25,6 +25,21 @@ inline std::string read_text_file(const std::string& path, const std::string& wh
   text << in.rdbuf();
   if (in.bad()) throw Error(msg("cannot read ", what, " '", path, "': read error"));
   return text.str();
+}
+
+// `text` into `path` whole or not at all: written under <path>.tmp, then renamed over it. Throws naming the file.
+inline void write_text_file_atomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(msg("cannot write '", temporary, "': ", std::strerror(errno)));
+    out << text;
+    out.flush();
+    if (!out) throw Error(msg("writing '", temporary, "' failed (disk full?)"));
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) throw Error(msg("cannot rename '", temporary, "' to '", path, "': ", error.message()));
 }
 
 }  // namespace t5scale

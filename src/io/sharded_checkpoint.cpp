@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/set_aside.h"
+#include "core/text_file.h"
 #include "core/utc_time.h"
 #include "dist/lowest_rank_text.h"
 #include "io/checkpoint_manifest.h"
@@ -34,18 +36,6 @@ int64_t parse_step_folder(const std::string& name) {
     step = step * 10 + (name[i] - '0');
   }
   return step;
-}
-
-void write_text_file_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    T5S_CHECK(out.good(), "cannot write ", temporary);
-    out << text;
-    out.flush();
-    T5S_CHECK(out.good(), "writing ", temporary, " failed (disk full?)");
-  }
-  fs::rename(temporary, path);
 }
 
 nlohmann::json read_manifest(const fs::path& folder) {
@@ -193,15 +183,11 @@ void ShardedCheckpointStore::barrier() {
 }
 
 std::vector<std::pair<int64_t, std::string>> ShardedCheckpointStore::complete_checkpoints() const {
-  std::vector<std::pair<int64_t, std::string>> found;
-  std::error_code error;
-  if (!fs::is_directory(dir_, error)) return found;
-  for (const auto& entry : fs::directory_iterator(dir_, error)) {
-    const int64_t step = parse_step_folder(entry.path().filename().string());
-    if (step >= 0 && fs::exists(entry.path() / "manifest.json")) found.emplace_back(step, entry.path().string());
+  std::vector<std::pair<int64_t, std::string>> complete;
+  for (const auto& [step, folder] : step_folders()) {
+    if (fs::exists(fs::path(folder) / "manifest.json")) complete.emplace_back(step, folder);
   }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  return found;
+  return complete;
 }
 
 std::string ShardedCheckpointStore::save(int64_t step, const NamedTensors& rank_tensors,
@@ -265,6 +251,13 @@ std::vector<std::pair<int64_t, std::string>> ShardedCheckpointStore::step_folder
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   return found;
+}
+
+std::string ShardedCheckpointStore::keep_earlier_checkpoints_aside() {
+  std::string kept;
+  if (world_->rank() == 0 && !step_folders().empty()) kept = set_aside(dir_, "previous");
+  barrier();  // the other ranks write into the folder only after this
+  return kept;
 }
 
 std::optional<LoadedCheckpoint> ShardedCheckpointStore::load_latest(const CheckpointIdentity& expected,

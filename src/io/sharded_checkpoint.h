@@ -76,6 +76,11 @@ class ShardedCheckpointStore {
   // Every step_N folder, newest first, with or without a manifest, as seen by this rank.
   std::vector<std::pair<int64_t, std::string>> step_folders() const;
 
+  // Collective, for a run that starts from step 0: when the folder holds checkpoints of an earlier run, rank 0
+  // renames it to <dir>.previous.<time> (nothing is overwritten) and returns that name ("" otherwise, and on the
+  // other ranks); every rank returns once it is done.
+  std::string keep_earlier_checkpoints_aside();
+
   const std::string& dir() const { return dir_; }
 
  private:

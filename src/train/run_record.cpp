@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/set_aside.h"
 #include "core/utc_time.h"
 #include "dist/mpi_runtime.h"
 #include "telemetry/cost.h"
@@ -148,6 +149,11 @@ void RunRecord::start(int64_t resumed_from_step, const std::vector<std::string>&
     RunFileOptions options;
     options.flush_every_steps = config_.telemetry.flush_every_steps;
     if (resumed_from_step < 0) {
+      // A fresh start keeps an earlier run's file beside it (*.previous.<time>) instead of overwriting it.
+      if (fs::exists(path_)) {
+        std::printf("[t5scale] starting afresh: the earlier run file is kept as %s\n",
+                    set_aside(path_, "previous").c_str());
+      }
       file_.emplace(RunFile::create(path_, attributes, options));
     } else {
       std::string warning;

@@ -15,7 +15,7 @@
 
 #include "config/config_registry.h"
 #include "core/check.h"
-#include "core/set_aside.h"
+#include "core/text_file.h"
 #include "data/batch_sampler.h"
 #include "data/example_source.h"
 #include "data/synthetic_examples.h"
@@ -130,13 +130,12 @@ class TrainingJob {
   int64_t device_share_bytes() const;
   std::string memory_refusal(int64_t share_bytes) const;
   void resume_or_start();
-  void keep_previous_run_aside();
   void accept_config_changes(const LoadedCheckpoint& loaded);
   void restore_rng(const LoadedCheckpoint& loaded);
   bool train_step();  // false: stop (diverged)
   void evaluate_now(bool final_evaluation);
   void save_checkpoint();
-  void finish(const std::string& status);
+  int finish(const std::string& status);  // the exit code of that ending
   void write_generations(const EvaluationResult& result);
   void checkpoint_then_fail_if_any_rank(const std::string& mine);
   std::string exit_code_path() const;
@@ -218,8 +217,7 @@ int TrainingJob::run() {
 
   if (config_.eval.only) {
     evaluate_now(/*final_evaluation=*/true);
-    finish("completed");
-    return 0;
+    return finish("completed");
   }
 
   log(msg("[t5scale] training: ", lr_plan_.describe(), "; ", total_steps_ - step_, " steps to go"));
@@ -237,8 +235,7 @@ int TrainingJob::run() {
       log(msg("[t5scale] preemption signal: checkpoint at step ", step_, ", then exit ", kRequeueExitCode,
               " for the requeue"));
       if (last_checkpoint_step_ != step_) save_checkpoint();
-      finish("preempted");
-      return kRequeueExitCode;
+      return finish("preempted");
     }
     if (flags[1].item<int64_t>() != 0 && last_checkpoint_step_ != step_) save_checkpoint();
 
@@ -246,8 +243,7 @@ int TrainingJob::run() {
     if (!train_step()) {
       log(msg("[t5scale] the loss is not finite at step ", step_ + 1, ": stopping (diverged); the last good "
               "checkpoint is kept"));
-      finish("diverged");
-      return kDivergedExitCode;
+      return finish("diverged");
     }
     const bool evaluation_due = config_.eval.every_steps > 0 && step_ % config_.eval.every_steps == 0;
     bool stop_early = false;
@@ -271,8 +267,7 @@ int TrainingJob::run() {
     if (grid_.dp_rank == 0) export_hf_checkpoint(*trainer_->model(), config_.export_.hf_dir);
     log(msg("[t5scale] exported the model to ", config_.export_.hf_dir, " (Hugging Face layout)"));
   }
-  finish("completed");
-  return 0;
+  return finish("completed");
 }
 
 void TrainingJob::refuse_what_cannot_work(int world_size) {
@@ -547,7 +542,10 @@ void TrainingJob::resume_or_start() {
     for (const auto& note : skipped) log("[t5scale] " + note);
   }
   if (!loaded) {
-    keep_previous_run_aside();
+    // From step 0 where an earlier run left checkpoints or a run file (checkpoint.resume: never, or a run killed
+    // before its first checkpoint): they are kept beside, renamed *.previous.<time>, never overwritten.
+    const std::string kept = checkpoints_->keep_earlier_checkpoints_aside();
+    if (!kept.empty()) log("[t5scale] starting afresh: the earlier checkpoints are kept as " + kept);
     record_->start(/*resumed_from_step=*/-1);
     log(msg("[t5scale] run file ", record_->path(), "; checkpoints in ", checkpoints_->dir()));
     return;
@@ -610,25 +608,6 @@ void TrainingJob::accept_config_changes(const LoadedCheckpoint& loaded) {
                     "checkpoint.allow_config_change=true to continue with the new ones (each change is recorded in "
                     "the run file, with the step it took effect)."));
   }
-}
-
-// A run that starts from step 0 where an earlier one left a run file or checkpoints (checkpoint.resume: never, or
-// a run killed before its first checkpoint) keeps them beside it, renamed *.previous.<time>: nothing of an earlier
-// run is overwritten.
-void TrainingJob::keep_previous_run_aside() {
-  if (rank0()) {
-    std::error_code error;
-    if (fs::exists(record_->path(), error)) {
-      log(msg("[t5scale] starting afresh: the earlier run file is kept as ", set_aside(record_->path(), "previous")));
-    }
-    if (!checkpoints_->step_folders().empty()) {
-      log(msg("[t5scale] starting afresh: the earlier checkpoints are kept as ",
-              set_aside(checkpoints_->dir(), "previous")));
-    }
-  }
-  // The other ranks write into the checkpoint folder only after this.
-  torch::Tensor token = torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
-  grid_.world->all_reduce_sum(token);
 }
 
 bool TrainingJob::train_step() {
@@ -816,21 +795,16 @@ std::string TrainingJob::exit_code_path() const {
 
 void TrainingJob::record_exit_code(int code) const {
   if (!rank0() || !lock_) return;  // only the job that owns the run's place writes there
-  const std::string path = exit_code_path(), temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << code << "\n";
-    out.close();
-    if (!out) return;  // best effort: the launcher's own code stands
+  try {
+    write_text_file_atomically(exit_code_path(), msg(code, "\n"));
+  } catch (const Error&) {
+    // Best effort: the launcher's own exit code stands.
   }
-  std::error_code ignored;
-  fs::rename(temporary, path, ignored);
 }
 
-void TrainingJob::finish(const std::string& status) {
-  record_exit_code(status == "completed" ? 0 : status == "preempted" ? kRequeueExitCode
-                                             : status == "diverged"  ? kDivergedExitCode
-                                                                     : 2);
+int TrainingJob::finish(const std::string& status) {
+  const int exit_code = status == "preempted" ? kRequeueExitCode : status == "diverged" ? kDivergedExitCode : 0;
+  record_exit_code(exit_code);
   RunOutcome outcome;
   outcome.status = status;
   outcome.train_time_s = train_time_s_;
@@ -838,6 +812,7 @@ void TrainingJob::finish(const std::string& status) {
   outcome.telemetry_time_s = telemetry_time_s_;
   const std::string card = record_->finish(outcome);
   if (rank0()) std::cout << card << std::flush;
+  return exit_code;
 }
 
 std::string TrainingJob::decode(const std::vector<int32_t>& ids) const {
