@@ -23,7 +23,7 @@ constexpr const char* kUsage = R"(usage:
   t5scale-prep --recipe R.yaml --input F [--input F ...] --out D.h5 TOKENIZER [options]
   t5scale-prep --recipe R.yaml --input-split NAME=F [--input-split NAME=F ...] --out D.h5 TOKENIZER [options]
   t5scale-prep --recipe R.yaml [--data-dir DIR] --out D.h5 TOKENIZER [options]
-               (inputs: the recipe's split_files, relative ones read from DIR, default the recipe's folder)
+               (inputs: the recipe's split_files, paths inside its folder, read from DIR or that folder)
   t5scale-prep synthetic --out D.h5 [--examples 4096] [--validation-examples N/8] [--vocab-size 64]
                [--min-length 3] [--max-length 8] [--seed 1234]
   t5scale-prep check D.h5 [--tokenizer M.model]

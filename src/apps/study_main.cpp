@@ -44,6 +44,8 @@ options
   --results-dir DIR  run files and logs, i.e. run.output_dir of every run (default: the spec's results_dir,
                      or results/<study>)
   --set KEY=VALUE    override a run-config or launch key in every run (repeatable)
+  --base-config FILE the run config every run starts from, instead of the spec's base_config (which names a
+                     file inside the spec's folder, since a spec travels between users)
   --bin DIR          the folder of t5scale-train (default: the folder of this program)
   --workdir DIR      the jobs' working directory, where relative paths of the configs start (default: here)
   --array            render (and submit) one job array per launch shape instead of one job per run
@@ -63,6 +65,7 @@ struct Arguments {
   std::vector<std::string> overrides;
   std::string bin_dir;
   std::string workdir;
+  std::string base_config;
   bool array = false;
   bool dry_run = false;
   bool force = false;
@@ -88,6 +91,8 @@ Arguments parse(int argc, char** argv) {
       a.bin_dir = line.value();
     } else if (flag == "--workdir") {
       a.workdir = line.value();
+    } else if (flag == "--base-config") {
+      a.base_config = line.value();
     } else if (flag == "--array") {
       a.array = true;
     } else if (flag == "--dry-run") {
@@ -133,7 +138,7 @@ struct Context {
 Context prepare(const Arguments& args) {
   Context c;
   c.args = args;
-  const StudySpec spec = load_study_spec(args.spec);
+  const StudySpec spec = load_study_spec(args.spec, args.base_config);
   ExpandOptions expand;
   expand.results_dir = args.results_dir;
   expand.overrides = args.overrides;

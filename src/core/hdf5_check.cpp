@@ -1,5 +1,7 @@
 #include "core/hdf5_check.h"
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 namespace t5scale {
@@ -16,6 +18,18 @@ std::string hdf5_error_stack_text() {
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect, &descriptions);
   H5Eclear2(H5E_DEFAULT);
   if (descriptions.empty()) return "no HDF5 error message";
+  // The operating system's failure, as HDF5's file driver words it ("file write failed: time = ..., filename = ...,
+  // errno = 28, error message = 'No space left on device', buf = ..."): its kind and the system's reason.
+  std::string& lowest = descriptions.back();
+  const std::string quoted = "error message = '";
+  const size_t reason = lowest.find(quoted);
+  if (reason != std::string::npos) {
+    const size_t end = lowest.find('\'', reason + quoted.size());
+    const size_t kind = lowest.find(':');
+    lowest = lowest.substr(0, std::min(kind, reason)) + ": " +
+             lowest.substr(reason + quoted.size(), end == std::string::npos ? std::string::npos
+                                                                             : end - reason - quoted.size());
+  }
   // Downward: the API function's own entry first, the lowest layer (often the operating system's reason) last.
   if (descriptions.size() == 1 || descriptions.front() == descriptions.back()) return descriptions.front();
   return descriptions.front() + " (" + descriptions.back() + ")";

@@ -2,9 +2,9 @@
 //
 //   hid_t file = H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), path);
 //
-// A negative return value throws t5scale::Error naming the call, the HDF5 file it worked on and HDF5's own
-// reason (the innermost entry of its error stack: "No such file or directory", "file is already open for
-// write"). H5Handle closes whatever kind of id it owns. Hdf5Quiet stops HDF5 from printing its error stack to
+// A negative return value throws t5scale::Error naming the HDF5 file it worked on and HDF5's own reason (the
+// outermost and innermost entries of its error stack: "unable to open file (file is already open for write)"),
+// with the call and its place as the error's check text. H5Handle closes whatever kind of id it owns. Hdf5Quiet stops HDF5 from printing its error stack to
 // stderr while our calls run, since every failure is reported in the thrown message instead.
 #pragma once
 
@@ -24,8 +24,9 @@ std::string hdf5_error_stack_text();
 template <typename T>
 T h5_check(T result, const char* expression, const std::string& h5_file, const char* source_file, int line) {
   if (result < 0) {
-    throw Error(msg("HDF5 call '", expression, "' failed on '", h5_file, "': ", hdf5_error_stack_text(), " [",
-                    source_file, ":", line, "]"));
+    // The reason is the user's; the call and where it was made go to the debug line.
+    throw Error(msg("HDF5 failed on '", h5_file, "': ", hdf5_error_stack_text()),
+                msg("HDF5 call '", expression, "' failed at ", source_file, ":", line));
   }
   return result;
 }

@@ -30,16 +30,24 @@ inline std::string read_text_file(const std::string& path, const std::string& wh
 // `text` into `path` whole or not at all: written under <path>.tmp, then renamed over it. Throws naming the file.
 inline void write_text_file_atomically(const std::string& path, const std::string& text) {
   const std::string temporary = path + ".tmp";
+  std::error_code ignored;
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(msg("cannot write '", temporary, "': ", std::strerror(errno)));
     out << text;
-    out.flush();
-    if (!out) throw Error(msg("writing '", temporary, "' failed (disk full?)"));
+    out.close();
+    if (!out) {
+      const std::string reason = std::strerror(errno);
+      std::filesystem::remove(temporary, ignored);  // nothing half-written is left behind
+      throw Error(msg("writing '", temporary, "' failed: ", reason));
+    }
   }
   std::error_code error;
   std::filesystem::rename(temporary, path, error);
-  if (error) throw Error(msg("cannot rename '", temporary, "' to '", path, "': ", error.message()));
+  if (error) {
+    std::filesystem::remove(temporary, ignored);
+    throw Error(msg("cannot rename '", temporary, "' to '", path, "': ", error.message()));
+  }
 }
 
 }  // namespace t5scale

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/file_names.h"
 
 namespace t5scale {
 namespace {
@@ -250,7 +251,7 @@ class KeyReader {
   std::string where_, key_;
 };
 
-// `file` under `base` unless it is absolute or `base` is "".
+// `file` under `base` (as it is when `base` is "").
 std::string resolve_under(const std::string& base, const std::string& file) {
   const std::filesystem::path path(file);
   if (base.empty() || file.empty() || path.is_absolute()) return file;
@@ -316,7 +317,16 @@ Recipe Recipe::parse(const std::string& yaml_text, const std::string& where, con
       recipe.special_tokens = r.list(node);
     } else if (key == "split_files") {
       for (const auto& [split, file_node] : r.mapping(node)) {
-        const std::string file = KeyReader(where, "split_files." + split).scalar(file_node);
+        const KeyReader file_key(where, "split_files." + split);
+        const std::string file = file_key.scalar(file_node);
+        // A recipe travels between users: what it names stays in its folder (or in the --data-dir a user gives).
+        const std::string problem = inside_path_problem(file);
+        if (!problem.empty()) {
+          file_key.fail(msg("'", printable_name(file), "' is not a path inside the recipe's folder (", problem,
+                            "); nothing outside it is opened. Put the file in the recipe's folder or below it, give "
+                            "t5scale-prep --data-dir DIR to read the recipe's names from DIR, or --input-split ",
+                            split, "=FILE for a file elsewhere"));
+        }
         recipe.split_files_as_written[split] = file;
         recipe.split_files[split] = resolve_under(base_dir, file);
       }

@@ -12,7 +12,8 @@
 //   label_words        {raw value: word}, e.g. {0: negative, 1: positive}; needs target_template to be exactly one
 //                      placeholder (see render_example)
 //   special_tokens     [<question>, <context>]: user symbols the tokenizer keeps as single pieces
-//   split_files        {split: file}; a relative path is relative to the recipe's folder
+//   split_files        {split: file}; a path inside the recipe's folder ("train.jsonl", "raw/train.jsonl"; never
+//                      absolute or with "..": a recipe travels, t5scale-prep --data-dir reads the names elsewhere)
 //   split_ratios       {split: fraction} for a seeded hash split of one input; fractions in (0, 1], sum 1
 //   split_seed         integer seed of that hash (default 0)
 //   max_source_length  tokens, >= 0, 0 = no limit (default 512)
@@ -51,8 +52,7 @@ struct Recipe {
   std::string id_field;                                // "" = no id (hash split then uses the line number)
   std::map<std::string, std::string> label_words;      // classification: raw label value -> target word
   std::vector<std::string> special_tokens;             // e.g. <question>, <context>: user symbols for tokenizer training
-  std::map<std::string, std::string> split_files;      // split name -> input file, relative paths resolved against
-                                                       // the recipe's folder (`dir`)
+  std::map<std::string, std::string> split_files;      // split name -> input file under the recipe's folder (`dir`)
   std::map<std::string, std::string> split_files_as_written;  // the same as the recipe file has them
   std::map<std::string, double> split_ratios;          // for hash splits, e.g. train .9 validation .05 test .05
   int64_t split_seed = 0;                              // seed of the hash split
@@ -66,7 +66,7 @@ struct Recipe {
   static Recipe parse(const std::string& yaml_text, const std::string& name_for_errors, const std::string& base_dir,
                       const std::string& default_name);
   // The input file of a split in split_files: split_files[split] when `data_dir` is "", else the path as written
-  // resolved against `data_dir` (absolute paths stay). Error when the split is not in split_files.
+  // under `data_dir`. Error when the split is not in split_files.
   std::string split_file_path(const std::string& split, const std::string& data_dir = "") const;
   // Checks the fields (templates parse, label_words rule, ratios, lengths); throws naming `where` and the key.
   void validate(const std::string& where) const;

@@ -15,6 +15,7 @@
 #include "config/config_registry.h"
 #include "config/yaml_node.h"
 #include "core/check.h"
+#include "core/file_names.h"
 #include "core/text_file.h"
 
 namespace t5scale {
@@ -452,15 +453,28 @@ std::string parse_name(const YAML::Node& node, const std::string& key, Problems&
   return name;
 }
 
-// The base config's path, relative to the spec's folder; "" when the value is empty.
+// The base config's path: inside the spec's folder (a spec travels between users, so what it names stays there);
+// "" when the value is empty.
 std::string parse_base_config(const YAML::Node& node, const std::string& base_dir, Problems& problems) {
   const std::string path = scalar(node, "base_config", problems);
   if (path.empty()) return "";
-  const fs::path p(path);
-  const std::string resolved = p.is_absolute() || base_dir.empty() ? p.string() : (fs::path(base_dir) / p).string();
+  const std::string problem = inside_path_problem(path);
+  if (!problem.empty()) {
+    problems.add(node, msg("base_config: '", printable_name(path), "' is not a path inside the spec's folder (",
+                           problem, "); nothing outside it is opened. Put the config in the spec's folder or below "
+                           "it, or give t5scale-study --base-config FILE"));
+    return "";
+  }
+  return base_dir.empty() ? path : (fs::path(base_dir) / path).lexically_normal().string();
+}
+
+// The base config, when it is given: a file, or a problem at `node` (the spec's key, or its root for --base-config).
+void check_base_config_is_a_file(const std::string& path, const std::string& what, const YAML::Node& node,
+                                 Problems& problems) {
   std::error_code ec;
-  if (!fs::is_regular_file(resolved, ec)) problems.add(node, msg("base_config: '", resolved, "' is not a file"));
-  return resolved;
+  if (!path.empty() && !fs::is_regular_file(path, ec)) {
+    problems.add(node, msg(what, ": '", path, "' is not a file"));
+  }
 }
 
 // One entry of `runs:` (list mode).
@@ -593,7 +607,8 @@ std::string filesystem_safe(const std::string& text) {
   return out;
 }
 
-StudySpec parse_study_spec(const std::string& yaml_text, const std::string& source, const std::string& base_dir) {
+StudySpec parse_study_spec(const std::string& yaml_text, const std::string& source, const std::string& base_dir,
+                           const std::string& base_config_override) {
   const YAML::Node root = load_yaml(yaml_text, source);
   Problems problems(source);
   StudySpec spec;
@@ -611,7 +626,13 @@ StudySpec parse_study_spec(const std::string& yaml_text, const std::string& sour
     spec.name = parse_name(root["study"], "study", problems);
   }
   if (root["description"]) spec.description = scalar(root["description"], "description", problems);
-  if (root["base_config"]) spec.base_config = parse_base_config(root["base_config"], base_dir, problems);
+  if (!base_config_override.empty()) {
+    spec.base_config = base_config_override;  // the user's own words: taken as given
+    check_base_config_is_a_file(spec.base_config, "--base-config", root, problems);
+  } else if (root["base_config"]) {
+    spec.base_config = parse_base_config(root["base_config"], base_dir, problems);
+    check_base_config_is_a_file(spec.base_config, "base_config", root["base_config"], problems);
+  }
   if (root["base"] && !root["base"].IsNull()) flatten(root["base"], "", "base: ", spec.base, problems);
   if (root["axes"]) spec.axes = parse_axes(root["axes"], "axes: ", problems);
   parse_mode_and_entries(root, spec, problems);
@@ -629,8 +650,9 @@ StudySpec parse_study_spec(const std::string& yaml_text, const std::string& sour
   return spec;
 }
 
-StudySpec load_study_spec(const std::string& path) {
-  return parse_study_spec(read_text_file(path, "the study spec"), path, fs::path(path).parent_path().string());
+StudySpec load_study_spec(const std::string& path, const std::string& base_config_override) {
+  return parse_study_spec(read_text_file(path, "the study spec"), path, fs::path(path).parent_path().string(),
+                          base_config_override);
 }
 
 // ---- Expansion ----

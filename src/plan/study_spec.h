@@ -109,7 +109,8 @@ struct StudySpec {
   std::string source;       // the spec file as given, for messages
   std::string name;         // `study:`
   std::string description;  // optional one paragraph
-  std::string base_config;  // a run config path resolved against the spec's folder; "" = the defaults
+  std::string base_config;  // a run config: a path inside the spec's folder, resolved against it, or the command
+                            // line's --base-config as given; "" = the defaults
   std::vector<SpecAssignment> base;  // inline run-config (and launch) keys over base_config
   std::vector<StudyAxis> axes;
   Mode mode = Mode::kGrid;
@@ -130,10 +131,13 @@ std::string sbatch_value_problem(const std::string& value, bool token);
 // value, a command substitution (`$(...)`, backticks) or a `${...}` that is more than a variable's name.
 std::string env_value_problem(const std::string& value, bool expand);
 
-// Loads and checks a spec; a t5scale::Error lists every problem as "<file>:<line>: <key>: <reason>".
-StudySpec load_study_spec(const std::string& path);
+// Loads and checks a spec; a t5scale::Error lists every problem as "<file>:<line>: <key>: <reason>". The spec's
+// base_config names a file inside the spec's folder; `base_config_override` (t5scale-study --base-config), when
+// not "", is used instead, as given.
+StudySpec load_study_spec(const std::string& path, const std::string& base_config_override = "");
 // The same from text; `base_dir` is the folder that base_config is relative to.
-StudySpec parse_study_spec(const std::string& yaml_text, const std::string& source, const std::string& base_dir);
+StudySpec parse_study_spec(const std::string& yaml_text, const std::string& source, const std::string& base_dir,
+                           const std::string& base_config_override = "");
 
 // One run of an expanded study.
 struct StudyRun {

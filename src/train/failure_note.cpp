@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "core/check.h"
 
@@ -46,12 +47,24 @@ bool ReservedFailureNote::publish(const std::string& text) {
     throw Error(msg("cannot complete the failure note '", reserve_path_, "': ", std::strerror(errno)));
   }
   published_ = true;
-  // link() fails when a note is there already: the first failing rank's stays.
+  // link() fails when a note is there already (the first failing rank's stays), or when the reservation was given
+  // back by a rank that recorded the job's failure before this one.
   if (::link(reserve_path_.c_str(), final_path_.c_str()) != 0) {
-    if (errno == EEXIST) return false;
+    if (errno == EEXIST || errno == ENOENT) return false;
     throw Error(msg("cannot write the failure note '", final_path_, "': ", std::strerror(errno)));
   }
   return true;
+}
+
+void ReservedFailureNote::give_back_every_ranks_space(const std::string& final_path) {
+  namespace fs = std::filesystem;
+  const fs::path note(final_path);
+  const fs::path folder = note.has_parent_path() ? note.parent_path() : fs::path(".");
+  const std::string prefix = note.filename().string() + ".reserve.";
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(folder, error)) {
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) fs::remove(entry.path(), error);
+  }
 }
 
 }  // namespace t5scale

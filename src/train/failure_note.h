@@ -26,6 +26,12 @@ class ReservedFailureNote {
 
   const std::string& final_path() const { return final_path_; }
 
+  // Removes the reserved space of every rank for the note `final_path`: when a job starts (what killed ranks of an
+  // earlier attempt left), and when it goes down through an abort, whose other ranks are killed before they can
+  // give theirs back. A rank whose space is gone publishes nothing (publish returns false): the job's failure is
+  // on record already.
+  static void give_back_every_ranks_space(const std::string& final_path);
+
  private:
   std::string final_path_, reserve_path_;
   int fd_ = -1;

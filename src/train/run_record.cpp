@@ -188,22 +188,29 @@ void RunRecord::record_failure(const std::string& error, int64_t step) {
   if (!recording_) return;
   recording_ = false;
   std::string note_error = error;
+  bool in_run_file = false;
   if (grid_.world_rank() == 0) {
     try {
       file_->record_failure(error, step);
-      return;
+      in_run_file = true;
     } catch (const std::exception& e) {
       // The run file cannot take it (a full disk, a file gone): the note beside it says it instead.
-      note_error = msg(error, " (the run file could not record this: ", e.what(), ")");
+      note_error = e.what() == error ? msg(error, " (the run file could not record this either)")
+                                     : msg(error, " (the run file could not record this: ", e.what(), ")");
     }
   }
-  char host[MPI_MAX_PROCESSOR_NAME] = {};
-  int length = 0;
-  MPI_Get_processor_name(host, &length);
-  const nlohmann::json note = {{"rank", grid_.world_rank()}, {"error", note_error}, {"step", step},
-                               {"host", std::string(host)},  {"time_utc", utc_iso_time()}};
-  T5S_CHECK(note_ != nullptr, "no failure note was reserved for '", failure_note_path(), "'");
-  note_->publish(note.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  if (!in_run_file) {
+    char host[MPI_MAX_PROCESSOR_NAME] = {};
+    int length = 0;
+    MPI_Get_processor_name(host, &length);
+    const nlohmann::json note = {{"rank", grid_.world_rank()}, {"error", note_error}, {"step", step},
+                                 {"host", std::string(host)},  {"time_utc", utc_iso_time()}};
+    T5S_CHECK(note_ != nullptr, "no failure note was reserved for '", failure_note_path(), "'");
+    note_->publish(note.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  }
+  // The job's failure is on record and the job is going down; ranks taken down by its abort cannot give their
+  // reserved space back themselves.
+  ReservedFailureNote::give_back_every_ranks_space(failure_note_path());
 }
 
 double RunRecord::wall_time_s() const {

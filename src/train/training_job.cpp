@@ -32,6 +32,7 @@
 #include "train/collate.h"
 #include "train/device_probe.h"
 #include "train/evaluation.h"
+#include "train/failure_note.h"
 #include "train/optimizer_resharding.h"
 #include "train/parallel_trainer.h"
 #include "train/preemption.h"
@@ -315,10 +316,7 @@ void TrainingJob::take_run_lock() {
   if (!lock_->takeover_note().empty()) log("[t5scale] " + lock_->takeover_note());
   fs::remove(exit_code_path(), error);  // an earlier attempt's ending, not this one's
   // Failure-note space reserved by an earlier attempt's ranks that were killed before they could give it back.
-  const std::string reserve_prefix = config_.run.name + ".failed.json.reserve.";
-  for (const auto& entry : fs::directory_iterator(folder, error)) {
-    if (entry.path().filename().string().rfind(reserve_prefix, 0) == 0) fs::remove(entry.path(), error);
-  }
+  ReservedFailureNote::give_back_every_ranks_space((folder / (config_.run.name + ".failed.json")).string());
 }
 
 void TrainingJob::set_up_data() {

@@ -227,15 +227,16 @@ TEST(PrepRecipes, SplitFilesResolveAgainstTheRecipeOrADataFolder) {
   TempDir dir;
   const std::string path = write_file(dir, "r.yaml",
                                       "source_template: \"{x}\"\ntarget_template: \"{y}\"\n"
-                                      "split_files: {train: data/train.jsonl, test: /abs/test.jsonl}\n");
+                                      "split_files: {train: data/train.jsonl, test: ./test.jsonl, x: a..b/c..}\n");
   const Recipe recipe = Recipe::load(path);
   EXPECT_EQ(recipe.split_files.at("train"), (dir.path() / "data/train.jsonl").string());
-  EXPECT_EQ(recipe.split_files.at("test"), "/abs/test.jsonl");
+  EXPECT_EQ(recipe.split_files.at("test"), (dir.path() / "test.jsonl").string());
+  EXPECT_EQ(recipe.split_files.at("x"), (dir.path() / "a..b/c..").string());
   EXPECT_EQ(recipe.split_files_as_written.at("train"), "data/train.jsonl");
   EXPECT_EQ(recipe.split_file_path("train"), (dir.path() / "data/train.jsonl").string());
   EXPECT_EQ(recipe.split_file_path("train", "/data/samsum"), "/data/samsum/data/train.jsonl");
-  EXPECT_EQ(recipe.split_file_path("test", "/data/samsum"), "/abs/test.jsonl");
-  EXPECT_NE(error_of([&] { recipe.split_file_path("validation"); }).find("no split 'validation' (has test, train)"),
+  EXPECT_EQ(recipe.split_file_path("test", "/data/samsum"), "/data/samsum/test.jsonl");
+  EXPECT_NE(error_of([&] { recipe.split_file_path("validation"); }).find("no split 'validation' (has test, train, x)"),
             std::string::npos);
 }
 
@@ -254,6 +255,17 @@ TEST(PrepRecipes, BadRecipesNameTheFileAndTheKey) {
       {ok + "split_ratios: {train: 1}\nsplit_files: {train: a.jsonl}\n", "key 'split_files': give split_files"},
       {ok + "split_files: {train: }\n", "key 'split_files.train': has no value"},
       {ok + "split_files: [a.jsonl]\n", "key 'split_files': expected a mapping"},
+      // A recipe travels between users: the files it names stay in its folder, whatever it says.
+      {ok + "split_files: {train: ../../../../etc/hostname}\n",
+       "key 'split_files.train': '../../../../etc/hostname' is not a path inside the recipe's folder (it climbs out "
+       "of the folder with '..'); nothing outside it is opened. Put the file in the recipe's folder or below it, give "
+       "t5scale-prep --data-dir DIR to read the recipe's names from DIR, or --input-split train=FILE"},
+      {ok + "split_files: {test: data/../../x.jsonl}\n", "key 'split_files.test': 'data/../../x.jsonl' is not a path"},
+      {ok + "split_files: {test: data/..}\n", "(it climbs out of the folder with '..')"},
+      {ok + "split_files: {train: /etc/hostname}\n", "'/etc/hostname' is not a path inside the recipe's folder (it "
+                                                      "is an absolute path)"},
+      {ok + "split_files: {train: \"a\\\\b.jsonl\"}\n", "(it holds a backslash)"},
+      {ok + "split_files: {train: \"a\\tb.jsonl\"}\n", "'a\\x09b.jsonl' is not a path inside"},
       {ok + "format: json\n", "key 'format': unknown format 'json' (expected jsonl or csv)"},
       {ok + "on_malformed: ignore\n", "key 'on_malformed': unknown policy 'ignore'"},
       {ok + "max_source_length: -1\n", "key 'max_source_length': must be >= 0"},

@@ -41,8 +41,10 @@
   trust         damaged checkpoints refuse the start, nothing changed; one job per run (lock, stale lock); a config
                 change on resume refused unless allowed, then recorded; a planned world; a folder as --config
   bounds        an absurd config.json; a model too large refused before allocation; a failed allocation reported;
-                a manifest naming a file outside its checkpoint refused by t5scale-ckpt
-  disk_full     the disk fills at the first checkpoint: the failure is on record (run file or a whole note)
+                a manifest naming a file outside its checkpoint refused by t5scale-ckpt; a recipe and a study spec
+                naming files outside their folders refused by t5scale-prep and t5scale-study
+  disk_full     the disk fills at the first checkpoint, or under the run file while the job trains (1 and 2 ranks):
+                the job exits 2 and the failure is on record, in the run file or in a whole failure note
 
 usage: training_job_checks.py SCENARIO --bin BUILD/bin --mpirun MPIEXEC --work DIR
 """
@@ -942,43 +944,80 @@ def scenario_trust(job):
     print("trust: a planned world and a folder as --config refused")
 
 
-def scenario_disk_full(job):
-    """The disk fills up at the first checkpoint: the job fails (exit 2) and its failure is on record, in the run file
-    or in a whole failure note, never lost with an empty note."""
-    import json
+def run_on_small_disk(job, name, ranks, size, sets, fill_after_bytes=None):
+    """Runs a job whose run folder is a tmpfs of `size` in a mount namespace of its own; with `fill_after_bytes`, the
+    rest of that disk is filled once the run file has grown past it, so the next write of the run file fails. What
+    the folder holds at the end is copied out; returns (exit code, output, the copy's folder)."""
     import shlex
-    job.prep()
-    # The run's folder on a 1 MiB tmpfs in a mount namespace of its own: the run file (about 100 kB) and the
-    # reserved failure note fit, the first checkpoint (2.4 MB) does not. What it holds is copied out at the end.
-    full = os.path.join(job.work, "full")
-    kept = os.path.join(job.work, "kept")
+    full = os.path.join(job.work, name)
+    kept = os.path.join(job.work, name + ".kept")
     os.makedirs(full)
     os.makedirs(kept)
-    train = job.command(1, "full", "train.max_steps=8", "checkpoint.every_steps=4", "telemetry.flush_every_steps=1",
-                        f"run.output_dir={full}")
-    script = (f"mount -t tmpfs -o size=1m tmpfs {shlex.quote(full)} || exit 97; "
-              f"{' '.join(shlex.quote(word) for word in train)}; rc=$?; cp -a {shlex.quote(full)}/. "
-              f"{shlex.quote(kept)}/; exit $rc")
+    train = job.command(ranks, name, *sets, f"run.output_dir={full}")
+    q = shlex.quote
+    script = f"mount -t tmpfs -o size={size} tmpfs {q(full)} || exit 97; "
+    if fill_after_bytes is None:
+        script += f"{' '.join(q(word) for word in train)}; rc=$?; "
+    else:
+        run_file = q(os.path.join(full, name + ".h5"))
+        script += (f"{' '.join(q(word) for word in train)} & pid=$!; "
+                   f"for i in $(seq 1200); do [ $(stat -c %s {run_file} 2>/dev/null || echo 0) -gt {fill_after_bytes} ]"
+                   f" && break; sleep 0.05; done; "
+                   f"dd if=/dev/zero of={q(os.path.join(full, 'filler'))} bs=4k 2>/dev/null; "
+                   f"wait $pid; rc=$?; rm -f {q(os.path.join(full, 'filler'))}; ")
+    script += f"cp -a {q(full)}/. {q(kept)}/; exit $rc"
     result = subprocess.run(["unshare", "-m", "bash", "-c", script], capture_output=True, text=True)
     output = result.stdout + result.stderr
     check(result.returncode != 97, f"no tmpfs could be mounted for the test:\n{output[-2000:]}")
-    check(result.returncode == 2, f"a job whose disk filled up exited {result.returncode}:\n{output[-3000:]}")
+    return result.returncode, output, kept
+
+
+def failure_on_record(kept, name, ranks):
+    """The failure as the run folder keeps it: (how, text). The run file says failed with the error, or else a
+    whole failure note beside it does (an empty or cut note fails here); nothing half-written is left."""
+    import json
     names = sorted(os.listdir(kept))
-    check(not any(".reserve." in n for n in names) or "full.failed.json" in names, f"files left: {names}")
-    note_path = os.path.join(kept, "full.failed.json")
-    with h5py.File(os.path.join(kept, "full.h5"), "r", swmr=True) as f:
+    check(not any(n.endswith(".tmp") or ".reserve." in n for n in names), f"half-written files left: {names}")
+    with h5py.File(os.path.join(kept, f"{name}.h5"), "r", swmr=True) as f:
         status, error = text(f.attrs["status"]), text(f.attrs["error"]).rstrip("\x00")
     if status == "failed":
-        recorded = error
-    else:
-        check(os.path.exists(note_path), f"status {status!r} and no failure note: the failure is lost ({names})")
-        note = json.load(open(note_path))  # whole, or this fails
-        recorded = note["error"]
-    check("No space left on device" in recorded or "disk full" in recorded,
-          f"the record does not say the disk is full: {recorded!r}")
-    if os.path.exists(note_path):
-        check(os.path.getsize(note_path) > 0, "an empty failure note")
-    print(f"disk_full: status {status}; recorded {recorded[:160]!r}")
+        return "the run file", error
+    note_path = os.path.join(kept, f"{name}.failed.json")
+    check(os.path.exists(note_path), f"run file status {status!r} and no failure note: the failure is lost ({names})")
+    check(os.path.getsize(note_path) > 0, "an empty failure note")
+    with open(note_path) as f:
+        note = json.load(f)  # whole, or this fails
+    check(set(note) >= {"rank", "error", "step", "host", "time_utc"} and 0 <= note["rank"] < ranks,
+          f"the note lacks fields: {note}")
+    return f"rank {note['rank']}'s note (run file {status!r}, step {note['step']})", note["error"]
+
+
+def scenario_disk_full(job):
+    """A disk that fills up: the job fails (exit 2) and its failure is on record, in the run file or in a whole
+    failure note whose space was reserved at the start, never lost with an empty note."""
+    job.prep()
+    # 1. At the first checkpoint: a 1 MiB disk holds the run file (about 100 kB) and the reserved notes, not the
+    # checkpoint (2.4 MB).
+    for ranks in (1, 2):
+        name = f"ckpt{ranks}"
+        code, output, kept = run_on_small_disk(job, name, ranks, "1m", [
+            "train.max_steps=8", "checkpoint.every_steps=4", "telemetry.flush_every_steps=1"])
+        check(code == 2, f"a job whose disk filled up at its checkpoint exited {code}:\n{output[-3000:]}")
+        how, recorded = failure_on_record(kept, name, ranks)
+        check("No space left on device" in recorded, f"the record does not say the disk is full: {recorded!r}")
+        print(f"disk_full: {ranks} rank(s), the checkpoint fills the disk: in {how}: {recorded[:160]!r}")
+    # 2. Under the run file itself: the disk is filled while the job trains, so rank 0 can no longer write the run
+    # file; the failure goes into the note written into the space reserved at the start.
+    for ranks in (1, 2):
+        name = f"runfile{ranks}"
+        code, output, kept = run_on_small_disk(job, name, ranks, "4m", [
+            "train.max_steps=100000", "checkpoint.every_steps=0", "telemetry.flush_every_steps=1"],
+            fill_after_bytes=60000)
+        check(code == 2, f"a job whose disk filled up under its run file exited {code}:\n{output[-3000:]}")
+        how, recorded = failure_on_record(kept, name, ranks)
+        check("No space left on device" in recorded, f"the record does not say the disk is full: {recorded!r}")
+        check(" failed at " not in recorded and ".cpp:" not in recorded, f"internal check text in the record: {recorded!r}")
+        print(f"disk_full: {ranks} rank(s), the run file's disk fills: in {how}: {recorded[:200]!r}")
 
 
 def write_hf_folder(folder, **config):
@@ -1032,6 +1071,26 @@ def scenario_bounds(job):
     output = ckpt_tool(job, "inspect", step, expect=2)
     check("'../../outside.safetensors', which is not a plain file name" in output, output)
     print("bounds: a manifest naming ../../outside.safetensors refused by t5scale-ckpt inspect")
+
+    # A recipe and a study spec naming files outside their folders: refused by the programs, naming the key.
+    travelled = os.path.join(job.work, "travelled")
+    os.makedirs(travelled, exist_ok=True)
+    with open(os.path.join(travelled, "recipe.yaml"), "w") as f:
+        f.write('source_template: "{x}"\ntarget_template: "{y}"\nsplit_files: {train: ../../../../etc/hostname}\n')
+    prep = subprocess.run([os.path.join(job.bin, "t5scale-prep"), "--recipe", os.path.join(travelled, "recipe.yaml"),
+                           "--out", os.path.join(travelled, "d.h5"), "--train-tokenizer", "--tokenizer-out",
+                           os.path.join(travelled, "t.model")], capture_output=True, text=True)
+    check(prep.returncode == 2 and "key 'split_files.train': '../../../../etc/hostname' is not a path inside the "
+                                   "recipe's folder" in prep.stderr, f"exit {prep.returncode}: {prep.stderr}")
+    check(not os.path.exists(os.path.join(travelled, "d.h5")), "t5scale-prep wrote a dataset")
+    with open(os.path.join(travelled, "spec.yaml"), "w") as f:
+        f.write(f"study: travelled\nbase_config: {job.work}/../../etc/hostname\n")
+    study = subprocess.run([os.path.join(job.bin, "t5scale-study"), "plan", os.path.join(travelled, "spec.yaml")],
+                           capture_output=True, text=True)
+    check(study.returncode == 2 and "spec.yaml:2: base_config: '" in study.stderr and
+          "is not a path inside the spec's folder (it is an absolute path)" in study.stderr,
+          f"exit {study.returncode}: {study.stderr}")
+    print("bounds: a recipe's split_files and a spec's base_config outside their folders refused")
 
 
 def main():

@@ -42,7 +42,6 @@ start_cluster 2
 step="preemption: rendering the study"
 {
   echo "study: preempt"
-  echo "base_config: $src/jobs/demo/run.yaml"
   echo "base:"
   for setting in "${settings[@]}"; do echo "  ${setting%%=*}: ${setting#*=}"; done
   echo "results_dir: $work/runs"
@@ -51,7 +50,7 @@ step="preemption: rendering the study"
   echo "  - {name: across2, set: {nodes: 2}}"
   echo "slurm: {gpu: none, gpus_per_node: 1, cpus_per_task: 1, time_limit: \"00:10:00\", launcher: srun, mpi: pmix}"
 } >preempt.yaml
-"$bin/t5scale-study" render preempt.yaml >render.log 2>&1 || fail "t5scale-study render failed: $(tail -n 5 render.log)"
+"$bin/t5scale-study" render preempt.yaml --base-config "$src/jobs/demo/run.yaml" >render.log 2>&1 || fail "t5scale-study render failed: $(tail -n 5 render.log)"
 step="preemption: the job across 2 nodes"
 job=$(sbatch --parsable slurm/preempt/across2.sbatch) || fail "sbatch failed"
 job_log="$work/runs/across2.$job.log"

@@ -238,6 +238,38 @@ results_dir: out/based
   EXPECT_TRUE(contains(bad, "unknown key 'train.max_step' (did you mean 'train.max_steps'?)")) << bad;
 }
 
+// A spec travels between users: its base_config names a file inside the spec's folder, never one elsewhere; the
+// command line's --base-config is the user's own and names any file.
+TEST(StudySpec, BaseConfigStaysInsideTheSpecsFolderUnlessGivenOnTheCommandLine) {
+  TempDir dir;
+  fs::create_directories(dir.path() / "specs/configs");
+  write_text(dir / "outside.yaml", "train: {max_steps: 11}\n");
+  write_text(dir / "specs/configs/inside.yaml", "train: {max_steps: 22}\n");
+  const auto spec_with = [&](const std::string& base_config) {
+    write_text(dir / "specs/study.yaml", "study: s\nbase_config: " + base_config + "\n");
+    return (dir / "specs/study.yaml");
+  };
+  for (const std::string& escape : {std::string("../outside.yaml"), std::string("configs/../../outside.yaml"),
+                                    (dir / "outside.yaml"), std::string("\"configs\\\\inside.yaml\"")}) {
+    const std::string error = error_of([&] { load_study_spec(spec_with(escape)); });
+    EXPECT_TRUE(contains(error, "study.yaml:2: base_config: '")) << escape << " -> " << error;
+    EXPECT_TRUE(contains(error, "' is not a path inside the spec's folder (")) << escape << " -> " << error;
+    EXPECT_TRUE(contains(error, "give t5scale-study --base-config FILE")) << escape << " -> " << error;
+    EXPECT_FALSE(contains(error, "is not a file")) << escape << " -> " << error;  // nothing looked at outside
+  }
+  EXPECT_EQ(expand_study(load_study_spec(spec_with("./configs/inside.yaml")))[0].config.train.max_steps, 22);
+  // On the command line, any file, instead of the spec's (even one the spec may not name).
+  const std::string outside = (dir / "outside.yaml");
+  EXPECT_EQ(expand_study(load_study_spec(spec_with("../outside.yaml"), outside))[0].config.train.max_steps, 11);
+  EXPECT_EQ(load_study_spec(spec_with("configs/inside.yaml"), outside).base_config, outside);
+  const std::string missing = error_of([&] { load_study_spec(spec_with("configs/inside.yaml"), outside + ".gone"); });
+  EXPECT_TRUE(contains(missing, "--base-config: '" + outside + ".gone' is not a file")) << missing;
+  const std::string inside_missing = error_of([&] { load_study_spec(spec_with("configs/none.yaml")); });
+  EXPECT_TRUE(contains(inside_missing, "study.yaml:2: base_config: '" + (dir / "specs/configs/none.yaml") +
+                                           "' is not a file"))
+      << inside_missing;
+}
+
 TEST(StudySpec, CollidingNamesAreRefused) {
   const StudySpec spec = spec_from(R"(
 study: clash

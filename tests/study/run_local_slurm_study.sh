@@ -167,7 +167,7 @@ grep -q "^summary: 4 completed$" "$work/array-status.txt" ||
 step="the preemption run's edited script"
 cat >"$work/preempt.yaml" <<EOF
 study: preempt
-base_config: $work/jobs/w1-tp1.yaml
+base_config: jobs/w1-tp1.yaml
 base: {train.max_steps: 400, checkpoint.every_steps: 0, eval.every_steps: 0, telemetry.flush_every_steps: 1}
 slurm:
   gpu: none
