@@ -31,7 +31,8 @@ const char* kUsage = R"(usage: t5scale-bench [--model NAME] [--precision fp32|bf
 Times training steps of a T5 shape on this device: forward, backward, exposed communication and optimizer per
 step (median and min over the timed steps), tokens/s (source + target tokens, as t5scale-train counts them),
 samples/s, model TFLOP/s (the planner's cost model), MFU against the device's dense peak, and peak memory against
-the planner's prediction. Inputs are random token ids of exactly the given lengths (no padding); weights are
+the planner's prediction (measured_peak_bytes: on the CPU every tensor is counted by a tracking allocator; on
+CUDA the caching allocator's peak). Inputs are random token ids of exactly the given lengths (no padding); weights are
 initialised as t5scale-train does.
 
   --model NAME              tiny (the demo's model) or a named shape: t5-small ... t5-11b, t5-v1_1-small ...
@@ -53,6 +54,8 @@ initialised as t5scale-train does.
   --dropout X               dropout probability (default: the shape's own, 0.1 named, 0 tiny)
   --vocab-size N            vocabulary of tiny                                             [32]
   --tp-shard N              one rank's share of a TP=N model on this device; communication excluded
+  --attention A             auto (sdpa on CUDA, explicit elsewhere), sdpa or explicit; sdpa on the CPU holds the
+                            tensors a GPU's step holds, for the memory measurement                [auto]
   --peak-flops X            the device's peak FLOP/s for MFU, instead of the table's (CPUs have none)
   --matmul-peak             also measure a large matmul's TFLOP/s here, printed beside the table's peak
   --seed N                  weights, dropout and the random tokens                         [1234]
@@ -74,7 +77,7 @@ const std::vector<std::string>& option_names() {
       "--model",        "--precision",   "--micro-batch",   "--source-length",           "--target-length",
       "--steps",        "--warmup-steps", "--device",       "--threads",                 "--activation-checkpointing",
       "--checkpoint-every-blocks", "--device-memory-gib", "--optimizer", "--lr",   "--dropout",                 "--vocab-size",
-      "--tp-shard",     "--peak-flops",  "--matmul-peak",   "--seed",                    "--json",
+      "--tp-shard",     "--attention",   "--peak-flops",  "--matmul-peak",   "--seed",                    "--json",
       "--print-model-config", "--help"};
   return names;
 }
@@ -129,6 +132,8 @@ Arguments parse(int argc, char** argv) {
       o.tiny_vocab_size = line.integer();
     } else if (flag == "--tp-shard") {
       o.tp_shard = static_cast<int>(line.integer());
+    } else if (flag == "--attention") {
+      o.attention = line.value();
     } else if (flag == "--peak-flops") {
       o.peak_flops_per_device = line.number();
       T5S_CHECK(o.peak_flops_per_device > 0, "--peak-flops must be positive, got ", o.peak_flops_per_device);

@@ -51,10 +51,163 @@ int64_t frozen_parameters_per_rank(const ModelConfig& c, int tp, const FreezeOpt
   return total;
 }
 
+namespace {
+
+// The bytes one micro-batch's step holds beyond the weights, gradients and optimizer state, at the moment of the
+// step where they peak. Each term is a tensor the code keeps (saved for backward, or held by the step) or makes at
+// that moment, per rank; t5scale-bench measures the same on the CPU (CpuMemoryTracker, unit.memory_model). The
+// moments: the loss's softmax at the end of the forward; its backward; the LM head's backward; the first
+// recomputation of a checkpointed block; the backward of the embeddings, where the embedding's dense gradients
+// meet; the optimizer's largest temporary.
+class StepActivations {
+ public:
+  StepActivations(const ModelConfig& c, const MemoryInputs& in)
+      : e_(static_cast<double>(in.compute_bytes_per_element)),
+        rows_(static_cast<double>(in.micro_batch.rows)),
+        source_(static_cast<double>(in.micro_batch.source_length)),
+        target_(static_cast<double>(in.micro_batch.target_length)),
+        d_model_(static_cast<double>(c.d_model)),
+        heads_(static_cast<double>(c.num_heads / in.tp)),
+        inner_(static_cast<double>(c.inner_dim() / in.tp)),
+        d_ff_(static_cast<double>(c.d_ff / in.tp)),
+        vocab_(static_cast<double>(c.vocab_size / in.tp)),
+        dropout_(c.dropout_rate > 0.0),
+        gated_(c.feed_forward == FeedForwardKind::kGatedGelu),
+        tied_(c.tie_word_embeddings),
+        fused_attention_(in.on_gpu),
+        // A residual dropout's mask: one byte from the GPU's fused dropout, a tensor of the compute dtype on the CPU.
+        residual_mask_(!dropout_ ? 0.0 : in.on_gpu ? 1.0 : e_),
+        every_(in.checkpoint_every_blocks),
+        encoder_blocks_(c.num_layers),
+        decoder_blocks_(c.num_decoder_layers) {}
+
+  double peak() const {
+    const double encoder = stack_level(source_, /*lm_head_input=*/false) +
+                           kept(encoder_blocks_, encoder_block(), source_tokens(), encoder_blocks_);
+    const double decoder = stack_level(target_, /*lm_head_input=*/true) +
+                           kept(decoder_blocks_, decoder_block(), target_tokens(), decoder_blocks_);
+    const double saved = encoder + decoder;
+    const double logits = target_tokens() * vocab_;                // (B T, V / tp)
+    const double embedding = vocab_ * d_model_;                    // (V / tp, d_model)
+    const double held_grad = tied_ ? e_ * embedding : 0.0;         // the LM head's part of the tied gradient
+    const double fp32_grad_to_input = e_ == 2.0 ? 2.0 : 0.0;       // the loss gradient cast back to bf16
+    // A gradient added into its fp32 bucket: the gradient, and from bf16 its fp32 copy.
+    const double accumulated = (e_ + (e_ == 2.0 ? 4.0 : 0.0)) * embedding;
+    double peak = std::max({
+        // The loss: logits (held by the step), the max-shifted fp32 logits, their exponentials and the softmax.
+        saved + (e_ + 12.0) * logits,
+        // Its backward: the softmax's copy, the gradient and its cast, beside the logits and the saved softmax.
+        saved + (e_ + 12.0 + fp32_grad_to_input) * logits,
+        // The LM head's backward: the logits' gradient and the weight's (tied: held for the embeddings' parts;
+        // untied: added into its bucket).
+        saved + 2.0 * e_ * logits + (tied_ ? e_ * embedding : accumulated),
+        // The last decoder block's backward: its attention gradients over the widest scores.
+        saved + e_ * logits + held_grad + 2.0 * e_ * decoder_scores(),
+        // The decoder embedding's backward, with the encoder's activations still kept: its dense gradient (and,
+        // tied, the LM head's part and their sum).
+        encoder + (tied_ ? 3.0 : 1.0) * e_ * embedding,
+        // The encoder embedding's: its gradient and the one held for it; then their sum added into its bucket.
+        std::max(2.0 * e_ * embedding, accumulated),
+        // The optimizer: one fp32 temporary of the largest parameter.
+        4.0 * embedding,
+    });
+    if (every_ > 0) {
+      // The first recomputation in each stack: its last checkpointed block, with the blocks before it kept and the
+      // block's activations and attention gradients made again.
+      const int64_t last_encoder = (encoder_blocks_ - 1) / every_ * every_;
+      const int64_t last_decoder = (decoder_blocks_ - 1) / every_ * every_;
+      const double decoder_recompute = encoder + stack_level(target_, true) +
+                                       kept(decoder_blocks_, decoder_block(), target_tokens(), last_decoder) +
+                                       e_ * target_tokens() * d_model_ + decoder_block() + 2.0 * e_ * decoder_scores();
+      const double encoder_recompute = stack_level(source_, false) +
+                                       kept(encoder_blocks_, encoder_block(), source_tokens(), last_encoder) +
+                                       2.0 * e_ * source_tokens() * d_model_ + encoder_block() +
+                                       2.0 * e_ * encoder_scores();
+      peak = std::max(peak, e_ * logits + held_grad + std::max(decoder_recompute, encoder_recompute));
+    }
+    return peak;
+  }
+
+ private:
+  double source_tokens() const { return rows_ * source_; }
+  double target_tokens() const { return rows_ * target_; }
+  double encoder_scores() const { return rows_ * heads_ * source_ * source_; }
+  double decoder_scores() const { return rows_ * heads_ * target_ * std::max(target_, source_); }
+
+  // RMSNorm over `tokens`: the fp32 copy of its input (bf16), the normalised values and the output.
+  double norm(double tokens) const { return ((e_ == 2.0 ? 4.0 : 0.0) + 2.0 * e_) * tokens * d_model_; }
+
+  // One attention's saved tensors for `queries` x `keys` tokens per row, besides its normed input: q, k, v and the
+  // heads' context for the output projection; explicitly (the CPU) the fp32 softmax, the dropout's keep mask and
+  // the dropped weights (the bf16 weights without dropout); fused (SDPA on the GPU) its output and log-sum-exp.
+  double attention(double queries, double keys) const {
+    const double q = e_ * rows_ * queries * inner_, kv = 2.0 * e_ * rows_ * keys * inner_;
+    const double context = e_ * rows_ * queries * inner_;
+    if (fused_attention_) return q + kv + 2.0 * context + 4.0 * rows_ * heads_ * queries;
+    const double per_score = dropout_ ? (e_ == 2.0 ? 4.0 + 2.0 * e_ : 3.0 * e_) : (e_ == 2.0 ? 6.0 : 4.0);
+    return q + kv + context + per_score * rows_ * heads_ * queries * keys;
+  }
+
+  // The feed-forward's saved tensors: relu's output (with dropout its keep mask and the dropped values); gated GELU
+  // both projections and the GELU (with dropout the keep mask and the dropped product, else the product).
+  double feed_forward(double tokens) const {
+    const double per_token = gated_ ? (dropout_ ? 5.0 : 4.0) : (dropout_ ? 3.0 : 1.0);
+    return per_token * e_ * tokens * d_ff_;
+  }
+
+  // A sub-layer around `inner`: its input (the residual stream), its norm, and the residual dropout's mask.
+  double sub_layer(double tokens, double inner) const {
+    return e_ * tokens * d_model_ + norm(tokens) + inner + residual_mask_ * tokens * d_model_;
+  }
+
+  double encoder_block() const {
+    const double tokens = source_tokens();
+    return sub_layer(tokens, attention(source_, source_)) + sub_layer(tokens, feed_forward(tokens));
+  }
+
+  double decoder_block() const {
+    const double tokens = target_tokens();
+    return sub_layer(tokens, attention(target_, target_)) + sub_layer(tokens, attention(target_, source_)) +
+           sub_layer(tokens, feed_forward(tokens));
+  }
+
+  // What blocks 0 .. upto-1 of a stack keep: a checkpointed block (0, k, 2k, ...) its input, the others everything.
+  double kept(int64_t blocks, double per_block, double tokens, int64_t upto) const {
+    double total = 0.0;
+    for (int64_t i = 0; i < std::min(upto, blocks); ++i) {
+      total += every_ > 0 && i % every_ == 0 ? e_ * tokens * d_model_ : per_block;
+    }
+    return total;
+  }
+
+  // Around a stack's blocks: the embedding's dropout mask, the final norm and its dropout, the output (and the LM
+  // head's scaled input for the decoder); fused attention keeps the stack's position bias, saved by every block.
+  double stack_level(double length, bool lm_head_input) const {
+    const double tokens = rows_ * length;
+    double bytes = 2.0 * residual_mask_ * tokens * d_model_ + e_ * tokens * d_model_ + norm(tokens) +
+                   (lm_head_input ? e_ * tokens * d_model_ : 0.0);
+    if (fused_attention_) {
+      // The encoder's bias carries the padding mask of each row, (B, H, S, S); the decoder's is (1, H, T, T).
+      bytes += e_ * heads_ * length * length * (lm_head_input ? 1.0 : rows_);
+    }
+    return bytes;
+  }
+
+  double e_, rows_, source_, target_, d_model_, heads_, inner_, d_ff_, vocab_;
+  bool dropout_, gated_, tied_, fused_attention_;
+  double residual_mask_;
+  int64_t every_, encoder_blocks_, decoder_blocks_;
+};
+
+}  // namespace
+
 MemoryPrediction predict_memory(const ModelConfig& c, const MemoryInputs& in) {
   T5S_CHECK(in.tp >= 1 && in.dp >= 1, "tp and dp must be at least 1, got ", in.tp, " and ", in.dp);
   T5S_CHECK(in.compute_bytes_per_element == 2 || in.compute_bytes_per_element == 4,
             "compute bytes per element must be 2 or 4, got ", in.compute_bytes_per_element);
+  T5S_CHECK(in.micro_batch.rows > 0 && in.micro_batch.source_length > 0 && in.micro_batch.target_length > 0,
+            "a micro-batch needs positive rows and lengths, got ", in.micro_batch.rows, " x (",
+            in.micro_batch.source_length, ", ", in.micro_batch.target_length, ")");
   MemoryPrediction p;
   const int64_t all = parameters_per_rank(c, in.tp);
   T5S_CHECK(in.frozen_parameters_per_rank >= 0 && in.frozen_parameters_per_rank < all, "frozen parameters (",
@@ -69,56 +222,23 @@ MemoryPrediction predict_memory(const ModelConfig& c, const MemoryInputs& in) {
   p.weights_bytes = parameters_are_masters ? in.frozen_parameters_per_rank * e : all * e;
   T5S_CHECK(!in.zero2 || in.zero1, "ZeRO-2 needs ZeRO-1");
   T5S_CHECK(in.bucket_bytes > 0, "bucket bytes must be positive, got ", in.bucket_bytes);
-  // fp32 buckets (ZeRO-2: this rank's chunk of every bucket, and the whole buckets being filled or reduced), and
-  // each trained parameter's .grad in the compute dtype.
+  // fp32 gradient buckets: whole (with ZeRO-1 also this rank's reduced chunk); under ZeRO-2 this rank's chunk and
+  // the whole buckets being filled or reduced. A parameter's own .grad is released into its bucket as soon as it
+  // is made, so it counts with the step's transients, not here.
+  const int64_t shard = in.zero1 ? (n + in.dp - 1) / in.dp : n;
   const int64_t fp32_gradient_elements =
-      in.zero2 ? (n + in.dp - 1) / in.dp + std::min<int64_t>(n, kZero2BucketsHeld * in.bucket_bytes / 4) : n;
-  p.gradients_bytes = fp32_gradient_elements * 4 + n * e;
+      in.zero2 ? shard + std::min<int64_t>(n, kZero2BucketsHeld * in.bucket_bytes / 4) : in.zero1 ? n + shard : n;
+  p.gradients_bytes = fp32_gradient_elements * 4;
   if (in.adafactor) {
     // fp32 master weights, plus factored moments: one row and one column vector per matrix, a full vector for
     // the norms; bounded above by 1/64 of the parameters for T5's shapes, counted as such.
     p.optimizer_bytes = n * 4 + n * 4 / 64;
   } else {
-    const int64_t shard = in.zero1 ? (n + in.dp - 1) / in.dp : n;
-    p.optimizer_bytes = shard * 4 * 3;  // master weights, first and second moments
+    // Master weights, first and second moments, and the weight-decay mask (a byte per element).
+    p.optimizer_bytes = shard * (4 * 3 + 1);
   }
-
-  // Activations saved for backward, in the compute dtype, per token of one micro-batch. For a block with hidden
-  // size h, TP size t, heads a, and sequence length L: about L*b*h*(10 + 24/t) bytes for 2-byte activations plus
-  // 5*a*L^2*b/t for the attention scores, softmax and dropout mask (Korthikanti et al., 2022, eq. 2); T5's
-  // feed-forward width and head size enter through the 24/t term scaled by d_ff / (4 h) and inner / h.
-  const double b = static_cast<double>(in.micro_batch.rows);
-  const double h = static_cast<double>(c.d_model), t = static_cast<double>(in.tp);
-  const double a = static_cast<double>(c.num_heads);
-  const double scale = static_cast<double>(e) / 2.0;
-  auto block_bytes = [&](double length, double attention_keys, int attentions) {
-    const double ff_factor = static_cast<double>(c.d_ff) / (4.0 * h);
-    const double inner_factor = static_cast<double>(c.inner_dim()) / h;
-    const double linear = length * b * h * (10.0 + (8.0 * inner_factor * attentions + 16.0 * ff_factor) / t);
-    const double scores = 5.0 * a * length * attention_keys * b / t * attentions;
-    return scale * (linear + scores);
-  };
-  const double s = static_cast<double>(in.micro_batch.source_length);
-  const double tl = static_cast<double>(in.micro_batch.target_length);
-  const double encoder_block = block_bytes(s, s, 1);
-  // Decoder blocks attend to themselves and to the encoder output; average the key lengths of the two.
-  const double decoder_block = block_bytes(tl, (tl + s) / 2.0, 2);
-  const double logits = b * tl * static_cast<double>(c.vocab_size) / t * 4.0 * 2.0;  // fp32 logits and their grad
-  // A checkpointed block keeps only its input; during its recomputation one block's activations exist at a time.
-  // Blocks 0, k, 2k, ... of each stack are checkpointed (the model's rule), the others keep everything.
   T5S_CHECK(in.checkpoint_every_blocks >= 0, "checkpoint_every_blocks must be >= 0, got ", in.checkpoint_every_blocks);
-  const int64_t k = in.checkpoint_every_blocks;
-  auto checkpointed_of = [k](int64_t blocks) { return k > 0 ? (blocks + k - 1) / k : int64_t{0}; };
-  const int64_t encoder_checkpointed = checkpointed_of(c.num_layers);
-  const int64_t decoder_checkpointed = checkpointed_of(c.num_decoder_layers);
-  double activations = encoder_block * static_cast<double>(c.num_layers - encoder_checkpointed) +
-                       decoder_block * static_cast<double>(c.num_decoder_layers - decoder_checkpointed);
-  if (k > 0) {
-    activations += e * b * h * (s * static_cast<double>(encoder_checkpointed) +
-                                tl * static_cast<double>(decoder_checkpointed)) +
-                   std::max(encoder_block, decoder_block);
-  }
-  p.activations_bytes = static_cast<int64_t>(activations + logits);
+  p.activations_bytes = static_cast<int64_t>(StepActivations(c, in).peak());
   p.workspace_bytes = in.on_gpu ? int64_t{1536} * 1024 * 1024 : 0;
   return p;
 }

@@ -39,7 +39,7 @@ struct MemoryInputs {
   bool adafactor = false;                // factored second moments instead of AdamW's two full moments
   int64_t checkpoint_every_blocks = 0;    // activation checkpointing: 0 none, k: blocks 0, k, 2k, ... of each stack
   BatchShape micro_batch;
-  bool on_gpu = true;                    // adds the CUDA context and communication buffers
+  bool on_gpu = true;  // fused SDPA attention, one-byte dropout masks, and the CUDA context and buffers
   int64_t frozen_parameters_per_rank = 0;  // of this rank's shard: no gradients, no optimizer state
 };
 
@@ -47,14 +47,16 @@ struct MemoryInputs {
 struct MemoryPrediction {
   int64_t parameters_per_rank = 0;  // elements of this rank's shard
   int64_t weights_bytes = 0;        // parameters in the compute dtype
-  int64_t gradients_bytes = 0;      // fp32 gradient buckets (ZeRO-2: this rank's 1 / dp and the buckets in
-                                    // flight) + the compute-dtype .grad of each parameter
-  int64_t optimizer_bytes = 0;      // fp32 master weights and moments (ZeRO-1: this rank's 1 / dp)
-  int64_t activations_bytes = 0;    // saved for backward over one micro-batch, at the peak
+  int64_t gradients_bytes = 0;      // fp32 gradient buckets (ZeRO-1: and this rank's reduced chunk; ZeRO-2: the
+                                    // chunk and the buckets in flight)
+  int64_t optimizer_bytes = 0;      // fp32 master weights, moments and AdamW's decay mask (ZeRO-1: 1 / dp of them)
+  int64_t activations_bytes = 0;    // the step's own tensors at its peak: what backward keeps of one micro-batch,
+                                    // the loss, and the gradients in flight
   int64_t workspace_bytes = 0;      // CUDA context, allocator slack and communication buffers (GPU only)
-  int64_t total_bytes() const {
-    return weights_bytes + gradients_bytes + optimizer_bytes + activations_bytes + workspace_bytes;
-  }
+  int64_t total_bytes() const { return tensor_bytes() + workspace_bytes; }
+  // What the job's own tensors hold at the peak, without the backend's buffers (workspace_bytes): the figure a
+  // tracking allocator measures (t5scale-bench's predicted_peak_bytes against measured_peak_bytes).
+  int64_t tensor_bytes() const { return weights_bytes + gradients_bytes + optimizer_bytes + activations_bytes; }
   std::string describe() const;  // "weights 1.2 GiB + gradients ... = 14.3 GiB"
 };
 
@@ -63,8 +65,11 @@ int64_t parameters_per_rank(const ModelConfig& model, int tp);
 // Of those, the ones `freeze` selects (throws as frozen_parameter_names does).
 int64_t frozen_parameters_per_rank(const ModelConfig& model, int tp, const FreezeOptions& freeze);
 
-// An estimate (the activation term follows Korthikanti et al. 2022, adapted to T5's blocks; it is a model, and
-// the run file shows prediction and measurement side by side).
+// The bytes of the step's peak, term by term from the tensors t5scale's code keeps (the weights, buckets and
+// optimizer state; each block's saved activations for the attention kernel of the device: explicit on the CPU,
+// fused SDPA on the GPU; the loss and the gradients at the moments of the step where they meet). On the CPU its
+// tensor_bytes() is held within 5% of the peak a tracking allocator measures (unit.memory_model); the run file
+// shows prediction and measurement side by side.
 MemoryPrediction predict_memory(const ModelConfig& model, const MemoryInputs& inputs);
 
 // The least activation checkpointing whose prediction fits `device_memory_bytes` with 5% to spare (allocator

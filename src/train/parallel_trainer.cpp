@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "core/check.h"
 #include "model/vocab_parallel_cross_entropy.h"
+#include "train/cpu_memory_tracker.h"
 
 namespace t5scale {
 
@@ -124,12 +126,23 @@ enum Phase { kForward, kBackward, kCommExposed, kOptimizer, kPhaseCount };
 // synchronisation, so timing adds no synchronisation of its own; elsewhere they are host clock readings.
 class PhaseClock {
  public:
-  explicit PhaseClock(torch::Device device) : device_(device) { mark(); }
+  explicit PhaseClock(torch::Device device) : device_(device) {
+    peak_bytes_.fill(-1);
+    if (CpuMemoryTracker::installed()) CpuMemoryTracker::start_window();
+    mark();
+  }
 
   void end(Phase phase) {
     mark();
     phases_.push_back(phase);
+    if (CpuMemoryTracker::installed()) {
+      peak_bytes_[phase] = std::max(peak_bytes_[phase], CpuMemoryTracker::window_peak_bytes());
+      CpuMemoryTracker::start_window();
+    }
   }
+
+  // The CPU's peak of live tensor bytes per phase (CpuMemoryTracker, when it is installed; else -1).
+  const std::array<int64_t, kPhaseCount>& peak_bytes() const { return peak_bytes_; }
 
   // Seconds per phase, summed over micro-batches. On a GPU: after the work up to the last end() has finished.
   std::array<double, kPhaseCount> seconds() const {
@@ -160,6 +173,7 @@ class PhaseClock {
 
   torch::Device device_;
   std::vector<Phase> phases_;
+  std::array<int64_t, kPhaseCount> peak_bytes_{};
   std::vector<std::chrono::steady_clock::time_point> times_;
 #ifdef T5SCALE_WITH_NCCL
   std::vector<std::unique_ptr<at::cuda::CUDAEvent>> events_;
@@ -227,6 +241,10 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
   result.backward_time_s = phase_s[kBackward];
   result.comm_exposed_time_s = phase_s[kCommExposed];
   result.optimizer_time_s = phase_s[kOptimizer];
+  const auto& peaks = clock.peak_bytes();
+  result.forward_peak_bytes = peaks[kForward];
+  result.backward_peak_bytes = peaks[kBackward];
+  result.optimizer_peak_bytes = std::max(peaks[kCommExposed], peaks[kOptimizer]);
   if (outcome.skipped) {
     loss_scale_ *= 0.5;
     steps_since_overflow_ = 0;

@@ -60,6 +60,9 @@ struct StepResult {
   // comm_exposed: waiting for the DP reductions after the last backward, the part of the communication that
   // backward did not hide.
   double forward_time_s = 0.0, backward_time_s = 0.0, comm_exposed_time_s = 0.0, optimizer_time_s = 0.0;
+  // The peak of live tensor bytes in each phase (the reductions after backward count with the optimizer), where a
+  // CpuMemoryTracker counts them (t5scale-bench on the CPU); -1 elsewhere.
+  int64_t forward_peak_bytes = -1, backward_peak_bytes = -1, optimizer_peak_bytes = -1;
 };
 
 // This DP replica's share of a global batch (rows dp_rank * B / dp onward), split into equal micro-batches.

@@ -22,6 +22,7 @@
 #include "telemetry/cost.h"
 #include "telemetry/nvml.h"
 #include "telemetry/probes.h"
+#include "train/cpu_memory_tracker.h"
 #include "train/device_probe.h"
 
 #ifdef T5SCALE_WITH_NCCL
@@ -113,6 +114,17 @@ MemoryInputs benchmark_memory_inputs(const StepBenchmarkOptions& o) {
 int64_t memory_now_bytes(torch::Device device) {
   if (const auto stats = cuda_allocator_stats(device)) return stats->allocated_bytes;
   return read_host_memory().rss_bytes;
+}
+
+// Bytes of live tensors on the device now, and their peak since the start (CUDA: the caching allocator's
+// figures; CPU: the tracking allocator's); -1 when they cannot be known.
+int64_t tensor_bytes_now(torch::Device device) {
+  if (const auto stats = cuda_allocator_stats(device)) return stats->allocated_bytes;
+  return CpuMemoryTracker::installed() ? CpuMemoryTracker::live_bytes() : -1;
+}
+int64_t tensor_peak_bytes(torch::Device device) {
+  if (const auto stats = cuda_allocator_stats(device)) return stats->peak_allocated_bytes;
+  return CpuMemoryTracker::installed() ? CpuMemoryTracker::peak_bytes() : -1;
 }
 
 struct PeakMemory {
@@ -214,7 +226,10 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
     throw Error(msg("--tp-shard ", o.tp_shard, ": ", model_config_.name, " cannot be split so:", text));
   }
 
+  // On the CPU every tensor from here on is counted: the step's peak is measured, not read from the resident set.
+  if (o.device.is_cpu()) CpuMemoryTracker::install();
   reset_cuda_peak_stats(o.device);
+  tensor_bytes_at_start_ = tensor_bytes_now(o.device);
   start_memory_bytes_ = memory_now_bytes(o.device);
   ProcessGrid grid = ProcessGrid::solo();
   if (o.tp_shard > 1) {
@@ -227,6 +242,11 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   T5Model model(model_config_, grid.tp, torch::TensorOptions().dtype(compute_dtype(o.precision)).device(o.device),
                 rng);
   model->initialize_weights(o.seed);
+  T5S_CHECK(o.attention == "auto" || o.attention == "sdpa" || o.attention == "explicit", "--attention: '",
+            o.attention, "' is not auto, sdpa or explicit");
+  if (o.attention != "auto") {
+    model->set_attention_kernel(o.attention == "sdpa" ? AttentionKernel::kSdpa : AttentionKernel::kExplicit);
+  }
   if (o.checkpoint_every_blocks > 0) model->set_activation_checkpointing(o.checkpoint_every_blocks);
   torch::manual_seed(o.seed);
 
@@ -266,6 +286,9 @@ json StepBenchmark::run() {
                      {"other_s", std::max(total_s - phases_s, 0.0)},
                      {"total_s", total_s},
                      {"loss", nullable(r.loss)},
+                     {"peak_bytes", {{"forward", r.forward_peak_bytes},
+                                     {"backward", r.backward_peak_bytes},
+                                     {"optimizer", r.optimizer_peak_bytes}}},
                      {"skipped", r.skipped}});
     skipped += r.skipped ? 1 : 0;
   }
@@ -297,6 +320,8 @@ json StepBenchmark::run() {
       {"activation_checkpointing", o.checkpoint_every_blocks},
       {"dropout_rate", model_config_.dropout_rate},
       {"tp_shard", o.tp_shard},
+      {"attention", o.attention != "auto" ? o.attention
+                    : default_attention_kernel(o.device) == AttentionKernel::kSdpa ? "sdpa" : "explicit"},
       {"seed", o.seed},
       {"learning_rate", o.learning_rate},
       {"weight_decay", o.optimizer == OptimizerKind::kAdamW ? o.weight_decay : 0.0},
@@ -356,6 +381,13 @@ json StepBenchmark::run() {
 
   const MemoryPrediction prediction = predict_memory(model_config_, benchmark_memory_inputs(o));
   const PeakMemory peak_memory_now = peak_memory(o.device);
+  // The planner's tensors against the peak of the tensors this process made for the model, its optimizer and
+  // its steps (the CPU's tracking allocator, or the CUDA caching allocator's peak of allocated bytes).
+  const int64_t measured_tensor_peak = tensor_peak_bytes(o.device);
+  report["predicted_peak_bytes"] = prediction.tensor_bytes();
+  report["measured_peak_bytes"] =
+      measured_tensor_peak >= 0 ? json(measured_tensor_peak - tensor_bytes_at_start_) : json(nullptr);
+  report["measured_peak_source"] = o.device.is_cuda() ? "cuda_allocator_peak_allocated" : "cpu_tracking_allocator";
   report["memory"] = {
       {"measured", peak_memory_now.measured},
       {"peak_bytes", peak_memory_now.peak_bytes},

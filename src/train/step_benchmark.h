@@ -50,6 +50,8 @@ struct StepBenchmarkOptions {
   double weight_decay = 0.01;   // AdamW, on every parameter but the norms (as Hugging Face's Trainer)
   double max_grad_norm = 1.0;   // clipping, as t5scale-train and Hugging Face's Trainer do by default
   int tp_shard = 1;             // > 1: one rank's share of a TP = tp_shard model, communication excluded
+  std::string attention = "auto";  // auto (the device's: sdpa on CUDA, explicit elsewhere), sdpa or explicit;
+                                   // sdpa on the CPU holds the tensors the GPU's step holds
   double peak_flops_per_device = 0.0;  // > 0 replaces the peak table's figure
   bool measure_matmul = false;         // also time a large matrix product in the compute dtype
   uint64_t seed = 1234;
@@ -88,6 +90,7 @@ class StepBenchmark {
   Seq2SeqBatch batch_;
   std::string checkpointing_note_;  // how the planner chose, when it did
   int64_t start_memory_bytes_ = 0;  // resident set (CPU) or allocated bytes (CUDA) before the model was built
+  int64_t tensor_bytes_at_start_ = 0;  // live tensor bytes then (CPU: counted by CpuMemoryTracker)
 };
 
 // One row per report (t5scale-bench's or bench/hf_reference.py's JSON), with the phases in milliseconds and

@@ -65,24 +65,26 @@ TEST(CostModel, MemoryPredictionMovesTheWayEachSwitchShould) {
   MemoryInputs fp32 = base;
   fp32.compute_bytes_per_element = 4;
   EXPECT_EQ(predict_memory(model, fp32).weights_bytes, 0);
-  EXPECT_EQ(predict_memory(model, fp32).optimizer_bytes, parameters_per_rank(model, 8) * 12);
+  // AdamW: master weights, two moments and the weight-decay mask, 4 + 8 + 1 bytes per element.
+  EXPECT_EQ(predict_memory(model, fp32).optimizer_bytes, parameters_per_rank(model, 8) * 13);
   fp32.zero1 = true;
   EXPECT_EQ(predict_memory(model, fp32).weights_bytes, parameters_per_rank(model, 8) * 4);
-  EXPECT_EQ(plain.optimizer_bytes, parameters_per_rank(model, 8) * 12);
+  EXPECT_EQ(plain.optimizer_bytes, parameters_per_rank(model, 8) * 13);
 
   MemoryInputs zero1 = base;
   zero1.zero1 = true;
   const int64_t shard = (parameters_per_rank(model, 8) + 3) / 4;
-  EXPECT_EQ(predict_memory(model, zero1).optimizer_bytes, shard * 12);
+  EXPECT_EQ(predict_memory(model, zero1).optimizer_bytes, shard * 13);
 
-  // ZeRO-2: this rank's chunk of the fp32 gradients and the whole buckets being filled or reduced; the
-  // compute-dtype .grad of each parameter as before.
+  // The fp32 buckets, whole; with ZeRO-1 also the rank's reduced chunk; ZeRO-2: the chunk and the whole buckets
+  // being filled or reduced. A parameter's compute-dtype .grad is released into its bucket as it is made: not here.
+  EXPECT_EQ(plain.gradients_bytes, parameters_per_rank(model, 8) * 4);
   MemoryInputs zero2 = zero1;
   zero2.zero2 = true;
   const int64_t n = parameters_per_rank(model, 8);
-  EXPECT_EQ(predict_memory(model, zero1).gradients_bytes, n * 4 + n * 2);
-  EXPECT_EQ(predict_memory(model, zero2).gradients_bytes, shard * 4 + kZero2BucketsHeld * zero2.bucket_bytes + n * 2);
-  EXPECT_EQ(predict_memory(model, zero2).optimizer_bytes, shard * 12);
+  EXPECT_EQ(predict_memory(model, zero1).gradients_bytes, n * 4 + shard * 4);
+  EXPECT_EQ(predict_memory(model, zero2).gradients_bytes, shard * 4 + kZero2BucketsHeld * zero2.bucket_bytes);
+  EXPECT_EQ(predict_memory(model, zero2).optimizer_bytes, shard * 13);
   zero2.zero1 = false;
   EXPECT_NE(testing::error_of([&] { predict_memory(model, zero2); }).find("ZeRO-2 needs ZeRO-1"), std::string::npos);
 
@@ -133,8 +135,8 @@ TEST(CostModel, FrozenParametersHaveNoGradientsAndNoOptimizerState) {
   freezing.frozen_parameters_per_rank = frozen;
   const MemoryPrediction all = predict_memory(model, base), some = predict_memory(model, freezing);
   EXPECT_EQ(some.weights_bytes, all.weights_bytes);
-  EXPECT_EQ(all.gradients_bytes - some.gradients_bytes, frozen * (4 + 2));
-  EXPECT_EQ(all.optimizer_bytes - some.optimizer_bytes, frozen * 12);
+  EXPECT_EQ(all.gradients_bytes - some.gradients_bytes, frozen * 4);
+  EXPECT_EQ(all.optimizer_bytes - some.optimizer_bytes, frozen * 13);
   EXPECT_EQ(some.activations_bytes, all.activations_bytes);
 
   MemoryInputs fp32 = freezing;

@@ -1,0 +1,105 @@
+#include "train/cpu_memory_tracker.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
+namespace t5scale {
+namespace {
+
+std::atomic<int64_t> live{0};
+std::atomic<int64_t> peak{0};
+std::atomic<int64_t> window_peak{0};
+
+void raise_to(std::atomic<int64_t>& maximum, int64_t now) {
+  int64_t seen = maximum.load();
+  while (now > seen && !maximum.compare_exchange_weak(seen, now)) {
+  }
+}
+
+void add(int64_t bytes) {
+  const int64_t now = live.fetch_add(bytes) + bytes;
+  raise_to(peak, now);
+  raise_to(window_peak, now);
+}
+
+// The bytes each live allocation counts for, by its address. An allocation's data is its own context (as LibTorch's
+// default CPU allocator makes them), so that code which frees through raw_deleter() works unchanged.
+std::mutex sizes_mutex;
+std::unordered_map<void*, int64_t>& sizes() {
+  static auto* by_address = new std::unordered_map<void*, int64_t>();  // never destroyed: frees can come at exit
+  return *by_address;
+}
+c10::DeleterFnPtr inner_deleter = nullptr;
+
+void free_counted(void* data) {
+  if (data == nullptr) return;
+  int64_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(sizes_mutex);
+    auto it = sizes().find(data);
+    if (it != sizes().end()) {
+      bytes = it->second;
+      sizes().erase(it);
+    }
+  }
+  live.fetch_sub(bytes);
+  inner_deleter(data);
+}
+
+class TrackingAllocator final : public c10::Allocator {
+ public:
+  explicit TrackingAllocator(c10::Allocator* inner) : inner_(inner) {}
+
+  c10::DataPtr allocate(size_t n) override {
+    c10::DataPtr inner = inner_->allocate(n);
+    void* data = inner.get();
+    const c10::Device device = inner.device();
+    if (data == nullptr) return inner;  // zero bytes: nothing to count
+    (void)inner.release_context();  // freed by free_counted through the inner allocator's raw deleter
+    {
+      std::lock_guard<std::mutex> lock(sizes_mutex);
+      sizes()[data] = static_cast<int64_t>(n);
+    }
+    add(static_cast<int64_t>(n));
+    return c10::DataPtr(data, data, &free_counted, device);
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &free_counted; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+
+ private:
+  c10::Allocator* inner_;
+};
+
+std::atomic<bool> is_installed{false};
+
+}  // namespace
+
+bool CpuMemoryTracker::install() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    c10::Allocator* inner = c10::GetCPUAllocator();
+    // Counting needs allocations whose data is their context, freed by one raw deleter (LibTorch's default).
+    inner_deleter = inner->raw_deleter();
+    if (inner_deleter == nullptr) return;
+    static TrackingAllocator tracking(inner);
+    // The highest priority: an allocator set later with a lower one (none in LibTorch itself) does not replace it.
+    c10::SetCPUAllocator(&tracking, /*priority=*/255);
+    is_installed = c10::GetCPUAllocator() == &tracking;
+  });
+  return is_installed;
+}
+
+bool CpuMemoryTracker::installed() { return is_installed; }
+int64_t CpuMemoryTracker::live_bytes() { return live.load(); }
+int64_t CpuMemoryTracker::peak_bytes() { return peak.load(); }
+void CpuMemoryTracker::reset_peak() { peak.store(live.load()); }
+void CpuMemoryTracker::start_window() { window_peak.store(live.load()); }
+int64_t CpuMemoryTracker::window_peak_bytes() { return window_peak.load(); }
+
+}  // namespace t5scale

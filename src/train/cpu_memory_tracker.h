@@ -1,0 +1,33 @@
+// Live and peak bytes of every CPU tensor of this process: a wrapper around c10's CPU allocator that counts what
+// each allocation asks for and gives back. On the CPU a training step holds the same tensors the GPU would (the
+// weights, the gradient buckets, the optimizer state, what autograd saves for backward), so its peak is the
+// measurement the memory planner is checked against (t5scale-bench's measured_peak_bytes, unit.memory_model).
+//
+//   CpuMemoryTracker::install();           // before the tensors to be counted are made
+//   CpuMemoryTracker::reset_peak();        // the peak from now on starts at what is live now
+//   ... a step ...
+//   int64_t peak = CpuMemoryTracker::peak_bytes();
+//
+// Counted: the bytes each allocation asked for (not the allocator's rounding or the pages it touched), of tensors
+// made after install(); tensors made before it are neither counted nor uncounted when freed.
+#pragma once
+
+#include <cstdint>
+
+namespace t5scale {
+
+class CpuMemoryTracker {
+ public:
+  // Makes the tracker LibTorch's CPU allocator (once; later calls do nothing). Returns false when LibTorch's CPU
+  // allocator is one of a higher priority that cannot be replaced.
+  static bool install();
+  static bool installed();
+  static int64_t live_bytes();
+  static int64_t peak_bytes();
+  static void reset_peak();
+  // A second peak, over a window the caller opens (the phases of a training step), apart from peak_bytes().
+  static void start_window();
+  static int64_t window_peak_bytes();
+};
+
+}  // namespace t5scale
