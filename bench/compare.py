@@ -9,7 +9,10 @@ round with the median throughput of each side.
         --lengths 512/128,147/26 --device cuda --json results/bench/gpu.json
 
 Both programs get the same options (model, precision, batch, lengths, steps, warmup, device, threads, optimizer,
-checkpointing, seed); transformers' MFU uses the peak that t5scale-bench found for the device.
+checkpointing, seed); transformers' MFU uses the peak that t5scale-bench found for the device. Where transformers
+runs out of memory at t5scale's micro-batch (fp32 weights, Adam state and autocast copies take more than t5scale's
+bf16 weights), it gets the largest batch that fits, found by halving, for every round; both batches are reported
+and tokens/s compared.
 """
 
 import argparse
@@ -21,6 +24,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_report  # noqa: E402
+from hf_reference import EXIT_OUT_OF_MEMORY  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -42,6 +46,8 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--bench-bin", default=os.environ.get("T5SCALE_BENCH", os.path.join(REPO, "build/bin/t5scale-bench")))
     p.add_argument("--python", default=sys.executable, help="the interpreter with torch and transformers")
+    p.add_argument("--reference", default=os.path.join(HERE, "hf_reference.py"),
+                   help="the transformers side (bench/hf_reference.py)")
     p.add_argument("--json", help="write the comparison and every run's report here")
     args = p.parse_args(argv)
     if args.rounds < 1 or args.steps < 1:
@@ -62,13 +68,34 @@ def common_options(args, model, source, target):
     return options + (["--activation-checkpointing"] if args.activation_checkpointing else [])
 
 
-def run(command, json_path):
+def run(command, json_path, allow_out_of_memory=False):
+    """The report of `command`, or None when it ran out of memory and that is allowed."""
     print("$ " + " ".join(command), flush=True)
     done = subprocess.run(command + ["--json", json_path], capture_output=True, text=True)
+    if allow_out_of_memory and done.returncode == EXIT_OUT_OF_MEMORY:
+        print(done.stderr.strip(), flush=True)
+        return None
     if done.returncode != 0:
         sys.exit(f"compare.py: {command[0]} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
     with open(json_path) as f:
         return json.load(f)
+
+
+def with_micro_batch(options, micro_batch):
+    at = options.index("--micro-batch")
+    return options[:at + 1] + [str(micro_batch)] + options[at + 2:]
+
+
+def reference_that_fits(command, options, micro_batch, json_path):
+    """The transformers run at `micro_batch`, or at the largest half of it that fits: (report, micro_batch)."""
+    while True:
+        report = run(command + with_micro_batch(options, micro_batch), json_path, allow_out_of_memory=True)
+        if report is not None:
+            return report, micro_batch
+        if micro_batch == 1:
+            sys.exit("compare.py: transformers runs out of memory even at micro-batch 1")
+        micro_batch //= 2
+        print(f"compare.py: transformers does not fit; trying micro-batch {micro_batch}", flush=True)
 
 
 def median_round(reports):
@@ -87,27 +114,37 @@ def main(argv=None):
             for source, target in args.length_pairs:
                 options = common_options(args, model, source, target)
                 ours, theirs = [], []
+                hf_batch = args.micro_batch
                 for r in range(args.rounds):
                     ours.append(run([args.bench_bin] + options, os.path.join(work, f"t5scale-{r}.json")))
                     peak = ours[-1]["peak_flops_per_device"]
-                    reference = [args.python, os.path.join(HERE, "hf_reference.py"), "--bench-bin", args.bench_bin]
-                    reference += options + (["--peak-flops", repr(peak)] if peak else [])
-                    theirs.append(run(reference, os.path.join(work, f"transformers-{r}.json")))
+                    reference = [args.python, args.reference, "--bench-bin", args.bench_bin]
+                    reference += (["--peak-flops", repr(peak)] if peak else [])
+                    json_path = os.path.join(work, f"transformers-{r}.json")
+                    if r == 0:  # the first round finds the batch that fits; the others run it
+                        report, hf_batch = reference_that_fits(reference, options, hf_batch, json_path)
+                    else:
+                        report = run(reference + with_micro_batch(options, hf_batch), json_path)
+                    theirs.append(report)
                 t5scale_tps = bench_report.median([r["tokens_per_s"] for r in ours])
                 hf_tps = bench_report.median([r["tokens_per_s"] for r in theirs])
                 results.append({"model": model, "source_length": source, "target_length": target,
+                                "t5scale_micro_batch": args.micro_batch, "transformers_micro_batch": hf_batch,
                                 "t5scale_tokens_per_s": t5scale_tps, "transformers_tokens_per_s": hf_tps,
                                 "ratio": t5scale_tps / hf_tps, "t5scale_runs": ours, "transformers_runs": theirs})
 
     print()
-    print(f"{'model':<15} {'prec':<4} {'batch':>5} {'src/tgt':>9} | {'t5scale tok/s':>13} {'(runs)':<22} | "
+    print(f"{'model':<15} {'prec':<4} {'batch':>9} {'src/tgt':>9} | {'t5scale tok/s':>13} {'(runs)':<22} | "
           f"{'transformers tok/s':>18} {'(runs)':<22} | {'ratio':>6}")
     for r in results:
         runs = lambda key: "/".join(f"{x['tokens_per_s']:.0f}" for x in r[key])  # noqa: E731
-        print(f"{r['model']:<15} {args.precision:<4} {args.micro_batch:>5} "
+        batches = f"{r['t5scale_micro_batch']}/{r['transformers_micro_batch']}"  # t5scale's / transformers'
+        print(f"{r['model']:<15} {args.precision:<4} {batches:>9} "
               f"{str(r['source_length']) + '/' + str(r['target_length']):>9} | {r['t5scale_tokens_per_s']:>13.0f} "
               f"{runs('t5scale_runs'):<22} | {r['transformers_tokens_per_s']:>18.0f} {runs('transformers_runs'):<22} | "
               f"{r['ratio']:>5.2f}x")
+    if any(r["transformers_micro_batch"] != r["t5scale_micro_batch"] for r in results):
+        print("batch: t5scale's micro-batch / the largest that transformers fits (halved until it runs)")
     print("\nPhases of the round with the median tokens/s of each side:")
     print(bench_report.table([median_round(r[k]) for r in results for k in ("t5scale_runs", "transformers_runs")]))
     if args.json:

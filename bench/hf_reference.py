@@ -36,6 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_report  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The exit code of a run whose micro-batch does not fit the device: compare.py then halves it and tries again.
+EXIT_OUT_OF_MEMORY = 3
 
 
 def parse_args(argv=None):
@@ -234,7 +236,9 @@ def main(argv=None):
                   "optimizer_s": end - t_backward}
         total = end - start
         steps.append({**phases, "other_s": max(total - sum(phases.values()), 0.0), "total_s": total,
-                      "loss": loss.item(), "skipped": skipped})
+                      "loss": loss.item(), "skipped": skipped,
+                      # t5scale-bench's phase peaks come from its CPU allocator; here there is none to ask
+                      "peak_bytes": {"forward": None, "backward": None, "optimizer": None}})
 
     median, minimum = bench_report.summarise_steps(steps)
     tokens = args.micro_batch * (args.source_length + args.target_length)
@@ -269,6 +273,7 @@ def main(argv=None):
             "optimizer": args.optimizer,
             "optimizer_detail": optimizer_detail,
             "activation_checkpointing": 1 if args.activation_checkpointing else 0,
+            "attention": f"transformers T5Attention ({getattr(config, '_attn_implementation', None) or 'eager'})",
             "dropout_rate": config.dropout_rate,
             "tp_shard": 1,
             "seed": args.seed,
@@ -296,6 +301,10 @@ def main(argv=None):
         "peak_flops_source": "--peak-flops" if peak else "unknown",
         "mfu": model_flops / (step_s * peak) if peak else None,
         "matmul": None,
+        # t5scale's planner does not model transformers' memory; the allocator's peak is measured on CUDA only.
+        "predicted_peak_bytes": None,
+        "measured_peak_bytes": torch.cuda.max_memory_allocated(device) - start_bytes if cuda else None,
+        "measured_peak_source": "cuda_allocator_peak_allocated" if cuda else None,
         "memory": {
             "measured": "cuda_allocator_peak_allocated" if cuda else "peak_rss",
             "peak_bytes": (torch.cuda.max_memory_allocated(device) if cuda
@@ -332,5 +341,17 @@ def main(argv=None):
     return 0
 
 
+def main_reporting_out_of_memory(argv=None):
+    """main(), with an out-of-memory error of the device turned into a one-line message and EXIT_OUT_OF_MEMORY."""
+    try:
+        return main(argv)
+    except RuntimeError as error:  # torch.OutOfMemoryError is one; others are not ours to turn
+        if "out of memory" not in str(error).lower():
+            raise
+        first_line = str(error).strip().splitlines()[0]
+        print(f"hf_reference.py: out of memory: {first_line}", file=sys.stderr)
+        return EXIT_OUT_OF_MEMORY
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_reporting_out_of_memory())

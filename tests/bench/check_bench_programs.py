@@ -148,6 +148,42 @@ def check_compare(args):
           "transformers median")
     check(math.isclose(result["ratio"], result["t5scale_tokens_per_s"] / result["transformers_tokens_per_s"],
                        rel_tol=1e-12), "ratio")
+    check(result["t5scale_micro_batch"] == result["transformers_micro_batch"] == 4, "the batches differ")
+
+    # transformers out of memory above micro-batch 1 (a stand-in that says so as hf_reference.py does on a GPU):
+    # compare.py halves its batch until it runs, keeps it for every round, and reports both batches.
+    small = os.path.join(args.work, "reference_fits_one_row.py")
+    with open(small, "w") as f:
+        f.write(f"""import os, sys
+sys.path.insert(0, {BENCH!r})
+import hf_reference
+rows = int(sys.argv[sys.argv.index("--micro-batch") + 1])
+if rows > 1:
+    print(f"hf_reference.py: out of memory: CUDA out of memory at micro-batch {{rows}}", file=sys.stderr)
+    sys.exit(hf_reference.EXIT_OUT_OF_MEMORY)
+sys.exit(hf_reference.main_reporting_out_of_memory(sys.argv[1:]))
+""")
+    path = os.path.join(args.work, "compare_halved.json")
+    done = run([sys.executable, os.path.join(BENCH, "compare.py"), "--bench-bin", args.bench_bin, "--models", "tiny",
+                "--micro-batch", "4", "--lengths", "16/8", "--threads", "1", "--rounds", "2", "--steps", "1",
+                "--warmup-steps", "0", "--reference", small, "--json", path])
+    result = load(path)["results"][0]
+    check(result["t5scale_micro_batch"] == 4 and result["transformers_micro_batch"] == 1,
+          f"batches {result['t5scale_micro_batch']} and {result['transformers_micro_batch']}, expected 4 and 1")
+    check(all(r["config"]["micro_batch"] == 1 for r in result["transformers_runs"]), "a transformers round at another batch")
+    check(all(r["config"]["micro_batch"] == 4 for r in result["t5scale_runs"]), "a t5scale round at another batch")
+    check("trying micro-batch 2" in done.stdout and "trying micro-batch 1" in done.stdout and
+          "      4/1" in done.stdout, done.stdout[-2000:])
+
+    # hf_reference.py itself: torch's out-of-memory error becomes one line and the exit code compare.py reads.
+    sys.path.insert(0, BENCH)
+    import hf_reference
+    import torch
+
+    def out_of_memory(argv=None):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore lines")
+    hf_reference.main = out_of_memory
+    check(hf_reference.main_reporting_out_of_memory([]) == hf_reference.EXIT_OUT_OF_MEMORY, "not the out-of-memory exit")
 
 
 def main():

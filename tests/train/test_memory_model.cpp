@@ -1,9 +1,9 @@
 // The memory planner against a measurement: the peak of live tensor bytes of real training steps on the CPU
 // (CpuMemoryTracker counts every tensor LibTorch allocates), for t5-small and t5-v1_1-base shapes, fp32 and bf16, tp
 // 1 and 2 (one rank's share, as t5scale-bench --tp-shard builds it), activation checkpointing off, every block and
-// the planner's own choice for a device between the two, two batch sizes, with and without dropout. predict_memory
-// must hold every measured peak within 5%. Each model is built once and stepped in every variant; the peak of a
-// step is counted from the tensors live before its model was built.
+// the planner's own choice for a device between the two, two batch sizes (t5-small), with and without dropout.
+// predict_memory must hold every measured peak within 5%. Each model is built once and stepped in every variant;
+// the peak of a step is counted from the tensors live before its model was built.
 #include <gtest/gtest.h>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -42,7 +42,7 @@ TEST(MemoryModel, PredictedPeakIsWithinFivePercentOfTheMeasuredOne) {
   const std::vector<Shape> shapes = {
       {"t5-small", 256, 64, {1, 4}, -1.0},
       {"t5-small", 128, 32, {2}, 0.0},
-      {"t5-v1_1-base", 128, 32, {1, 2}, -1.0},
+      {"t5-v1_1-base", 64, 16, {2}, -1.0},  // its compute is what costs time here
   };
   double worst = 0.0;
   std::string worst_case;
