@@ -60,11 +60,16 @@ TensorParallelStreamAsDefault::~TensorParallelStreamAsDefault() {
   set_locked_state(def, saved_default_state_);
 }
 
-torch::Tensor dropout_with(const torch::Tensor& input, double p, bool training, at::Generator& generator) {
+torch::Tensor fused_dropout(const torch::Tensor& input, double p, bool training) {
   if (!training || p == 0.0) return input;
   T5S_CHECK(p > 0.0 && p < 1.0, "dropout probability must be in [0, 1), got ", p);
-  const torch::Tensor keep = torch::empty_like(input).bernoulli_(1.0 - p, generator);
-  return input * keep * (1.0 / (1.0 - p));
+  return std::get<0>(at::native_dropout(input, p, /*train=*/true));
+}
+
+torch::Tensor tensor_parallel_dropout(const torch::Tensor& input, double p, bool training, ParallelRng& rng) {
+  if (!training || p == 0.0) return input;
+  TensorParallelStreamAsDefault tensor_parallel_stream(rng);
+  return fused_dropout(input, p, training);
 }
 
 }  // namespace t5scale

@@ -48,7 +48,11 @@ class TensorParallelStreamAsDefault {
   torch::Tensor saved_default_state_;
 };
 
-// Inverted dropout drawing its mask from `generator` (the TP stream); the identity when not training or p == 0.
-torch::Tensor dropout_with(const torch::Tensor& input, double p, bool training, at::Generator& generator);
+// Inverted dropout as one kernel that keeps a one-byte mask for backward (at::native_dropout; fused on CUDA, and the
+// same mask on the CPU), drawing from the device's default generator: the stream all TP ranks share, for replicated
+// activations. The identity when not training or p == 0.
+torch::Tensor fused_dropout(const torch::Tensor& input, double p, bool training);
+// The same drawing from the tensor-parallel stream, for activations split over TP (each rank its own mask).
+torch::Tensor tensor_parallel_dropout(const torch::Tensor& input, double p, bool training, ParallelRng& rng);
 
 }  // namespace t5scale

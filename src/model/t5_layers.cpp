@@ -146,7 +146,7 @@ torch::Tensor T5AttentionImpl::attend(const torch::Tensor& query, const torch::T
   } else {
     const torch::Tensor scores = torch::matmul(query, key.transpose(3, 2)) + bias;  // (B, Hl, T, S)
     torch::Tensor weights = torch::softmax(scores.to(torch::kFloat32), -1).to(scores.scalar_type());
-    weights = dropout_with(weights, dropout_rate, is_training(), rng->tensor_parallel());
+    weights = tensor_parallel_dropout(weights, dropout_rate, is_training(), *rng);
     heads_context = torch::matmul(weights, value);
   }
   const torch::Tensor context = heads_context.transpose(1, 2).contiguous();  // (B, T, Hl, D)
@@ -197,7 +197,7 @@ torch::Tensor T5FeedForwardImpl::forward(const torch::Tensor& hidden) {
   } else {
     inner = torch::gelu(wi_0(region_hidden), "tanh") * wi_1(region_hidden);
   }
-  return wo(dropout_with(inner, dropout_rate, is_training(), rng->tensor_parallel()));
+  return wo(tensor_parallel_dropout(inner, dropout_rate, is_training(), *rng));
 }
 
 // ---- block ----
@@ -222,12 +222,12 @@ torch::Tensor T5BlockImpl::forward(const torch::Tensor& hidden, const torch::Ten
                                    const torch::Tensor& encoder_output, const torch::Tensor& cross_bias) {
   const bool training = is_training();
   torch::Tensor normed = self_attn_norm(hidden);
-  torch::Tensor h = clamp_fp16(hidden + torch::dropout(self_attn(normed, self_bias), dropout_rate, training));
+  torch::Tensor h = clamp_fp16(hidden + fused_dropout(self_attn(normed, self_bias), dropout_rate, training));
   if (is_decoder) {
-    h = clamp_fp16(h + torch::dropout(cross_attn->forward_cross(cross_attn_norm(h), encoder_output, cross_bias),
+    h = clamp_fp16(h + fused_dropout(cross_attn->forward_cross(cross_attn_norm(h), encoder_output, cross_bias),
                                       dropout_rate, training));
   }
-  return clamp_fp16(h + torch::dropout(ff(ff_norm(h)), dropout_rate, training));
+  return clamp_fp16(h + fused_dropout(ff(ff_norm(h)), dropout_rate, training));
 }
 
 torch::Tensor T5BlockImpl::forward_step(const torch::Tensor& hidden, const torch::Tensor& self_bias,
@@ -239,13 +239,13 @@ torch::Tensor T5BlockImpl::forward_step(const torch::Tensor& hidden, const torch
   cache.self_key = cache.self_key.defined() ? torch::cat({cache.self_key, key}, 2) : key;
   cache.self_value = cache.self_value.defined() ? torch::cat({cache.self_value, value}, 2) : value;
   torch::Tensor h = clamp_fp16(
-      hidden + torch::dropout(self_attn->attend(self_attn->project_query(normed), cache.self_key, cache.self_value,
+      hidden + fused_dropout(self_attn->attend(self_attn->project_query(normed), cache.self_key, cache.self_value,
                                                 self_bias),
                               dropout_rate, training));
-  h = clamp_fp16(h + torch::dropout(cross_attn->attend(cross_attn->project_query(cross_attn_norm(h)), cache.cross_key,
+  h = clamp_fp16(h + fused_dropout(cross_attn->attend(cross_attn->project_query(cross_attn_norm(h)), cache.cross_key,
                                                        cache.cross_value, cross_bias),
                                     dropout_rate, training));
-  return clamp_fp16(h + torch::dropout(ff(ff_norm(h)), dropout_rate, training));
+  return clamp_fp16(h + fused_dropout(ff(ff_norm(h)), dropout_rate, training));
 }
 
 }  // namespace t5scale

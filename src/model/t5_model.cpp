@@ -55,7 +55,7 @@ torch::Tensor T5StackImpl::forward(const torch::Tensor& embeddings, const torch:
   const int64_t length = embeddings.size(1);
   // The bias is computed once and shared by all blocks; the mask rides along in it, as in the reference.
   const torch::Tensor self_bias = relative_attention_bias(length, length).to(embeddings.scalar_type()) + self_mask;
-  torch::Tensor hidden = torch::dropout(embeddings, dropout_rate, is_training());
+  torch::Tensor hidden = fused_dropout(embeddings, dropout_rate, is_training());
   const bool checkpointing = checkpoint_every > 0 && is_training() && torch::GradMode::is_enabled();
   for (size_t i = 0; i < blocks->size(); ++i) {
     auto* block = blocks[i]->as<T5BlockImpl>();
@@ -65,7 +65,7 @@ torch::Tensor T5StackImpl::forward(const torch::Tensor& embeddings, const torch:
       hidden = block->forward(hidden, self_bias, encoder_output, cross_mask);
     }
   }
-  return torch::dropout(final_norm(hidden), dropout_rate, is_training());
+  return fused_dropout(final_norm(hidden), dropout_rate, is_training());
 }
 
 // ---- model ----
@@ -177,11 +177,11 @@ torch::Tensor T5ModelImpl::generate_greedy(const torch::Tensor& input_ids, const
     const torch::Tensor last = sequences.narrow(1, step, 1);  // (B, 1)
     // This position attends to itself and every earlier one: no causal mask is needed.
     const torch::Tensor self_bias = decoder->relative_attention_bias(1, step + 1, /*query_offset=*/step).to(dtype);
-    torch::Tensor hidden = torch::dropout(shared(last), decoder->dropout_rate, is_training());
+    torch::Tensor hidden = fused_dropout(shared(last), decoder->dropout_rate, is_training());
     for (size_t i = 0; i < caches.size(); ++i) {
       hidden = decoder->blocks[i]->as<T5BlockImpl>()->forward_step(hidden, self_bias, caches[i], cross_mask);
     }
-    hidden = torch::dropout(decoder->final_norm(hidden), decoder->dropout_rate, is_training());
+    hidden = fused_dropout(decoder->final_norm(hidden), decoder->dropout_rate, is_training());
     const torch::Tensor logits = lm_logits(hidden).select(1, 0).to(torch::kFloat32);  // (B, V / tp)
     torch::Tensor next = vocab_parallel_argmax(logits, vocab_start(), *tp_);
     next = next * unfinished + config_.pad_token_id * (1 - unfinished);

@@ -75,8 +75,8 @@ class StepActivations {
         gated_(c.feed_forward == FeedForwardKind::kGatedGelu),
         tied_(c.tie_word_embeddings),
         fused_attention_(in.on_gpu),
-        // A residual dropout's mask: one byte from the GPU's fused dropout, a tensor of the compute dtype on the CPU.
-        residual_mask_(!dropout_ ? 0.0 : in.on_gpu ? 1.0 : e_),
+        // A dropout's mask: one byte per element (at::native_dropout, on every device).
+        mask_(dropout_ ? 1.0 : 0.0),
         every_(in.checkpoint_every_blocks),
         encoder_blocks_(c.num_layers),
         decoder_blocks_(c.num_decoder_layers) {}
@@ -138,26 +138,28 @@ class StepActivations {
   double norm(double tokens) const { return ((e_ == 2.0 ? 4.0 : 0.0) + 2.0 * e_) * tokens * d_model_; }
 
   // One attention's saved tensors for `queries` x `keys` tokens per row, besides its normed input: q, k, v and the
-  // heads' context for the output projection; explicitly (the CPU) the fp32 softmax, the dropout's keep mask and
-  // the dropped weights (the bf16 weights without dropout); fused (SDPA on the GPU) its output and log-sum-exp.
+  // heads' context for the output projection; explicitly (the CPU) the fp32 softmax, the dropout's mask and the
+  // dropped weights (the bf16 weights without dropout); fused (SDPA on the GPU) its output and log-sum-exp.
   double attention(double queries, double keys) const {
     const double q = e_ * rows_ * queries * inner_, kv = 2.0 * e_ * rows_ * keys * inner_;
     const double context = e_ * rows_ * queries * inner_;
     if (fused_attention_) return q + kv + 2.0 * context + 4.0 * rows_ * heads_ * queries;
-    const double per_score = dropout_ ? (e_ == 2.0 ? 4.0 + 2.0 * e_ : 3.0 * e_) : (e_ == 2.0 ? 6.0 : 4.0);
+    // The fp32 softmax; then what the product with v keeps: the dropped weights (and the mask), else the weights
+    // cast to bf16 (in fp32 the softmax itself).
+    const double per_score = 4.0 + (dropout_ ? mask_ + e_ : e_ == 2.0 ? e_ : 0.0);
     return q + kv + context + per_score * rows_ * heads_ * queries * keys;
   }
 
-  // The feed-forward's saved tensors: relu's output (with dropout its keep mask and the dropped values); gated GELU
-  // both projections and the GELU (with dropout the keep mask and the dropped product, else the product).
+  // The feed-forward's saved tensors: relu's output; gated GELU both projections and the GELU; then the input of
+  // the output projection (with dropout: its mask and the dropped values; else relu's output itself, or the product).
   double feed_forward(double tokens) const {
-    const double per_token = gated_ ? (dropout_ ? 5.0 : 4.0) : (dropout_ ? 3.0 : 1.0);
-    return per_token * e_ * tokens * d_ff_;
+    const double per_token = gated_ ? 3.0 * e_ + (dropout_ ? mask_ + e_ : e_) : e_ + (dropout_ ? mask_ + e_ : 0.0);
+    return per_token * tokens * d_ff_;
   }
 
   // A sub-layer around `inner`: its input (the residual stream), its norm, and the residual dropout's mask.
   double sub_layer(double tokens, double inner) const {
-    return e_ * tokens * d_model_ + norm(tokens) + inner + residual_mask_ * tokens * d_model_;
+    return e_ * tokens * d_model_ + norm(tokens) + inner + mask_ * tokens * d_model_;
   }
 
   double encoder_block() const {
@@ -184,7 +186,7 @@ class StepActivations {
   // head's scaled input for the decoder); fused attention keeps the stack's position bias, saved by every block.
   double stack_level(double length, bool lm_head_input) const {
     const double tokens = rows_ * length;
-    double bytes = 2.0 * residual_mask_ * tokens * d_model_ + e_ * tokens * d_model_ + norm(tokens) +
+    double bytes = 2.0 * mask_ * tokens * d_model_ + e_ * tokens * d_model_ + norm(tokens) +
                    (lm_head_input ? e_ * tokens * d_model_ : 0.0);
     if (fused_attention_) {
       // The encoder's bias carries the padding mask of each row, (B, H, S, S); the decoder's is (1, H, T, T).
@@ -195,7 +197,7 @@ class StepActivations {
 
   double e_, rows_, source_, target_, d_model_, heads_, inner_, d_ff_, vocab_;
   bool dropout_, gated_, tied_, fused_attention_;
-  double residual_mask_;
+  double mask_;
   int64_t every_, encoder_blocks_, decoder_blocks_;
 };
 
