@@ -1,0 +1,124 @@
+// The ATen operators one T5 block dispatches in a training step, forward and backward, counted through
+// RecordFunction on the CPU (every operator, nested ones included: a composite that decomposes into more kernels
+// counts them). The counts are the hot path's size: a change that adds kernels to it fails here and has to say so by
+// changing the expectation. Counted for an encoder and a decoder block of t5-v1_1's structure (gated GELU) with
+// dropout, both attention kernels, fp32; the failure lists every operator by name and count. The expectations hold for
+// LibTorch 2.11's decompositions.
+#include <ATen/record_function.h>
+#include <gtest/gtest.h>
+#include <torch/version.h>
+
+#include <map>
+#include <sstream>
+
+#include "core/check.h"
+#include "model/parallel_rng.h"
+#include "model/t5_layers.h"
+#include "support/test_support.h"
+
+namespace t5scale {
+namespace {
+
+// The ATen operators dispatched on this thread while it lives, by name.
+class OperatorCount {
+ public:
+  OperatorCount() {
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(
+            [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+              const std::string name = fn.name();
+              if (name.rfind("aten::", 0) == 0) ++counts()[name];
+              return nullptr;
+            })
+            .scopes({at::RecordScope::FUNCTION}));
+  }
+  ~OperatorCount() { at::removeCallback(handle_); }
+  OperatorCount(const OperatorCount&) = delete;
+  OperatorCount& operator=(const OperatorCount&) = delete;
+
+  static std::map<std::string, int>& counts() {
+    static thread_local std::map<std::string, int> by_name;
+    return by_name;
+  }
+  static int total() {
+    int sum = 0;
+    for (const auto& [name, count] : counts()) sum += count;
+    return sum;
+  }
+  static std::string listing() {
+    std::ostringstream out;
+    for (const auto& [name, count] : counts()) out << "  " << name << " " << count << "\n";
+    return out.str();
+  }
+
+ private:
+  at::CallbackHandle handle_;
+};
+
+struct Counted {
+  int forward = 0, backward = 0;
+  std::string forward_listing, backward_listing;
+};
+
+Counted count_block_step(bool decoder, AttentionKernel kernel) {
+  ModelConfig config = tiny_model_config(64);
+  config.feed_forward = FeedForwardKind::kGatedGelu;
+  config.dropout_rate = 0.1;
+  auto rng = std::make_shared<ParallelRng>(3, /*tp_rank=*/0);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32);
+  T5Block block(config, decoder, std::make_shared<SoloCommunicator>("tp"), rng, options);
+  for (const auto& module : block->modules()) {
+    if (auto* attention = module->as<T5AttentionImpl>()) attention->kernel = kernel;
+  }
+  block->train();
+  const int64_t rows = 2, length = 6;
+  const torch::Tensor hidden = torch::randn({rows, length, config.d_model}, options).requires_grad_(true);
+  const torch::Tensor bias = torch::randn({1, config.num_heads, length, length}, options).requires_grad_(true);
+  const torch::Tensor encoder_output = torch::randn({rows, length, config.d_model}, options).requires_grad_(true);
+  const torch::Tensor cross_mask = torch::zeros({rows, 1, 1, length}, options);
+  Counted counted;
+  torch::Tensor output;
+  {
+    OperatorCount count;
+    OperatorCount::counts().clear();
+    output = block->forward(hidden, bias, decoder ? encoder_output : torch::Tensor(),
+                            decoder ? cross_mask : torch::Tensor());
+    counted.forward = OperatorCount::total();
+    counted.forward_listing = OperatorCount::listing();
+  }
+  const torch::Tensor upstream = torch::ones_like(output);
+  {
+    OperatorCount count;
+    OperatorCount::counts().clear();
+    output.backward(upstream);
+    counted.backward = OperatorCount::total();
+    counted.backward_listing = OperatorCount::listing();
+  }
+  return counted;
+}
+
+TEST(OperatorCounts, OneBlockForwardAndBackward) {
+  struct Expected {
+    bool decoder;
+    AttentionKernel kernel;
+    int forward, backward;
+  };
+  const Expected expected[] = {
+      {false, AttentionKernel::kExplicit, 240, 375},
+      {false, AttentionKernel::kSdpa, 256, 376},
+      {true, AttentionKernel::kExplicit, 397, 607},
+      {true, AttentionKernel::kSdpa, 429, 609},
+  };
+  for (const Expected& e : expected) {
+    const Counted counted = count_block_step(e.decoder, e.kernel);
+    const std::string which = msg(e.decoder ? "decoder" : "encoder", " block, ",
+                                  e.kernel == AttentionKernel::kSdpa ? "sdpa" : "explicit", " attention (LibTorch ",
+                                  TORCH_VERSION, ")");
+    std::printf("%s: forward %d, backward %d operators\n", which.c_str(), counted.forward, counted.backward);
+    EXPECT_EQ(counted.forward, e.forward) << which << ", forward:\n" << counted.forward_listing;
+    EXPECT_EQ(counted.backward, e.backward) << which << ", backward:\n" << counted.backward_listing;
+  }
+}
+
+}  // namespace
+}  // namespace t5scale
