@@ -11,9 +11,9 @@ namespace {
 
 struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
   // Custom functions take no undefined tensors: an encoder block gets empty placeholders for the cross-attention
-  // inputs and has_cross = false.
+  // inputs and has_cross = false; a decoder block of an unpadded batch one for its cross mask, has_cross_bias false.
   static torch::Tensor forward(AutogradContext* ctx, T5BlockImpl* block, ParallelRng* rng, bool has_cross,
-                               const torch::Tensor& hidden, const torch::Tensor& self_bias,
+                               bool has_cross_bias, const torch::Tensor& hidden, const torch::Tensor& self_bias,
                                const torch::Tensor& encoder_output, const torch::Tensor& cross_bias) {
     const ParallelRng::State state = rng->get_state();
     save_object(ctx, "block", block);
@@ -21,13 +21,15 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
     ctx->saved_data["default_generator"] = state.default_generator;
     ctx->saved_data["tensor_parallel_generator"] = state.tensor_parallel;
     ctx->saved_data["has_cross"] = has_cross;
+    ctx->saved_data["has_cross_bias"] = has_cross_bias;
     // Which inputs the forward saw requiring grad: the recompute gives them exactly these flags (a mask that
     // required grad in the recompute only would send SDPA to another backend, with other dropout masks).
     ctx->saved_data["requires_grad"] = c10::List<bool>({hidden.requires_grad(), self_bias.requires_grad(),
                                                         encoder_output.requires_grad(), cross_bias.requires_grad()});
     ctx->save_for_backward({hidden, self_bias, encoder_output, cross_bias});
     torch::NoGradGuard no_grad;
-    return has_cross ? block->forward(hidden, self_bias, encoder_output, cross_bias) : block->forward(hidden, self_bias);
+    if (!has_cross) return block->forward(hidden, self_bias);
+    return block->forward(hidden, self_bias, encoder_output, has_cross_bias ? cross_bias : torch::Tensor());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -36,6 +38,7 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
     const bool has_cross = ctx->saved_data["has_cross"].toBool();
     auto saved = ctx->get_saved_variables();
     if (!has_cross) saved[2] = saved[3] = torch::Tensor();
+    if (!ctx->saved_data["has_cross_bias"].toBool()) saved[3] = torch::Tensor();
 
     // Recompute with the forward's RNG states, then give the generators back the states they have now.
     const ParallelRng::State now = rng->get_state();
@@ -55,7 +58,7 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
 
     // Parameters' gradients accumulate as in any backward; the inputs' gradients are returned.
     torch::autograd::backward({output}, {grad_outputs[0]});
-    variable_list grads = {torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    variable_list grads = {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     for (const auto& t : inputs) grads.push_back(t.defined() ? t.grad() : torch::Tensor());
     return grads;
   }
@@ -66,10 +69,10 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
 torch::Tensor checkpointed_block_forward(T5BlockImpl& block, ParallelRng& rng, const torch::Tensor& hidden,
                                          const torch::Tensor& self_bias, const torch::Tensor& encoder_output,
                                          const torch::Tensor& cross_bias) {
-  const bool has_cross = encoder_output.defined();
+  const bool has_cross = encoder_output.defined(), has_cross_bias = has_cross && cross_bias.defined();
   const torch::Tensor absent = torch::empty({0}, hidden.options());
-  return CheckpointedBlock::apply(&block, &rng, has_cross, hidden, self_bias, has_cross ? encoder_output : absent,
-                                  has_cross ? cross_bias : absent);
+  return CheckpointedBlock::apply(&block, &rng, has_cross, has_cross_bias, hidden, self_bias,
+                                  has_cross ? encoder_output : absent, has_cross_bias ? cross_bias : absent);
 }
 
 }  // namespace t5scale

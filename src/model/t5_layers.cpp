@@ -142,9 +142,11 @@ torch::Tensor T5AttentionImpl::attend(const torch::Tensor& query, const torch::T
     const double p = is_training() ? dropout_rate : 0.0;
     std::optional<TensorParallelStreamAsDefault> tp_stream;
     if (p > 0.0) tp_stream.emplace(*rng);
-    heads_context = at::scaled_dot_product_attention(query, key, value, bias, p, /*is_causal=*/false, /*scale=*/1.0);
+    const std::optional<torch::Tensor> mask = bias.defined() ? std::optional<torch::Tensor>(bias) : std::nullopt;
+    heads_context = at::scaled_dot_product_attention(query, key, value, mask, p, /*is_causal=*/false, /*scale=*/1.0);
   } else {
-    const torch::Tensor scores = torch::matmul(query, key.transpose(3, 2)) + bias;  // (B, Hl, T, S)
+    torch::Tensor scores = torch::matmul(query, key.transpose(3, 2));  // (B, Hl, T, S)
+    if (bias.defined()) scores = scores + bias;
     torch::Tensor weights = torch::softmax(scores.to(torch::kFloat32), -1).to(scores.scalar_type());
     weights = tensor_parallel_dropout(weights, dropout_rate, is_training(), *rng);
     heads_context = torch::matmul(weights, value);

@@ -26,6 +26,7 @@ double lowest_value(torch::ScalarType dtype) {
 }  // namespace
 
 torch::Tensor padding_additive_mask(const torch::Tensor& attention_mask, torch::ScalarType dtype) {
+  if (!attention_mask.defined()) return torch::Tensor();
   const torch::Tensor mask = attention_mask.to(dtype).unsqueeze(1).unsqueeze(1);
   return (1.0 - mask) * lowest_value(dtype);
 }
@@ -53,8 +54,10 @@ T5StackImpl::T5StackImpl(const ModelConfig& config, bool is_decoder_, Communicat
 torch::Tensor T5StackImpl::forward(const torch::Tensor& embeddings, const torch::Tensor& self_mask,
                                    const torch::Tensor& encoder_output, const torch::Tensor& cross_mask) {
   const int64_t length = embeddings.size(1);
-  // The bias is computed once and shared by all blocks; the mask rides along in it, as in the reference.
-  const torch::Tensor self_bias = relative_attention_bias(length, length).to(embeddings.scalar_type()) + self_mask;
+  // The bias is computed once and shared by all blocks; the mask rides along in it, as in the reference. Without a
+  // mask (nothing padded) it stays (1, H, L, L), broadcast over the rows.
+  torch::Tensor self_bias = relative_attention_bias(length, length).to(embeddings.scalar_type());
+  if (self_mask.defined()) self_bias = self_bias + self_mask;
   torch::Tensor hidden = fused_dropout(embeddings, dropout_rate, is_training());
   const bool checkpointing = checkpoint_every > 0 && is_training() && torch::GradMode::is_enabled();
   for (size_t i = 0; i < blocks->size(); ++i) {

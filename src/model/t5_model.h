@@ -53,6 +53,8 @@ class T5ModelImpl : public torch::nn::Module {
   // The attention kernel of every attention layer (default: default_attention_kernel of the parameters' device).
   void set_attention_kernel(AttentionKernel kernel);
 
+  // attention_mask (B, S): 1 for a token, 0 for padding; an undefined tensor when nothing is padded, so that the
+  // encoder's position bias stays (1, H, S, S), broadcast over the rows, and cross-attention has no mask at all.
   torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);  // (B, S, C)
   // This rank's slice of the logits, (B, T, V / tp), for vocabulary ids [vocab_start(), vocab_start() + V / tp).
   torch::Tensor decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& encoder_output,
@@ -95,7 +97,8 @@ class T5ModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(T5Model);
 
-// Additive attention masks in the compute dtype: 0 where attended, the dtype's lowest value where not.
+// Additive attention masks in the compute dtype: 0 where attended, the dtype's lowest value where not; the padding
+// mask of an undefined attention_mask (nothing padded) is undefined.
 torch::Tensor padding_additive_mask(const torch::Tensor& attention_mask, torch::ScalarType dtype);  // (B, 1, 1, S)
 torch::Tensor causal_additive_mask(int64_t length, torch::ScalarType dtype, torch::Device device);   // (1, 1, T, T)
 

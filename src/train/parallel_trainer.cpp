@@ -205,8 +205,11 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
   for (size_t i = 0; i < micro_batches.size(); ++i) {
     const Seq2SeqBatch& batch = micro_batches[i];
     gradients_->begin_micro_batch(i + 1 == micro_batches.size());
+    // Nothing padded (read on the host, no device wait): no mask, so that the position bias is not materialised per
+    // row and cross-attention runs without one.
+    const bool padded = !batch.attention_mask.is_cpu() || !batch.attention_mask.all().item<bool>();
     const torch::Tensor logits =
-        model_->forward(batch.input_ids.to(device), batch.attention_mask.to(device),
+        model_->forward(batch.input_ids.to(device), padded ? batch.attention_mask.to(device) : torch::Tensor(),
                         model_->shift_right(batch.labels).to(device));
     const torch::Tensor summed = model_->token_losses(logits, batch.labels.to(device)).sum();
     clock.end(kForward);

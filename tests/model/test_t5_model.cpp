@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/check.h"
 #include "model/t5_layers.h"
 #include "model/parallel_rng.h"
 #include "model/t5_model.h"
@@ -146,6 +147,48 @@ TEST(T5Model, CheckpointedStepWithDropoutEqualsTheStepWithout) {
       EXPECT_TRUE(torch::equal(results[1].at(name), expected))
           << name << " (kernel " << static_cast<int>(kernel) << ") differs with checkpointing by up to "
           << (results[1].at(name) - expected).abs().max().item<double>();
+    }
+  }
+}
+
+// Nothing padded: the model run without a mask (the trainer's choice then, which keeps the position bias broadcast
+// over the rows and lets cross-attention go without one) equals the run with the all-ones mask, bit for bit: logits
+// and every gradient but the position biases' (summed in another order: 1e-6 of their largest element), with
+// dropout, both attention kernels, with and without activation checkpointing.
+TEST(T5Model, AnUnpaddedBatchNeedsNoMask) {
+  for (const AttentionKernel kernel : {AttentionKernel::kSdpa, AttentionKernel::kExplicit}) {
+    for (const int every : {0, 1}) {
+      const ModelConfig config = small_config(FeedForwardKind::kRelu, true);
+      const torch::Tensor ids = torch::randint(3, 50, {2, 7});
+      const torch::Tensor labels = torch::randint(3, 50, {2, 5});
+      std::map<std::string, torch::Tensor> results[2];
+      for (int masked : {0, 1}) {
+        torch::manual_seed(8);
+        auto rng = std::make_shared<ParallelRng>(6, /*tp_rank=*/0);
+        T5Model model(config, solo(), torch::kFloat32, rng);
+        model->initialize_weights(2);
+        model->set_attention_kernel(kernel);
+        model->set_activation_checkpointing(every);
+        model->train();
+        const torch::Tensor mask = masked ? torch::ones({2, 7}, torch::kLong) : torch::Tensor();
+        const torch::Tensor logits = model->forward(ids, mask, model->shift_right(labels));
+        model->token_losses(logits, labels).sum().backward();
+        results[masked]["logits"] = logits.detach();
+        for (const auto& item : model->named_parameters()) results[masked][item.key() + ".grad"] = item.value().grad();
+      }
+      for (const auto& [name, expected] : results[1]) {
+        const torch::Tensor& got = results[0].at(name);
+        const std::string which = msg(name, " (kernel ", static_cast<int>(kernel), ", checkpoint every ", every, ")");
+        if (name.find("relative_attention_bias") != std::string::npos) {
+          // The bias's gradient is summed over the rows inside each block when the bias is broadcast, after all
+          // blocks when it is per row: the same sum in another fp32 order.
+          const double scale = expected.abs().max().item<double>();
+          EXPECT_LE((got - expected).abs().max().item<double>(), 1e-6 * scale) << which;
+        } else {
+          EXPECT_TRUE(torch::equal(got, expected))
+              << which << " differs without the mask by up to " << (got - expected).abs().max().item<double>();
+        }
+      }
     }
   }
 }
