@@ -98,7 +98,6 @@ bool CpuMemoryTracker::install() {
 bool CpuMemoryTracker::installed() { return is_installed; }
 int64_t CpuMemoryTracker::live_bytes() { return live.load(); }
 int64_t CpuMemoryTracker::peak_bytes() { return peak.load(); }
-void CpuMemoryTracker::reset_peak() { peak.store(live.load()); }
 void CpuMemoryTracker::start_window() { window_peak.store(live.load()); }
 int64_t CpuMemoryTracker::window_peak_bytes() { return window_peak.load(); }
 

@@ -4,9 +4,9 @@
 // measurement the memory planner is checked against (t5scale-bench's measured_peak_bytes, unit.memory_model).
 //
 //   CpuMemoryTracker::install();           // before the tensors to be counted are made
-//   CpuMemoryTracker::reset_peak();        // the peak from now on starts at what is live now
+//   CpuMemoryTracker::start_window();      // a window's peak starts at what is live now
 //   ... a step ...
-//   int64_t peak = CpuMemoryTracker::peak_bytes();
+//   int64_t peak = CpuMemoryTracker::window_peak_bytes();
 //
 // Counted: the bytes each allocation asked for (not the allocator's rounding or the pages it touched), of tensors
 // made after install(); tensors made before it are neither counted nor uncounted when freed.
@@ -23,8 +23,7 @@ class CpuMemoryTracker {
   static bool install();
   static bool installed();
   static int64_t live_bytes();
-  static int64_t peak_bytes();
-  static void reset_peak();
+  static int64_t peak_bytes();  // since install()
   // A second peak, over a window the caller opens (the phases of a training step), apart from peak_bytes().
   static void start_window();
   static int64_t window_peak_bytes();

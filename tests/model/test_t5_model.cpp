@@ -117,6 +117,25 @@ TEST(T5Model, DropoutIsActiveOnlyInTraining) {
   EXPECT_FALSE(torch::equal(model->forward(ids, mask, ids), model->forward(ids, mask, ids)));
 }
 
+// One training step of a freshly built model (weights and dropout streams from the seeds): its logits and every
+// parameter's gradient, by name ("logits", "<parameter>.grad").
+std::map<std::string, torch::Tensor> training_step(const ModelConfig& config, AttentionKernel kernel,
+                                                   int64_t checkpoint_every, uint64_t seed, const torch::Tensor& ids,
+                                                   const torch::Tensor& mask, const torch::Tensor& labels) {
+  torch::manual_seed(seed);
+  auto rng = std::make_shared<ParallelRng>(seed + 1, /*tp_rank=*/0);
+  T5Model model(config, solo(), torch::kFloat32, rng);
+  model->initialize_weights(seed + 2);
+  model->set_attention_kernel(kernel);
+  model->set_activation_checkpointing(checkpoint_every);
+  model->train();
+  const torch::Tensor logits = model->forward(ids, mask, model->shift_right(labels));
+  model->token_losses(logits, labels).sum().backward();
+  std::map<std::string, torch::Tensor> results = {{"logits", logits.detach()}};
+  for (const auto& item : model->named_parameters()) results[item.key() + ".grad"] = item.value().grad();
+  return results;
+}
+
 // Activation checkpointing recomputes a block exactly as its forward ran: the same inputs with the same
 // requires-grad flags (the attention backend depends on them, and backends draw different dropout masks), the same
 // generator states. So a training step with dropout is the same, bit for bit, with and without it; padded inputs make
@@ -129,24 +148,12 @@ TEST(T5Model, CheckpointedStepWithDropoutEqualsTheStepWithout) {
     torch::Tensor mask = torch::ones({2, 7}, torch::kLong);
     mask.index_put_({1, torch::indexing::Slice(4, torch::indexing::None)}, 0);
     const torch::Tensor labels = torch::randint(3, 50, {2, 5});
-    std::map<std::string, torch::Tensor> results[2];
-    for (int every : {0, 1}) {
-      torch::manual_seed(21);
-      auto rng = std::make_shared<ParallelRng>(5, /*tp_rank=*/0);
-      T5Model model(config, solo(), torch::kFloat32, rng);
-      model->initialize_weights(4);
-      model->set_attention_kernel(kernel);
-      model->set_activation_checkpointing(every);
-      model->train();
-      const torch::Tensor logits = model->forward(ids, mask, model->shift_right(labels));
-      model->token_losses(logits, labels).sum().backward();
-      results[every]["logits"] = logits.detach();
-      for (const auto& item : model->named_parameters()) results[every][item.key() + ".grad"] = item.value().grad();
-    }
-    for (const auto& [name, expected] : results[0]) {
-      EXPECT_TRUE(torch::equal(results[1].at(name), expected))
+    const auto plain = training_step(config, kernel, 0, 21, ids, mask, labels);
+    const auto checkpointed = training_step(config, kernel, 1, 21, ids, mask, labels);
+    for (const auto& [name, expected] : plain) {
+      EXPECT_TRUE(torch::equal(checkpointed.at(name), expected))
           << name << " (kernel " << static_cast<int>(kernel) << ") differs with checkpointing by up to "
-          << (results[1].at(name) - expected).abs().max().item<double>();
+          << (checkpointed.at(name) - expected).abs().max().item<double>();
     }
   }
 }
@@ -156,28 +163,15 @@ TEST(T5Model, CheckpointedStepWithDropoutEqualsTheStepWithout) {
 // and every gradient but the position biases' (summed in another order: 1e-6 of their largest element), with
 // dropout, both attention kernels, with and without activation checkpointing.
 TEST(T5Model, AnUnpaddedBatchNeedsNoMask) {
+  const ModelConfig config = small_config(FeedForwardKind::kRelu, true);
+  const torch::Tensor ids = torch::randint(3, 50, {2, 7});
+  const torch::Tensor labels = torch::randint(3, 50, {2, 5});
   for (const AttentionKernel kernel : {AttentionKernel::kSdpa, AttentionKernel::kExplicit}) {
     for (const int every : {0, 1}) {
-      const ModelConfig config = small_config(FeedForwardKind::kRelu, true);
-      const torch::Tensor ids = torch::randint(3, 50, {2, 7});
-      const torch::Tensor labels = torch::randint(3, 50, {2, 5});
-      std::map<std::string, torch::Tensor> results[2];
-      for (int masked : {0, 1}) {
-        torch::manual_seed(8);
-        auto rng = std::make_shared<ParallelRng>(6, /*tp_rank=*/0);
-        T5Model model(config, solo(), torch::kFloat32, rng);
-        model->initialize_weights(2);
-        model->set_attention_kernel(kernel);
-        model->set_activation_checkpointing(every);
-        model->train();
-        const torch::Tensor mask = masked ? torch::ones({2, 7}, torch::kLong) : torch::Tensor();
-        const torch::Tensor logits = model->forward(ids, mask, model->shift_right(labels));
-        model->token_losses(logits, labels).sum().backward();
-        results[masked]["logits"] = logits.detach();
-        for (const auto& item : model->named_parameters()) results[masked][item.key() + ".grad"] = item.value().grad();
-      }
-      for (const auto& [name, expected] : results[1]) {
-        const torch::Tensor& got = results[0].at(name);
+      const auto masked = training_step(config, kernel, every, 8, ids, torch::ones({2, 7}, torch::kLong), labels);
+      const auto unmasked = training_step(config, kernel, every, 8, ids, torch::Tensor(), labels);
+      for (const auto& [name, expected] : masked) {
+        const torch::Tensor& got = unmasked.at(name);
         const std::string which = msg(name, " (kernel ", static_cast<int>(kernel), ", checkpoint every ", every, ")");
         if (name.find("relative_attention_bias") != std::string::npos) {
           // The bias's gradient is summed over the rows inside each block when the bias is broadcast, after all
