@@ -30,12 +30,17 @@ void RMSNormImpl::reset() {
 }
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& hidden) {
-  const torch::Tensor variance = hidden.to(torch::kFloat32).pow(2).mean(-1, /*keepdim=*/true);
-  torch::Tensor normed = hidden * torch::rsqrt(variance + eps);
-  if (weight.scalar_type() == torch::kHalf || weight.scalar_type() == torch::kBFloat16) {
-    normed = normed.to(weight.scalar_type());
+  if (hidden.scalar_type() == torch::kFloat64) {
+    // T5's own formula, variance in fp32 even for fp64 inputs as transformers computes it: fp64 models exist to
+    // check t5scale against transformers and against itself to 1e-10.
+    const torch::Tensor variance = hidden.to(torch::kFloat32).pow(2).mean(-1, /*keepdim=*/true);
+    return weight * (hidden * torch::rsqrt(variance + eps));
   }
-  return weight * normed;
+  // One kernel forward and one backward on CUDA (ATen's fused RMSNorm, which keeps only its input and a fp32 rstd
+  // per row); the variance is accumulated in fp32. fp32 gives T5's values bit for bit; in bf16 and fp16 the product
+  // with the weight is taken in fp32 before the one rounding, where T5 rounds the normalised value first (one
+  // rounding apart).
+  return at::rms_norm(hidden, {dim}, weight, eps);
 }
 
 std::vector<ParameterLayout> RMSNormImpl::parameter_layouts() const { return {{"weight", {dim}, -1}}; }

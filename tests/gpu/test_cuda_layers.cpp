@@ -5,11 +5,13 @@
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 #include "gpu/gpu_test_support.h"
 #include "model/parallel_layers.h"
 #include "model/parallel_rng.h"
+#include "model/t5_layers.h"
 #include "model/t5_model.h"
 #include "model/vocab_parallel_cross_entropy.h"
 #include "support/test_support.h"
@@ -88,6 +90,29 @@ TEST(CudaLayers, RowParallelLinear) {
         return RowParallelLinear(RowParallelLinearOptions(64, 40).param_options(options), tp);
       },
       seeded({3, 7, 64}, 2), 20);
+}
+
+// RMSNorm on CUDA runs ATen's fused kernel (one each way); the CPU's fp64 reference is T5's formula.
+TEST(CudaLayers, RMSNorm) {
+  expect_cuda_matches_cpu(
+      "rms-norm",
+      [](torch::TensorOptions options, CommunicatorPtr) { return RMSNorm(64, 1e-6, options); },
+      seeded({3, 7, 64}, 7) * 2.0, 70);
+}
+
+// In bf16 the fused kernel computes T5's norm in fp32 and rounds once, as on the CPU: at most one bf16 unit apart
+// from the CPU's result (the fp32 sums may be added in another order).
+TEST(CudaLayers, RMSNormBf16RoundsOnce) {
+  RMSNorm cpu_norm(256, 1e-6, torch::TensorOptions().dtype(torch::kBFloat16));
+  RMSNorm cuda_norm(256, 1e-6, torch::TensorOptions().dtype(torch::kBFloat16).device(gpu_grid().device()));
+  copy_parameters(*cpu_norm, *cuda_norm);
+  const torch::Tensor x = (seeded({4, 9, 256}, 8) * 3.0).to(torch::kBFloat16);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor on_cpu_result = cpu_norm(x).to(torch::kFloat64);
+  const torch::Tensor on_cuda_result = cuda_norm(x.to(gpu_grid().device())).cpu().to(torch::kFloat64);
+  const torch::Tensor apart =
+      (on_cuda_result - on_cpu_result).abs() / torch::maximum(on_cpu_result.abs(), on_cuda_result.abs()).clamp_min(1e-30);
+  EXPECT_LE(apart.max().item<double>(), std::ldexp(1.0, -7));
 }
 
 TEST(CudaLayers, VocabParallelEmbedding) {

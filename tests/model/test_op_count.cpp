@@ -103,11 +103,13 @@ TEST(OperatorCounts, OneBlockForwardAndBackward) {
     AttentionKernel kernel;
     int forward, backward;
   };
+  // The norms count as their CPU composite here (aten::rms_norm, then _fused_rms_norm and the operators it is made
+  // of); on CUDA the same call is one kernel forward and one backward.
   const Expected expected[] = {
-      {false, AttentionKernel::kExplicit, 240, 375},
-      {false, AttentionKernel::kSdpa, 256, 376},
-      {true, AttentionKernel::kExplicit, 397, 607},
-      {true, AttentionKernel::kSdpa, 429, 609},
+      {false, AttentionKernel::kExplicit, 248, 375},
+      {false, AttentionKernel::kSdpa, 264, 376},
+      {true, AttentionKernel::kExplicit, 409, 607},
+      {true, AttentionKernel::kSdpa, 441, 609},
   };
   for (const Expected& e : expected) {
     const Counted counted = count_block_step(e.decoder, e.kernel);

@@ -383,6 +383,63 @@ TEST(T5Model, BackwardAllReducesOncePerTensorParallelRegion) {
   }
 }
 
+// transformers' T5LayerNorm, written as transformers writes it: variance in fp32, the normalised value rounded to a
+// half-precision weight's dtype before the product.
+torch::Tensor transformers_t5_layer_norm(const torch::Tensor& hidden, const torch::Tensor& weight, double eps) {
+  const torch::Tensor variance = hidden.to(torch::kFloat32).pow(2).mean(-1, /*keepdim=*/true);
+  torch::Tensor normed = hidden * torch::rsqrt(variance + eps);
+  if (weight.scalar_type() == torch::kHalf || weight.scalar_type() == torch::kBFloat16) {
+    normed = normed.to(weight.scalar_type());
+  }
+  return weight * normed;
+}
+
+// RMSNorm goes through at::rms_norm (one fused kernel each way on CUDA) except in fp64. fp32: transformers' values
+// and gradients bit for bit; fp64: its formula; bf16 and fp16: T5's norm computed in fp32 and rounded once, so one
+// rounding (one unit in the last place) from transformers', which rounds twice.
+TEST(T5Model, RMSNormIsT5sNorm) {
+  const double eps = 1e-6;
+  for (const auto dtype : {torch::kFloat32, torch::kFloat64, torch::kBFloat16, torch::kHalf}) {
+    const auto options = torch::TensorOptions().dtype(dtype);
+    RMSNorm norm(96, eps, options);
+    torch::Tensor x;
+    torch::Tensor w;
+    {
+      torch::NoGradGuard no_grad;
+      auto g = at::make_generator<at::CPUGeneratorImpl>(17);
+      norm->weight.copy_(at::normal(1.0, 0.5, {96}, g));
+      x = (at::normal(0.0, 3.0, {3, 5, 96}, g)).to(dtype);
+      w = norm->weight.detach().clone();
+    }
+    const torch::Tensor upstream = torch::randn({3, 5, 96}).to(dtype);
+    const torch::Tensor x1 = x.clone().requires_grad_(true);
+    const torch::Tensor y = norm(x1);
+    (y * upstream).sum().backward();
+    const torch::Tensor x2 = x.clone().requires_grad_(true);
+    const torch::Tensor w2 = w.clone().requires_grad_(true);
+    const torch::Tensor reference = transformers_t5_layer_norm(x2, w2, eps);
+    (reference * upstream).sum().backward();
+    ASSERT_EQ(y.scalar_type(), dtype);
+    if (dtype == torch::kFloat32 || dtype == torch::kFloat64) {
+      EXPECT_TRUE(torch::equal(y, reference)) << c10::toString(dtype) << " worst " << (y - reference).abs().max();
+      EXPECT_TRUE(torch::equal(x1.grad(), x2.grad())) << c10::toString(dtype) << " worst "
+                                                      << (x1.grad() - x2.grad()).abs().max();
+      EXPECT_TRUE(torch::equal(norm->weight.grad(), w2.grad())) << c10::toString(dtype);
+      continue;
+    }
+    const torch::Tensor rounded_once =
+        transformers_t5_layer_norm(x.to(torch::kFloat32), w.to(torch::kFloat32), eps).to(dtype);
+    EXPECT_TRUE(torch::equal(y, rounded_once)) << c10::toString(dtype);
+    // One unit in the last place of the larger of the two: 2^-7 relative for bf16, 2^-10 for fp16.
+    const double ulp = dtype == torch::kBFloat16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10);
+    const torch::Tensor ours = y.to(torch::kFloat64), theirs = reference.detach().to(torch::kFloat64);
+    const torch::Tensor apart = (ours - theirs).abs() / torch::maximum(ours.abs(), theirs.abs()).clamp_min(1e-30);
+    EXPECT_LE(apart.max().item<double>(), ulp) << c10::toString(dtype);
+    EXPECT_GT(apart.max().item<double>(), 0.0) << c10::toString(dtype) << ": no rounding apart at all, is the "
+                                                  "fused norm in use?";
+  }
+}
+
 // transformers' T5 clamps fp16 hidden states to 65504 - 1000 when any is infinite, else to 65504; other dtypes pass.
 TEST(T5Model, Fp16ClampFollowsTransformers) {
   const torch::Tensor finite = torch::tensor({1.0, 65504.0, -65504.0}).to(torch::kHalf);
