@@ -81,7 +81,8 @@ double DistributedAdafactor::relative_step_size(int64_t step, double learning_ra
   return std::min(min_step, 1.0 / std::sqrt(static_cast<double>(step)));
 }
 
-double DistributedAdafactor::update(double learning_rate) {
+double DistributedAdafactor::update(double learning_rate, const torch::Tensor& grad_scale) {
+  scale_gradients(grad_scale);
   const auto& slots = gradients_.slots();
   const double step_size = relative_step_size(step_count_, learning_rate);
   const double beta2t = 1.0 - std::pow(static_cast<double>(step_count_), options_.decay_rate);

@@ -48,7 +48,7 @@ class DistributedAdafactor final : public DistributedOptimizer {
   ParameterLayout state_layout(const ParameterLayout& parameter, const std::string& kind) const override;
 
  protected:
-  double update(double learning_rate) override;
+  double update(double learning_rate, const torch::Tensor& grad_scale) override;
   OptimizerState own_state() override;
 
  private:

@@ -58,9 +58,13 @@ DistributedAdamW::DistributedAdamW(GradientBuckets& gradients, const ProcessGrid
   }
 }
 
-double DistributedAdamW::update(double learning_rate) {
+double DistributedAdamW::update(double learning_rate, const torch::Tensor& grad_scale) {
+  // The fused kernel divides the gradients by a fp32 grad_scale as it reads them (and stores the quotient back):
+  // the clipping factor and 1 / loss scale ride in that pass. fp64 masters keep the multiplication in fp64.
+  const bool fold = fused_ && !master_.empty() && master_[0].scalar_type() == torch::kFloat32;
+  if (!fold) scale_gradients(grad_scale);
   if (fused_) {
-    update_fused(learning_rate);
+    update_fused(learning_rate, fold && grad_scale.defined() ? grad_scale.reciprocal() : torch::Tensor());
   } else {
     update_whole_buckets(learning_rate);
   }
@@ -68,7 +72,7 @@ double DistributedAdamW::update(double learning_rate) {
   return learning_rate;
 }
 
-void DistributedAdamW::update_fused(double learning_rate) {
+void DistributedAdamW::update_fused(double learning_rate, const torch::Tensor& grad_divisor) {
   fused_steps_.fill_(static_cast<double>(step_count_));
   std::vector<torch::Tensor> params[2], grad_views[2], exp_avgs[2], exp_avg_sqs[2], steps[2];
   for (size_t i = 0; i < segments_.size(); ++i) {
@@ -84,7 +88,9 @@ void DistributedAdamW::update_fused(double learning_rate) {
     if (params[group].empty()) continue;
     at::_fused_adamw_(params[group], grad_views[group], exp_avgs[group], exp_avg_sqs[group], /*max_exp_avg_sqs=*/{},
                       steps[group], learning_rate, options_.beta1, options_.beta2,
-                      group == 0 ? options_.weight_decay : 0.0, options_.eps, /*amsgrad=*/false, /*maximize=*/false);
+                      group == 0 ? options_.weight_decay : 0.0, options_.eps, /*amsgrad=*/false, /*maximize=*/false,
+                      grad_divisor.defined() ? std::optional<torch::Tensor>(grad_divisor) : std::nullopt,
+                      /*found_inf=*/std::nullopt);
   }
 }
 

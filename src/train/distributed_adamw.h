@@ -36,7 +36,7 @@ class DistributedAdamW final : public DistributedOptimizer {
   bool fused() const { return fused_; }
 
  protected:
-  double update(double learning_rate) override;
+  double update(double learning_rate, const torch::Tensor& grad_scale) override;
   OptimizerState own_state() override;
 
  private:
@@ -47,7 +47,8 @@ class DistributedAdamW final : public DistributedOptimizer {
     int64_t begin, length;  // within the owned range
     bool decays;
   };
-  void update_fused(double learning_rate);
+  // grad_divisor: what the kernel divides the gradients by (its grad_scale), fp32; undefined: none.
+  void update_fused(double learning_rate, const torch::Tensor& grad_divisor);
   void update_whole_buckets(double learning_rate);
 
   AdamWOptions options_;

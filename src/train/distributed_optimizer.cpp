@@ -42,16 +42,24 @@ DistributedOptimizer::DistributedOptimizer(GradientBuckets& gradients, const Pro
     master_.push_back(full.narrow(0, begin, end - begin).clone());
     // Where every parameter of the bucket has the masters' dtype and the rank owns the whole bucket, the
     // parameters become views of the master buffer: the copy back after each update (a full pass over the
-    // weights) disappears. The Variables stay the same objects, so hooks and module references hold.
-    bool alias = !gradients_.zero1();
-    for (size_t k : bucket.slots) alias = alias && slots[k].param.scalar_type() == full.scalar_type();
-    if (alias) {
-      for (size_t k : bucket.slots) {
-        const ParameterSlot& slot = slots[k];
-        slot.param.set_data(master_.back().narrow(0, slot.offset, slot.numel).view(slot.param.sizes()));
-      }
+    // weights) disappears.
+    const auto param_dtype = slots[bucket.slots.front()].param.scalar_type();
+    for (size_t k : bucket.slots) {
+      T5S_CHECK(slots[k].param.scalar_type() == param_dtype, "parameter ", slots[k].name, " is ",
+                c10::toString(slots[k].param.scalar_type()), " beside ", c10::toString(param_dtype),
+                " parameters in its gradient bucket: a model trains in one dtype");
+    }
+    const bool alias = !gradients_.zero1() && param_dtype == full.scalar_type();
+    // Otherwise the parameters become views of one flat buffer in their own dtype, so that the write-back after
+    // each update is one copy per bucket rather than one per parameter. (Without ZeRO-1 the owned range is the
+    // whole bucket.) The Variables stay the same objects, so hooks and module references hold.
+    torch::Tensor buffer = alias ? master_.back() : full.to(param_dtype);
+    for (size_t k : bucket.slots) {
+      const ParameterSlot& slot = slots[k];
+      slot.param.set_data(buffer.narrow(0, slot.offset, slot.numel).view(slot.param.sizes()));
     }
     parameters_are_masters_.push_back(alias);
+    parameter_buffers_.push_back(alias ? torch::Tensor() : buffer);
     // The owned range as runs of TP-split or replicated elements (slots sit back to back; neighbours merged).
     for (size_t k : bucket.slots) {
       const ParameterSlot& slot = slots[k];
@@ -81,17 +89,24 @@ StepOutcome DistributedOptimizer::step(double learning_rate, const GradientScali
   }
   const double unscale = 1.0 / scaling.loss_scale;
   outcome.grad_norm = grad_norm(unscale);
-  // Unscaled and clipped in place, as clip_grad_norm_ does (no scaled copy of every gradient), by a factor that
-  // stays on the device: the norm is not read on the host here.
-  torch::Tensor grad_scale = torch::full({}, unscale, outcome.grad_norm.options());
-  if (scaling.max_grad_norm > 0.0) {
-    grad_scale = grad_scale * (scaling.max_grad_norm / (outcome.grad_norm + 1e-6)).clamp_max(1.0);
+  // Unscaled and clipped as clip_grad_norm_ does (no scaled copy of every gradient), by a factor that stays on the
+  // device: the norm is not read on the host here.
+  torch::Tensor grad_scale;
+  if (unscale != 1.0 || scaling.max_grad_norm > 0.0) {
+    grad_scale = torch::full({}, unscale, outcome.grad_norm.options());
+    if (scaling.max_grad_norm > 0.0) {
+      grad_scale = grad_scale * (scaling.max_grad_norm / (outcome.grad_norm + 1e-6)).clamp_max(1.0);
+    }
+    grad_scale = grad_scale.to(master_.empty() ? torch::kFloat32 : gradients_.owned_grad(0).scalar_type());
   }
-  grad_scale = grad_scale.to(master_.empty() ? torch::kFloat32 : gradients_.owned_grad(0).scalar_type());
-  for (size_t b = 0; b < master_.size(); ++b) gradients_.owned_grad(b).mul_(grad_scale);
   ++step_count_;
-  outcome.learning_rate = update(learning_rate);
+  outcome.learning_rate = update(learning_rate, grad_scale);
   return outcome;
+}
+
+void DistributedOptimizer::scale_gradients(const torch::Tensor& grad_scale) {
+  if (!grad_scale.defined()) return;
+  for (size_t b = 0; b < master_.size(); ++b) gradients_.owned_grad(b).mul_(grad_scale);
 }
 
 torch::Device DistributedOptimizer::device() const {
@@ -133,16 +148,13 @@ bool DistributedOptimizer::found_non_finite(Communicator& world) {
 
 void DistributedOptimizer::write_back(size_t b) {
   if (parameters_are_masters_[b]) return;  // the update wrote them
-  torch::Tensor full = master_[b];
+  torch::Tensor& buffer = parameter_buffers_[b];
   if (gradients_.zero1()) {
     // Gathered in the parameters' dtype (rounding is per element, so rounding before the gather gives the same
     // parameters): half the traffic of fp32 masters for bf16 and fp16 models.
-    const auto param_dtype = gradients_.slots()[gradients_.buckets()[b].slots.front()].param.scalar_type();
-    full = gradients_.dp().all_gather(master_[b].to(param_dtype)).reshape({-1});
-  }
-  for (size_t k : gradients_.buckets()[b].slots) {
-    const ParameterSlot& slot = gradients_.slots()[k];
-    slot.param.detach().copy_(full.narrow(0, slot.offset, slot.numel).view(slot.param.sizes()));
+    buffer.copy_(gradients_.dp().all_gather(master_[b].to(buffer.scalar_type())).reshape({-1}));
+  } else {
+    buffer.copy_(master_[b]);
   }
 }
 

@@ -8,8 +8,10 @@
 //      parameters counted once, ZeRO-1 chunks summed over DP;
 //   3. clipping as torch::nn::utils::clip_grad_norm_: the gradient is scaled by max_norm / (norm + 1e-6) where that
 //      is below 1 (folded, with 1 / loss scale, into one gradient scale);
-//   4. the reduced gradients multiplied by that scale in place (after step() they hold the unscaled, clipped
-//      gradient the update used), the optimizer's update of the master weights, write-back to the parameters.
+//   4. the optimizer's update of the master weights with the gradients times that scale (fused AdamW folds it into
+//      its kernel as grad_scale; the others multiply in place first; a scale of exactly 1, no loss scale and no
+//      clipping, costs no pass), after which the reduced gradients hold the unscaled, clipped gradient the update
+//      used; write-back to the parameters, one copy per bucket.
 #pragma once
 
 #include <torch/torch.h>
@@ -97,13 +99,17 @@ class DistributedOptimizer {
  protected:
   DistributedOptimizer(GradientBuckets& gradients, const ProcessGrid& grid);
 
-  // The update with the (unscaled, clipped) owned gradients, for step number step_count() (already incremented).
-  // Returns the step size for StepOutcome::learning_rate.
-  virtual double update(double learning_rate) = 0;
+  // The update with the owned gradients times grad_scale (a 0-d tensor on their device in their dtype; undefined:
+  // 1), for step number step_count() (already incremented). An update that does not fold the scale into its own
+  // pass calls scale_gradients(grad_scale) first. Returns the step size for StepOutcome::learning_rate.
+  virtual double update(double learning_rate, const torch::Tensor& grad_scale) = 0;
+  // The owned gradients multiplied by grad_scale in place (nothing when it is undefined).
+  void scale_gradients(const torch::Tensor& grad_scale);
   // The optimizer's own state tensors (without master weights and step), named.
   virtual OptimizerState own_state() = 0;
 
-  // The parameters of `bucket` receive the master weights (all-gathered over DP under ZeRO-1).
+  // The parameters of `bucket` receive the master weights (all-gathered over DP under ZeRO-1): one copy into the
+  // bucket's parameter buffer.
   void write_back(size_t bucket);
 
   GradientBuckets& gradients_;
@@ -113,6 +119,9 @@ class DistributedOptimizer {
   // Per bucket: its parameters' storage is the master buffer itself (no ZeRO-1 and parameters in the masters'
   // dtype, i.e. fp32/fp64 training), so the update writes the parameters and there is nothing to write back.
   std::vector<bool> parameters_are_masters_;
+  // Per bucket where they are not: the parameters' one flat buffer in their own dtype (bf16, fp16; fp32 under
+  // ZeRO-1), (elements,), of which every parameter of the bucket is a view.
+  std::vector<torch::Tensor> parameter_buffers_;
   // The owned range of each bucket as maximal runs of elements alike in being TP-split or replicated: what the
   // gradient norm reads.
   struct NormRun {

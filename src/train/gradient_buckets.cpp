@@ -38,12 +38,14 @@ GradientBuckets::GradientBuckets(std::vector<ParameterSlot> slots, CommunicatorP
     bucket.elements = padded;
     bucket.options =
         torch::TensorOptions().dtype(torch::promote_types(first.scalar_type(), torch::kFloat32)).device(first.device());
+    // Zeros once: the padding stays zero (an all-reduce of zeros leaves it so), the rest is written every step.
     if (sharding_ != GradientSharding::kGradients) bucket.main_grad = torch::zeros({padded}, bucket.options);
     if (zero1()) bucket.shard_grad = torch::zeros({padded / dp_size}, bucket.options);
     bucket.slots = bucket_slots;
     buckets_.push_back(std::move(bucket));
   }
   arrived_.assign(slots_.size(), false);
+  written_.assign(slots_.size(), false);
 
   for (size_t k = 0; k < slots_.size(); ++k) {
     auto accumulator = torch::autograd::impl::grad_accumulator(slots_[k].param);
@@ -62,13 +64,13 @@ GradientBuckets::~GradientBuckets() {
   for (size_t k = 0; k < accumulators_.size(); ++k) accumulators_[k]->del_post_hook(hook_keys_[k]);
 }
 
-void GradientBuckets::zero() {
+void GradientBuckets::begin_step() {
   for (auto& bucket : buckets_) {
-    T5S_CHECK(bucket.work == nullptr, "zero() while a reduction is in flight");
-    if (bucket.main_grad.defined()) bucket.main_grad.zero_();
+    T5S_CHECK(bucket.work == nullptr, "begin_step() while a reduction is in flight");
     bucket.launched = false;
     bucket.shard_holds_sum = false;
   }
+  written_.assign(slots_.size(), false);
 }
 
 void GradientBuckets::begin_micro_batch(bool last_micro_batch) {
@@ -76,6 +78,7 @@ void GradientBuckets::begin_micro_batch(bool last_micro_batch) {
   if (sharding_ == GradientSharding::kGradients) complete_micro_batch();
   last_micro_batch_ = last_micro_batch;
   arrived_.assign(slots_.size(), false);
+  if (sharding_ == GradientSharding::kGradients) written_.assign(slots_.size(), false);  // a fresh buffer each time
   for (auto& bucket : buckets_) bucket.pending = bucket.slots.size();
 }
 
@@ -86,20 +89,42 @@ void GradientBuckets::on_gradient(size_t k) {
   T5S_CHECK(!arrived_[k], "the gradient of ", slot.name, " arrived twice in one backward: a parameter used in "
             "several checkpointed regions cannot be reduced per bucket");
   arrived_[k] = true;
-  GradientBucket& bucket = buckets_[slot.bucket];
-  if (!bucket.main_grad.defined()) bucket.main_grad = torch::zeros({bucket.elements}, bucket.options);  // ZeRO-2
-  // Added in the main gradient's dtype straight from the compute dtype (on a GPU the cast happens inside the add
-  // kernel: no fp32 temporary per gradient).
-  bucket.main_grad.narrow(0, slot.offset, slot.numel).add_(grad.detach().reshape({-1}));
+  accumulate(k, grad.detach());
   grad = torch::Tensor();  // released: the fp32 main gradient holds it now
   const bool reduce_now = last_micro_batch_ || sharding_ == GradientSharding::kGradients;
-  if (reduce_now && --bucket.pending == 0) launch(slot.bucket);
+  if (reduce_now && --buckets_[slot.bucket].pending == 0) launch(slot.bucket);
+}
+
+void GradientBuckets::accumulate(size_t k, const torch::Tensor& grad) {
+  const ParameterSlot& slot = slots_[k];
+  GradientBucket& bucket = buckets_[slot.bucket];
+  if (!bucket.main_grad.defined()) {  // ZeRO-2: this micro-batch's buffer, its padding zero
+    bucket.main_grad = torch::empty({bucket.elements}, bucket.options);
+    int64_t used = 0;
+    for (size_t j : bucket.slots) used = std::max(used, slots_[j].offset + slots_[j].numel);
+    bucket.main_grad.narrow(0, used, bucket.elements - used).zero_();
+  }
+  // Copied or added in the main gradient's dtype straight from the compute dtype (on a GPU the cast happens inside
+  // the kernel: no fp32 temporary per gradient).
+  torch::Tensor target = bucket.main_grad.narrow(0, slot.offset, slot.numel);
+  if (written_[k]) {
+    target.add_(grad.reshape({-1}));
+  } else {
+    target.copy_(grad.reshape({-1}));
+    written_[k] = true;
+  }
 }
 
 void GradientBuckets::launch(size_t b) {
   GradientBucket& bucket = buckets_[b];
   if (bucket.launched) return;
   bucket.launched = true;
+  if (!bucket.main_grad.defined()) bucket.main_grad = torch::zeros({bucket.elements}, bucket.options);  // ZeRO-2
+  for (size_t k : bucket.slots) {
+    if (written_[k]) continue;
+    bucket.main_grad.narrow(0, slots_[k].offset, slots_[k].numel).zero_();  // no gradient reached it this step
+    written_[k] = true;
+  }
   switch (sharding_) {
     case GradientSharding::kNone:
       bucket.work = dp_->all_reduce_sum_async(bucket.main_grad);
@@ -109,7 +134,6 @@ void GradientBuckets::launch(size_t b) {
       return;
     case GradientSharding::kGradients:
       // The first micro-batch of a step lands in shard_grad itself, a later one beside it to be added.
-      if (!bucket.main_grad.defined()) bucket.main_grad = torch::zeros({bucket.elements}, bucket.options);
       if (bucket.shard_holds_sum && !bucket.chunk.defined()) bucket.chunk = torch::empty_like(bucket.shard_grad);
       bucket.work = dp_->reduce_scatter_sum_async(bucket.main_grad,
                                                   bucket.shard_holds_sum ? bucket.chunk : bucket.shard_grad);

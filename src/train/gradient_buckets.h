@@ -1,6 +1,8 @@
 // Data-parallel gradient reduction. Every parameter's gradient is accumulated in fp32 ("main gradients", whatever
 // the compute dtype) in flat buckets of about bucket_bytes; a hook on each parameter's gradient accumulator adds the
-// fresh gradient into its bucket and releases it. On the last micro-batch of an accumulation, a bucket whose
+// fresh gradient into its bucket and releases it. The first gradient of a step (under ZeRO-2: of a micro-batch) is
+// copied rather than added, so that no pass zeroes the buckets; what no gradient reached (a parameter unused in the
+// step) is zeroed when its bucket is reduced. On the last micro-batch of an accumulation, a bucket whose
 // parameters are all ready is reduced over the DP group at once, while backward still runs: all-reduced, or with
 // ZeRO-1 reduce-scattered so that each DP rank keeps the summed gradient of its shard. finish() launches what is
 // left and waits for all of it before the optimizer step.
@@ -66,7 +68,7 @@ class GradientBuckets {
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
 
-  void zero();                                  // main gradients to zero, before the first micro-batch
+  void begin_step();                            // before the first micro-batch: the buckets hold no gradient yet
   void begin_micro_batch(bool last_micro_batch);  // reductions launch during the last one (ZeRO-2: during each)
   void finish();                                // launch what is left, wait for every reduction
 
@@ -77,6 +79,8 @@ class GradientBuckets {
   }
   // [begin, end) of the bucket's elements this DP rank owns.
   std::pair<int64_t, int64_t> owned_range(size_t bucket) const;
+  // Adds `grad` (any floating dtype, the parameter's shape) into the slot's main gradient, as the gradient hook does.
+  void accumulate(size_t slot, const torch::Tensor& grad);
   // The full reduced fp32 gradient of one slot (gathered over DP under ZeRO-1): for tests and checkpoints.
   torch::Tensor gathered_grad(size_t slot);
 
@@ -88,7 +92,7 @@ class GradientBuckets {
 
  private:
   void on_gradient(size_t slot);
-  void launch(size_t bucket);
+  void launch(size_t bucket);         // zeroes what no gradient reached, then starts the reduction
   void complete(size_t bucket);        // waits for its reduction; ZeRO-2: adds the chunk, frees the buffer
   void complete_micro_batch();         // ZeRO-2: launches what is left of this micro-batch, completes it all
 
@@ -98,7 +102,8 @@ class GradientBuckets {
   GradientSharding sharding_;
   std::vector<size_t> in_flight_;  // ZeRO-2: buckets whose reduction is outstanding, oldest first
   bool last_micro_batch_ = true;
-  std::vector<bool> arrived_;
+  std::vector<bool> arrived_;  // per slot: its gradient came in this backward
+  std::vector<bool> written_;  // per slot: its main gradient holds a gradient of this step (ZeRO-2: micro-batch)
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive so the hooks stay attached
   std::vector<uintptr_t> hook_keys_;
 };

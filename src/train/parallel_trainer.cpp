@@ -200,7 +200,7 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
   StepResult result;
   PhaseClock clock(device);
   // 2. Forward and backward per micro-batch; the DP reduction starts during the last backward.
-  gradients_->zero();
+  gradients_->begin_step();
   torch::Tensor loss_sum = torch::zeros({1}, count_options);
   for (size_t i = 0; i < micro_batches.size(); ++i) {
     const Seq2SeqBatch& batch = micro_batches[i];

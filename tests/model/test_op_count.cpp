@@ -1,10 +1,8 @@
-// The ATen operators one T5 block dispatches in a training step, forward and backward, counted through
-// RecordFunction on the CPU (every operator, nested ones included: a composite that decomposes into more kernels
-// counts them). The counts are the hot path's size: a change that adds kernels to it fails here and has to say so by
+// The ATen operators one T5 block dispatches in a training step, forward and backward, counted on the CPU
+// (support/operator_count.h: every operator, nested ones included). The counts are the hot path's size: a change that adds kernels to it fails here and has to say so by
 // changing the expectation. Counted for an encoder and a decoder block of t5-v1_1's structure (gated GELU) with
 // dropout, both attention kernels, fp32; the failure lists every operator by name and count. The expectations hold for
 // LibTorch 2.11's decompositions.
-#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/version.h>
 
@@ -14,46 +12,13 @@
 #include "core/check.h"
 #include "model/parallel_rng.h"
 #include "model/t5_layers.h"
+#include "support/operator_count.h"
 #include "support/test_support.h"
 
 namespace t5scale {
 namespace {
 
-// The ATen operators dispatched on this thread while it lives, by name.
-class OperatorCount {
- public:
-  OperatorCount() {
-    handle_ = at::addThreadLocalCallback(
-        at::RecordFunctionCallback(
-            [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-              const std::string name = fn.name();
-              if (name.rfind("aten::", 0) == 0) ++counts()[name];
-              return nullptr;
-            })
-            .scopes({at::RecordScope::FUNCTION}));
-  }
-  ~OperatorCount() { at::removeCallback(handle_); }
-  OperatorCount(const OperatorCount&) = delete;
-  OperatorCount& operator=(const OperatorCount&) = delete;
-
-  static std::map<std::string, int>& counts() {
-    static thread_local std::map<std::string, int> by_name;
-    return by_name;
-  }
-  static int total() {
-    int sum = 0;
-    for (const auto& [name, count] : counts()) sum += count;
-    return sum;
-  }
-  static std::string listing() {
-    std::ostringstream out;
-    for (const auto& [name, count] : counts()) out << "  " << name << " " << count << "\n";
-    return out.str();
-  }
-
- private:
-  at::CallbackHandle handle_;
-};
+using testing::OperatorCount;
 
 struct Counted {
   int forward = 0, backward = 0;

@@ -273,7 +273,7 @@ TEST(GradientBucketsOverlap, ReductionsStartInsideBackwardOnlyOnTheLastMicroBatc
     for (const auto& b : buckets.buckets()) n += b.work != nullptr;
     return n;
   };
-  buckets.zero();
+  buckets.begin_step();
   buckets.begin_micro_batch(/*last_micro_batch=*/false);
   model->loss(task.next_batch(2)).backward();
   EXPECT_EQ(in_flight(), 0u) << "no reduction before the last micro-batch";
@@ -304,7 +304,7 @@ TEST(GradientBucketsOverlap, Zero2ReducesEveryMicroBatchAndKeepsOnlyItsChunk) {
   auto in_flight = [&] { return count([](const GradientBucket& b) { return b.work != nullptr; }); };
   auto whole = [&] { return count([](const GradientBucket& b) { return b.main_grad.defined(); }); };
   EXPECT_EQ(whole(), 0u) << "no whole bucket before the first gradient";
-  buckets.zero();
+  buckets.begin_step();
   for (bool last : {false, true}) {
     buckets.begin_micro_batch(last);
     EXPECT_EQ(whole(), 0u) << "the previous micro-batch's buffers were released";

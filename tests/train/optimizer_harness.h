@@ -36,11 +36,8 @@ class OptimizerHarness {
 
   // The main gradients of the next step: grads[k] for the k-th parameter.
   void set_gradients(const std::vector<torch::Tensor>& grads) {
-    gradients->zero();
-    const auto& slots = gradients->slots();
-    for (size_t k = 0; k < slots.size(); ++k) {
-      gradients->buckets()[slots[k].bucket].main_grad.narrow(0, slots[k].offset, slots[k].numel).copy_(grads[k].reshape({-1}));
-    }
+    gradients->begin_step();
+    for (size_t k = 0; k < gradients->slots().size(); ++k) gradients->accumulate(k, grads[k]);
   }
 
   ProcessGrid grid;

@@ -1,10 +1,12 @@
-// AdamW's two paths, the fused ATen kernel and whole-bucket tensor operations, against LibTorch's own
-// torch::optim::AdamW given the same gradients, with weight decay on (and off for norms and biases).
+// AdamW's two paths, the fused ATen kernel (which takes the clipping and loss-scale factor as its grad_scale) and
+// whole-bucket tensor operations, against LibTorch's own torch::optim::AdamW given the same gradients (clipped by
+// torch::nn::utils::clip_grad_norm_ where ours clips), with weight decay on (and off for norms and biases).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <tuple>
 
 #include "core/check.h"
 #include "support/test_support.h"
@@ -38,7 +40,7 @@ std::vector<std::vector<torch::Tensor>> gradients_per_step(const std::vector<std
 
 // The parameters after kSteps steps of ours, with the fused kernel on or off. grad_scale != 1 checks that the
 // scale reaches both paths the same way (the clipping and loss-scale factor).
-std::vector<torch::Tensor> ours(torch::ScalarType dtype, FusedMode fused, double loss_scale) {
+std::vector<torch::Tensor> ours(torch::ScalarType dtype, FusedMode fused, double loss_scale, double max_grad_norm) {
   const auto params = initial_parameters(dtype);
   const auto grads = gradients_per_step(params);
   testing::OptimizerHarness harness(params, 512);  // several buckets
@@ -53,12 +55,14 @@ std::vector<torch::Tensor> ours(torch::ScalarType dtype, FusedMode fused, double
     harness.set_gradients(scaled);
     GradientScaling scaling;
     scaling.loss_scale = loss_scale;
+    scaling.max_grad_norm = max_grad_norm;
     optimizer.step(kLearningRate, scaling);
   }
   return harness.params;
 }
 
-std::vector<torch::Tensor> libtorch_adamw(torch::ScalarType dtype) {
+// torch::optim::AdamW, after torch::nn::utils::clip_grad_norm_ where max_grad_norm > 0.
+std::vector<torch::Tensor> libtorch_adamw(torch::ScalarType dtype, double max_grad_norm) {
   const auto params = initial_parameters(dtype);
   const auto grads = gradients_per_step(params);
   std::vector<torch::Tensor> tensors, decay, no_decay;
@@ -74,6 +78,7 @@ std::vector<torch::Tensor> libtorch_adamw(torch::ScalarType dtype) {
   torch::optim::AdamW reference(std::move(groups), torch::optim::AdamWOptions(kLearningRate));
   for (int s = 0; s < kSteps; ++s) {
     for (size_t k = 0; k < tensors.size(); ++k) tensors[k].mutable_grad() = grads[s][k].clone();
+    if (max_grad_norm > 0.0) torch::nn::utils::clip_grad_norm_(tensors, max_grad_norm);
     reference.step();
   }
   return tensors;
@@ -91,13 +96,18 @@ TEST(FusedAdamW, FusedAndUnfusedEqualLibTorchAdamW) {
     // 2 x kSteps x 2^-24 of each other, norm-wise, on the parameters.
     const double tolerance = dtype == torch::kFloat64 ? 1e-12 : 2.0 * kSteps * std::ldexp(1.0, -24);
     const auto initial = initial_parameters(dtype);
-    const auto reference = libtorch_adamw(dtype);
-    const std::vector<std::pair<std::string, std::vector<torch::Tensor>>> runs = {
-        {"fused", ours(dtype, FusedMode::kOn, 1.0)},
-        {"unfused", ours(dtype, FusedMode::kOff, 1.0)},
-        {"fused, loss scale 1024", ours(dtype, FusedMode::kOn, 1024.0)},
-        {"unfused, loss scale 1024", ours(dtype, FusedMode::kOff, 1024.0)}};
-    for (const auto& [run, result] : runs) {
+    // Clipped to a norm of 3: the gradients' norms here are about 2, 19 and 190 (368 elements drawn at 0.1, 1 and
+    // 10), so two steps in three clip; checked below by the clipped run's distance from the unclipped one.
+    const double clip = 3.0;
+    const std::vector<std::tuple<std::string, std::vector<torch::Tensor>, double>> runs = {
+        {"fused", ours(dtype, FusedMode::kOn, 1.0, 0.0), 0.0},
+        {"unfused", ours(dtype, FusedMode::kOff, 1.0, 0.0), 0.0},
+        {"fused, loss scale 1024", ours(dtype, FusedMode::kOn, 1024.0, 0.0), 0.0},
+        {"unfused, loss scale 1024", ours(dtype, FusedMode::kOff, 1024.0, 0.0), 0.0},
+        {"fused, clipped, loss scale 1024", ours(dtype, FusedMode::kOn, 1024.0, clip), clip},
+        {"unfused, clipped, loss scale 1024", ours(dtype, FusedMode::kOff, 1024.0, clip), clip}};
+    for (const auto& [run, result, max_grad_norm] : runs) {
+      const auto reference = libtorch_adamw(dtype, max_grad_norm);
       double worst = 0.0;
       for (size_t k = 0; k < reference.size(); ++k) {
         const std::string what = msg(c10::toString(dtype), " ", run, ": ", names[k].first);
@@ -115,6 +125,10 @@ TEST(FusedAdamW, FusedAndUnfusedEqualLibTorchAdamW) {
       std::cout << c10::toString(dtype) << " " << run << " vs torch::optim::AdamW: worst norm rel error " << worst
                 << " (tolerance " << tolerance << ")\n";
     }
+    const auto& unclipped = std::get<1>(runs[2]);
+    const auto& clipped = std::get<1>(runs[4]);
+    EXPECT_GT(testing::compare(clipped[3], unclipped[3]).norm_rel_error, 100.0 * tolerance)
+        << "clipping changed nothing: the clipped runs test no clipping";
   }
 }
 
