@@ -93,7 +93,29 @@ torch::Tensor RelativePositionBiasImpl::forward(int64_t query_length, int64_t ke
   const torch::Tensor key_position = torch::arange(key_length, long_options).unsqueeze(0);
   const torch::Tensor buckets =
       relative_position_bucket(key_position - query_position, bidirectional, num_buckets, max_distance);
-  return torch::embedding(weight, buckets).permute({2, 0, 1}).unsqueeze(0);  // (1, Hl, T, S)
+  const bool half = weight.scalar_type() == torch::kBFloat16 || weight.scalar_type() == torch::kHalf;
+  return torch::embedding(half ? weight.to(torch::kFloat32) : weight, buckets).permute({2, 0, 1}).unsqueeze(0);
+}
+
+namespace {
+
+struct ReadWithFp32Gradient : torch::autograd::Function<ReadWithFp32Gradient> {
+  static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& half_copy,
+                               const torch::Tensor& source) {
+    T5S_CHECK(half_copy.sizes() == source.sizes(), "read_with_fp32_gradient: the copy is ", half_copy.sizes(),
+              ", its source ", source.sizes());
+    return half_copy.view_as(half_copy);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grads) {
+    return {torch::Tensor(), grads[0].defined() ? grads[0].to(torch::kFloat32) : torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor read_with_fp32_gradient(const torch::Tensor& half_copy, const torch::Tensor& source) {
+  return ReadWithFp32Gradient::apply(half_copy, source);
 }
 
 std::vector<ParameterLayout> RelativePositionBiasImpl::parameter_layouts() const {

@@ -32,13 +32,15 @@ TORCH_MODULE(RMSNorm);
 torch::Tensor relative_position_bucket(const torch::Tensor& relative_position, bool bidirectional,
                                        int64_t num_buckets, int64_t max_distance);
 
-// The learned bias table, split by head: computed once per stack (by its first block) and shared by all blocks.
+// The learned bias table, split by head: computed once per stack and shared by all blocks. A half-precision table
+// (bf16, fp16) gives an fp32 bias: the lookup's backward sums each bucket's many positions in fp32.
 class RelativePositionBiasImpl : public torch::nn::Cloneable<RelativePositionBiasImpl>, public ShardedModule {
  public:
   RelativePositionBiasImpl(const ModelConfig& config, bool bidirectional, CommunicatorPtr tp,
                            torch::TensorOptions param_options);
   void reset() override;
-  // (1, Hl, query_length, key_length) for queries at positions query_offset .. query_offset + query_length - 1.
+  // (1, Hl, query_length, key_length) for queries at positions query_offset .. query_offset + query_length - 1; fp32
+  // for a half-precision table.
   torch::Tensor forward(int64_t query_length, int64_t key_length, int64_t query_offset = 0);
   std::vector<ParameterLayout> parameter_layouts() const override;
 
@@ -49,6 +51,11 @@ class RelativePositionBiasImpl : public torch::nn::Cloneable<RelativePositionBia
   torch::Tensor weight;  // (num_buckets, H / tp)
 };
 TORCH_MODULE(RelativePositionBias);
+
+// forward: `half_copy` itself (a view, no copy), the one half-precision copy of `source` that every block reads;
+// backward: the gradient cast to fp32, for `source`. Each block reads the copy through its own edge, so autograd sums
+// the blocks' gradients of the shared bias in fp32 at `source`, not in bf16 at the copy (half_copy: no gradient).
+torch::Tensor read_with_fp32_gradient(const torch::Tensor& half_copy, const torch::Tensor& source);
 
 // How attention computes softmax(q k^T + bias) v:
 //   explicit: two matmuls around an fp32 softmax, dropout from the TP stream (bit-equal to transformers);

@@ -54,14 +54,20 @@ T5StackImpl::T5StackImpl(const ModelConfig& config, bool is_decoder_, Communicat
 torch::Tensor T5StackImpl::forward(const torch::Tensor& embeddings, const torch::Tensor& self_mask,
                                    const torch::Tensor& encoder_output, const torch::Tensor& cross_mask) {
   const int64_t length = embeddings.size(1);
+  const auto dtype = embeddings.scalar_type();
   // The bias is computed once and shared by all blocks; the mask rides along in it, as in the reference. Without a
-  // mask (nothing padded) it stays (1, H, L, L), broadcast over the rows.
-  torch::Tensor self_bias = relative_attention_bias(length, length).to(embeddings.scalar_type());
-  if (self_mask.defined()) self_bias = self_bias + self_mask;
+  // mask (nothing padded) it stays (1, H, L, L), broadcast over the rows. In bf16 and fp16 it is made in fp32 and
+  // cast once, and each block reads the one copy with its gradient handed back in fp32: the blocks' gradients are
+  // summed in fp32 (transformers sums them in the compute dtype).
+  torch::Tensor bias = relative_attention_bias(length, length);
+  if (self_mask.defined()) bias = bias + self_mask;
+  const bool fp32_gradient = bias.scalar_type() != dtype && bias.requires_grad();
+  const torch::Tensor shared_bias = fp32_gradient ? bias.detach().to(dtype) : bias.to(dtype);
   torch::Tensor hidden = fused_dropout(embeddings, dropout_rate, is_training());
   const bool checkpointing = checkpoint_every > 0 && is_training() && torch::GradMode::is_enabled();
   for (size_t i = 0; i < blocks->size(); ++i) {
     auto* block = blocks[i]->as<T5BlockImpl>();
+    const torch::Tensor self_bias = fp32_gradient ? read_with_fp32_gradient(shared_bias, bias) : shared_bias;
     if (checkpointing && static_cast<int64_t>(i) % checkpoint_every == 0) {
       hidden = checkpointed_block_forward(*block, *rng, hidden, self_bias, encoder_output, cross_mask);
     } else {
