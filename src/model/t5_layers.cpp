@@ -1,5 +1,7 @@
 #include "model/t5_layers.h"
 
+#include <ATen/Context.h>
+
 #include <cmath>
 #include <optional>
 
@@ -162,6 +164,66 @@ AttentionKernel default_attention_kernel(torch::Device device) {
   return device.is_cuda() ? AttentionKernel::kSdpa : AttentionKernel::kExplicit;
 }
 
+SdpaBackend sdpa_backend_for(torch::Device device, torch::ScalarType dtype, bool has_mask) {
+  if (!device.is_cuda()) return SdpaBackend::kMath;
+  if (!has_mask && (dtype == torch::kBFloat16 || dtype == torch::kHalf)) return SdpaBackend::kFlash;
+  return SdpaBackend::kEfficient;
+}
+
+const char* sdpa_backend_name(SdpaBackend backend) {
+  switch (backend) {
+    case SdpaBackend::kMath: return "math";
+    case SdpaBackend::kFlash: return "flash";
+    case SdpaBackend::kEfficient: return "efficient";
+  }
+  return "?";
+}
+
+std::string attention_kernels_description(AttentionKernel kernel, torch::Device device, torch::ScalarType dtype) {
+  if (kernel == AttentionKernel::kExplicit) return "explicit";
+  const std::string masked = sdpa_backend_name(sdpa_backend_for(device, dtype, true));
+  const std::string unmasked = sdpa_backend_name(sdpa_backend_for(device, dtype, false));
+  return "sdpa: self-attention " + masked + "; cross-attention " +
+         (unmasked == masked ? masked : unmasked + ", " + masked + " when padded");
+}
+
+namespace {
+
+// Only `backend` enabled for SDPA while it lives; the process's settings come back after.
+class OnlySdpaBackend {
+ public:
+  explicit OnlySdpaBackend(SdpaBackend backend)
+      : flash_(context().userEnabledFlashSDP()),
+        fa3_(context().userEnabledFA3SDP()),
+        efficient_(context().userEnabledMemEfficientSDP()),
+        math_(context().userEnabledMathSDP()),
+        cudnn_(context().userEnabledCuDNNSDP()),
+        overrideable_(context().userEnabledOverrideableSDP()) {
+    context().setSDPUseFlash(backend == SdpaBackend::kFlash);
+    context().setSDPUseFA3(false);
+    context().setSDPUseMemEfficient(backend == SdpaBackend::kEfficient);
+    context().setSDPUseMath(backend == SdpaBackend::kMath);
+    context().setSDPUseCuDNN(false);
+    context().setSDPUseOverrideable(false);
+  }
+  ~OnlySdpaBackend() {
+    context().setSDPUseFlash(flash_);
+    context().setSDPUseFA3(fa3_);
+    context().setSDPUseMemEfficient(efficient_);
+    context().setSDPUseMath(math_);
+    context().setSDPUseCuDNN(cudnn_);
+    context().setSDPUseOverrideable(overrideable_);
+  }
+  OnlySdpaBackend(const OnlySdpaBackend&) = delete;
+  OnlySdpaBackend& operator=(const OnlySdpaBackend&) = delete;
+
+ private:
+  static at::Context& context() { return at::globalContext(); }
+  bool flash_, fa3_, efficient_, math_, cudnn_, overrideable_;
+};
+
+}  // namespace
+
 torch::Tensor T5AttentionImpl::attend(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
                                       const torch::Tensor& bias) {
   torch::Tensor heads_context;  // (B, Hl, T, D)
@@ -170,6 +232,7 @@ torch::Tensor T5AttentionImpl::attend(const torch::Tensor& query, const torch::T
     std::optional<TensorParallelStreamAsDefault> tp_stream;
     if (p > 0.0) tp_stream.emplace(*rng);
     const std::optional<torch::Tensor> mask = bias.defined() ? std::optional<torch::Tensor>(bias) : std::nullopt;
+    OnlySdpaBackend pinned(sdpa_backend_for(query.device(), query.scalar_type(), bias.defined()));
     heads_context = at::scaled_dot_product_attention(query, key, value, mask, p, /*is_causal=*/false, /*scale=*/1.0);
   } else {
     torch::Tensor scores = torch::matmul(query, key.transpose(3, 2));  // (B, Hl, T, S)

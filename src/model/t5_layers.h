@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include <string>
+
 #include "config/model_config.h"
 #include "dist/communicator.h"
 #include "model/parallel_layers.h"
@@ -66,6 +68,21 @@ torch::Tensor read_with_fp32_gradient(const torch::Tensor& half_copy, const torc
 // (forward + backward of (8, 8, 128, 64) on one thread: 33-41 ms against 36-40 ms), so CPU keeps explicit.
 enum class AttentionKernel { kExplicit, kSdpa };
 AttentionKernel default_attention_kernel(torch::Device device);  // CUDA: sdpa; elsewhere: explicit
+
+// The SDPA kernel each call site runs, decided by what it attends with and pinned for the call (every other kernel
+// switched off around it), so that a checkpointed block's recomputation runs the kernel, and draws the dropout, of
+// its forward, and a kernel that cannot take the inputs is an error rather than a silent fallback:
+//   CUDA, with a float mask (every self-attention's position bias, a padded batch's cross-attention): the
+//     memory-efficient kernel, the one that returns the mask's gradient the bias table needs;
+//   CUDA, no mask, bf16 or fp16 (an unpadded batch's cross-attention): flash;
+//   CUDA, no mask, fp32: memory-efficient (flash has no fp32 kernel);
+//   CPU: math (what SDPA takes on the CPU for a mask that needs a gradient, or with dropout).
+enum class SdpaBackend { kMath, kFlash, kEfficient };
+SdpaBackend sdpa_backend_for(torch::Device device, torch::ScalarType dtype, bool has_mask);
+const char* sdpa_backend_name(SdpaBackend backend);  // "math", "flash", "efficient"
+// What a model's attention runs, for the log and the run file: "explicit", or the SDPA kernel of each call site
+// ("sdpa: self-attention efficient; cross-attention flash, efficient when padded").
+std::string attention_kernels_description(AttentionKernel kernel, torch::Device device, torch::ScalarType dtype);
 
 // Multi-head attention without score scaling (T5 folds 1/sqrt(D) into the initialisation). The input of q, k
 // and v enters the TP region once per sub-layer (one backward all-reduce, as in Megatron's fused QKV).

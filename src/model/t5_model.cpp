@@ -119,6 +119,16 @@ void T5ModelImpl::set_attention_kernel(AttentionKernel kernel) {
   }
 }
 
+std::string T5ModelImpl::attention_kernels() {
+  const torch::Tensor& weight = shared->weight;
+  for (const auto& module : modules()) {
+    if (auto* attention = module->as<T5AttentionImpl>()) {
+      return attention_kernels_description(attention->kernel, weight.device(), weight.scalar_type());
+    }
+  }
+  return "none";
+}
+
 torch::Tensor T5ModelImpl::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
   const torch::Tensor embeddings = shared(input_ids);
   return encoder(embeddings, padding_additive_mask(attention_mask, embeddings.scalar_type()));

@@ -52,6 +52,8 @@ class T5ModelImpl : public torch::nn::Module {
   void set_activation_checkpointing(int64_t every_k_blocks);
   // The attention kernel of every attention layer (default: default_attention_kernel of the parameters' device).
   void set_attention_kernel(AttentionKernel kernel);
+  // What the attention layers run, as attention_kernels_description() words it (for the log and the run file).
+  std::string attention_kernels();
 
   // attention_mask (B, S): 1 for a token, 0 for padding; an undefined tensor when nothing is padded, so that the
   // encoder's position bias stays (1, H, S, S), broadcast over the rows, and cross-attention has no mask at all.

@@ -684,6 +684,7 @@ const std::vector<std::pair<std::string, AttributeKind>>& run_file_caller_attrib
       {"predicted_memory_bytes_per_device", K::kInt64},
       {"predicted_flops_per_step", K::kFloat64},
       {"checkpoint_every_blocks", K::kInt64},  // activation checkpointing as run: 0 none, k every k-th block
+      {"attention_kernels", K::kString},       // "explicit", or each call site's SDPA kernel (T5Model::attention_kernels)
       {"energy_source_gpu", K::kString},
       {"energy_source_cpu", K::kString},
       {"config_yaml", K::kString},

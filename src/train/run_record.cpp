@@ -131,6 +131,7 @@ RunAttributes RunRecord::attributes() const {
       {"predicted_memory_bytes_per_device", in_.predicted_memory_bytes},
       {"predicted_flops_per_step", in_.predicted_flops_per_step},
       {"checkpoint_every_blocks", in_.checkpoint_every_blocks},
+      {"attention_kernels", in_.attention_kernels},
       {"energy_source_gpu", meter_->gpu_energy_source()},
       {"energy_source_cpu", meter_->cpu_energy_source()},
       {"config_yaml", to_yaml(c)},

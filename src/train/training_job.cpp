@@ -176,6 +176,7 @@ class TrainingJob {
   LrPlan lr_plan_;
   int64_t total_steps_ = 0;
   int64_t checkpoint_every_blocks_ = 0;  // activation checkpointing as resolved: 0 none, k every k-th block
+  std::string attention_kernels_;        // what the model's attention runs (T5Model::attention_kernels)
 
   // Progress.
   int64_t step_ = 0;  // optimizer steps completed
@@ -412,6 +413,8 @@ void TrainingJob::set_up_model_and_trainer() {
     model->initialize_weights(static_cast<uint64_t>(config_.run.seed));
   }
   if (checkpoint_every_blocks_ > 0) model->set_activation_checkpointing(checkpoint_every_blocks_);
+  attention_kernels_ = model->attention_kernels();
+  log("[t5scale] attention: " + attention_kernels_);
 
   trainer_ = std::make_unique<ParallelTrainer>(model, grid_, training_options_for(config_));
 
@@ -443,6 +446,7 @@ void TrainingJob::set_up_records() {
   in.steps_per_epoch = sampler_->steps_per_epoch();
   in.device = device_;
   in.checkpoint_every_blocks = checkpoint_every_blocks_;
+  in.attention_kernels = attention_kernels_;
   in.predicted_memory_bytes = resolved_.checkpointing.memory.total_bytes();
   in.predicted_flops_per_step = resolved_.flops_per_step;
   record_ = std::make_unique<RunRecord>(in, grid_);

@@ -675,7 +675,13 @@ def scenario_checkpointing_auto(job):
           f"auto with the host's memory chose checkpoint_every_blocks {roomy_attrs['checkpoint_every_blocks']}, "
           "expected 0 (none)")
     with open(roomy_log) as f:
-        check("activation checkpointing (auto): none (predicted" in f.read(), "the roomy run does not say its choice")
+        roomy_text = f.read()
+    check("activation checkpointing (auto): none (predicted" in roomy_text, "the roomy run does not say its choice")
+    # The attention kernel is chosen once and recorded: explicit on the CPU.
+    kernels = roomy_attrs["attention_kernels"]
+    kernels = kernels.decode() if isinstance(kernels, bytes) else str(kernels)
+    check(kernels == "explicit", f"attention_kernels {kernels!r}")
+    check("[t5scale] attention: explicit" in roomy_text, "the log does not say which attention kernel runs")
 
     # A budget the run without checkpointing misses by 10%: auto must choose some checkpointing.
     none_bytes = int(roomy_attrs["predicted_memory_bytes_per_device"])

@@ -73,6 +73,9 @@ def check_run_file(path, args):
         device = attrs.get("device_names", "")
         if not device or device == "cpu":
             fail(f"device_names {device!r}: the job did not run on a CUDA device")
+        expected_kernels = "sdpa: self-attention efficient; cross-attention flash, efficient when padded"
+        if text(attrs.get("attention_kernels", "")) != expected_kernels:
+            fail(f"attention_kernels {attrs.get('attention_kernels')!r}, expected {expected_kernels!r} for bf16")
         if not text(attrs.get("energy_source_gpu", "")).startswith("nvml"):
             fail(f"energy_source_gpu {attrs.get('energy_source_gpu')!r}: NVML did not meter the GPU")
         if not attrs.get("peak_flops_per_device", 0) > 0:

@@ -14,6 +14,7 @@
 #include "model/t5_layers.h"
 #include "model/t5_model.h"
 #include "model/vocab_parallel_cross_entropy.h"
+#include "support/operator_count.h"
 #include "support/test_support.h"
 
 namespace t5scale {
@@ -177,9 +178,37 @@ TEST(CudaLayers, WholeT5Model) {
   }
 }
 
+// Each attention call site runs the SDPA kernel it is pinned to: memory-efficient with the position bias (the
+// kernel that returns the bias's gradient), flash for bf16 without a mask. (Forward counted: CUDA's backward runs
+// on the autograd engine's device thread, which a thread-local count does not see; it is the forward kernel's own.)
+TEST(CudaLayers, SdpaRunsThePinnedKernels) {
+  ModelConfig config = tiny_model_config(64);
+  config.dropout_rate = 0.1;
+  const auto device = gpu_grid().device();
+  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16).device(device);
+  T5Attention attention(config, gpu_grid().tp, std::make_shared<ParallelRng>(1, 0, device), bf16);
+  attention->kernel = AttentionKernel::kSdpa;
+  attention->train();
+  const torch::Tensor hidden = torch::randn({2, 16, config.d_model}, bf16).requires_grad_(true);
+  const torch::Tensor bias = torch::randn({1, config.num_heads, 16, 16}, bf16).requires_grad_(true);
+  for (const bool with_bias : {true, false}) {
+    const std::string kernel = with_bias ? "aten::_scaled_dot_product_efficient_attention"
+                                         : "aten::_scaled_dot_product_flash_attention";
+    torch::Tensor out;
+    {
+      testing::OperatorCount count;
+      testing::OperatorCount::clear();
+      out = attention(hidden, with_bias ? bias : torch::Tensor());
+      EXPECT_EQ(testing::OperatorCount::of(kernel), 1) << testing::OperatorCount::listing();
+    }
+    out.to(torch::kFloat32).sum().backward();
+  }
+  EXPECT_TRUE(bias.grad().defined() && bias.grad().abs().sum().item<double>() > 0.0) << "no gradient for the bias";
+}
+
 // Activation checkpointing recomputes a block as its forward ran: the cross-attention mask, which does not require
-// grad, does not require it in the recompute either, so SDPA takes the same backend (cuDNN or memory-efficient) and
-// draws the same dropout masks. The forward is the same kernel sequence (logits and loss equal bit for bit); the
+// grad, does not require it in the recompute either, and each call site's SDPA kernel is pinned, so the recompute
+// runs the same kernel and draws the same dropout masks. The forward is the same kernel sequence (logits and loss equal bit for bit); the
 // gradients are compared to 1e-6, since SDPA's backward on CUDA may accumulate in a run-dependent order, while a
 // different dropout mask moves them by O(1).
 TEST(CudaLayers, CheckpointedStepWithDropoutEqualsTheStepWithout) {

@@ -1,4 +1,5 @@
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "model/parallel_rng.h"
 #include "model/t5_model.h"
 #include "model/vocab_parallel_cross_entropy.h"
+#include "support/operator_count.h"
 #include "support/test_support.h"
 
 namespace t5scale {
@@ -381,6 +383,42 @@ TEST(T5Model, BackwardAllReducesOncePerTensorParallelRegion) {
     const int expected = 2 * config.num_layers + 3 * config.num_decoder_layers + /*encoder output*/ 1 + /*LM head*/ 1;
     EXPECT_EQ(group->all_reduce_sums, expected) << "tied=" << tied;
   }
+}
+
+// Each attention call site's SDPA kernel is pinned for the call. On the CPU that is math, also where SDPA would
+// otherwise take its CPU flash kernel (no mask, no dropout), and the process's SDPA settings come back after.
+TEST(T5Model, SdpaRunsThePinnedKernelAndRestoresTheSettings) {
+  EXPECT_EQ(sdpa_backend_for(torch::kCPU, torch::kFloat32, true), SdpaBackend::kMath);
+  EXPECT_EQ(sdpa_backend_for(torch::kCPU, torch::kBFloat16, false), SdpaBackend::kMath);
+  const torch::Device cuda(torch::kCUDA, 0);
+  EXPECT_EQ(sdpa_backend_for(cuda, torch::kBFloat16, true), SdpaBackend::kEfficient);
+  EXPECT_EQ(sdpa_backend_for(cuda, torch::kBFloat16, false), SdpaBackend::kFlash);
+  EXPECT_EQ(sdpa_backend_for(cuda, torch::kHalf, false), SdpaBackend::kFlash);
+  EXPECT_EQ(sdpa_backend_for(cuda, torch::kFloat32, false), SdpaBackend::kEfficient);
+  EXPECT_EQ(attention_kernels_description(AttentionKernel::kSdpa, cuda, torch::kBFloat16),
+            "sdpa: self-attention efficient; cross-attention flash, efficient when padded");
+  EXPECT_EQ(attention_kernels_description(AttentionKernel::kSdpa, cuda, torch::kFloat32),
+            "sdpa: self-attention efficient; cross-attention efficient");
+  EXPECT_EQ(attention_kernels_description(AttentionKernel::kExplicit, torch::kCPU, torch::kFloat32), "explicit");
+
+  ModelConfig config = small_config(FeedForwardKind::kGatedGelu, false);
+  config.dropout_rate = 0.0;
+  T5Attention attention(config, solo(), std::make_shared<ParallelRng>(1, 0), torch::TensorOptions());
+  attention->kernel = AttentionKernel::kSdpa;
+  const torch::Tensor hidden = torch::randn({2, 5, config.d_model});
+  const bool flash_before = at::globalContext().userEnabledFlashSDP();
+  const bool math_before = at::globalContext().userEnabledMathSDP();
+  {
+    testing::OperatorCount count;
+    testing::OperatorCount::clear();
+    attention(hidden, torch::Tensor());  // no mask: unpinned, SDPA takes its CPU flash kernel here
+    EXPECT_EQ(testing::OperatorCount::of("aten::_scaled_dot_product_attention_math"), 1)
+        << testing::OperatorCount::listing();
+    EXPECT_EQ(testing::OperatorCount::of("aten::_scaled_dot_product_flash_attention_for_cpu"), 0)
+        << testing::OperatorCount::listing();
+  }
+  EXPECT_EQ(at::globalContext().userEnabledFlashSDP(), flash_before);
+  EXPECT_EQ(at::globalContext().userEnabledMathSDP(), math_before);
 }
 
 // The blocks of a bf16 stack share one bf16 copy of the position bias; read through read_with_fp32_gradient, their

@@ -76,6 +76,7 @@ RunAttributes probe_attributes(int64_t max_steps) {
       {"predicted_memory_bytes_per_device", int64_t{12345678901}},
       {"predicted_flops_per_step", 1.5e12},
       {"checkpoint_every_blocks", int64_t{2}},
+      {"attention_kernels", std::string("explicit")},
       {"energy_source_gpu", std::string("nvml_energy_counter")},
       {"energy_source_cpu", std::string("rapl")},
       {"config_yaml", std::string("run: {name: probé, study: telemetry}\ntrain: {max_steps: 23}\n")},
