@@ -188,41 +188,56 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
   const torch::Device device = model_->shared->weight.device();
   const auto count_options = torch::TensorOptions().dtype(torch::kFloat64).device(device);
 
-  // 1. The global number of target tokens: the denominator of the mean loss on every rank. It stays on the
-  //    device; the step reads its figures back to the host once, at the end.
-  torch::Tensor global_tokens = torch::zeros({1}, count_options);
-  for (const auto& batch : micro_batches) {
-    global_tokens += (batch.labels != kIgnoreIndex).sum().to(count_options);
+  // 1. Every micro-batch goes to the device before the first forward: input ids, the decoder's inputs (shifted on the
+  //    host), the labels, and the mask only where something is padded (read on the host: no device wait). From
+  //    page-locked host memory (the job's loader pins it on a GPU node) the copies run asynchronously, in order on
+  //    the compute stream. Batches already on the device are taken as they are, and their mask as padded.
+  struct DeviceBatch {
+    torch::Tensor input_ids, attention_mask, decoder_input_ids, labels;
+  };
+  std::vector<DeviceBatch> batches;
+  int64_t host_tokens = 0;
+  torch::Tensor device_tokens = torch::zeros({1}, count_options);  // of batches whose labels are on the device
+  for (const Seq2SeqBatch& batch : micro_batches) {
+    const bool on_host = batch.attention_mask.is_cpu() && batch.labels.is_cpu();
+    const bool padded = !on_host || !batch.attention_mask.all().item<bool>();
+    if (on_host) {
+      host_tokens += (batch.labels != kIgnoreIndex).sum().item<int64_t>();
+    } else {
+      device_tokens += (batch.labels != kIgnoreIndex).sum().to(count_options);
+    }
+    auto to_device = [&](const torch::Tensor& t) { return t.to(device, /*non_blocking=*/true); };
+    batches.push_back({to_device(batch.input_ids), padded ? to_device(batch.attention_mask) : torch::Tensor(),
+                       to_device(model_->shift_right(batch.labels)), to_device(batch.labels)});
   }
+
+  // 2. The global number of target tokens: the denominator of the mean loss on every rank. It stays on the
+  //    device; the step reads its figures back to the host once, at the end.
+  torch::Tensor global_tokens = device_tokens + static_cast<double>(host_tokens);
   grid_.dp->all_reduce_sum(global_tokens);
   const torch::Tensor loss_factor = loss_scale_ / global_tokens.clamp_min(1.0);
 
   StepResult result;
   PhaseClock clock(device);
-  // 2. Forward and backward per micro-batch; the DP reduction starts during the last backward.
+  // 3. Forward and backward per micro-batch; the DP reduction starts during the last backward.
   gradients_->begin_step();
   torch::Tensor loss_sum = torch::zeros({1}, count_options);
-  for (size_t i = 0; i < micro_batches.size(); ++i) {
-    const Seq2SeqBatch& batch = micro_batches[i];
-    gradients_->begin_micro_batch(i + 1 == micro_batches.size());
-    // Nothing padded (read on the host, no device wait): no mask, so that the position bias is not materialised per
-    // row and cross-attention runs without one.
-    const bool padded = !batch.attention_mask.is_cpu() || !batch.attention_mask.all().item<bool>();
-    const torch::Tensor logits =
-        model_->forward(batch.input_ids.to(device), padded ? batch.attention_mask.to(device) : torch::Tensor(),
-                        model_->shift_right(batch.labels).to(device));
-    const torch::Tensor summed = model_->token_losses(logits, batch.labels.to(device)).sum();
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const DeviceBatch& batch = batches[i];
+    gradients_->begin_micro_batch(i + 1 == batches.size());
+    const torch::Tensor logits = model_->forward(batch.input_ids, batch.attention_mask, batch.decoder_input_ids);
+    const torch::Tensor summed = model_->token_losses(logits, batch.labels).sum();
     clock.end(kForward);
     (summed * loss_factor.to(summed.scalar_type())).backward();
     loss_sum += summed.detach().to(torch::kFloat64);
     clock.end(kBackward);
   }
-  // 3. Gradients reduced over DP.
+  // 4. Gradients reduced over DP.
   gradients_->finish();
   grid_.dp->all_reduce_sum(loss_sum);
   clock.end(kCommExposed);
 
-  // 4-5. Overflow check (fp16), norm, clipping and the update.
+  // 5. Overflow check (fp16), norm, clipping and the update.
   GradientScaling scaling;
   scaling.loss_scale = loss_scale_;
   scaling.max_grad_norm = options_.max_grad_norm;

@@ -38,6 +38,7 @@
 #include "train/preemption.h"
 #include "train/run_lock.h"
 #include "train/run_record.h"
+#include "train/step_data_prefetcher.h"
 
 namespace t5scale {
 namespace {
@@ -168,6 +169,7 @@ class TrainingJob {
   BatchPlan batch_;
   std::unique_ptr<DistributedBatchSampler> sampler_;
   CollateOptions collate_options_;
+  std::unique_ptr<StepDataPrefetcher> prefetcher_;  // owns the sampler's stepping once made
 
   // Model and optimisation.
   ModelConfig model_config_;
@@ -224,7 +226,10 @@ int TrainingJob::run() {
 
   log(msg("[t5scale] training: ", lr_plan_.describe(), "; ", total_steps_ - step_, " steps to go"));
   while (step_ < total_steps_) {
-    // All ranks agree, once per step, on a signal and on a checkpoint that is due by the clock.
+    // All ranks agree, once per step, on a signal and on a checkpoint that is due by the clock. The flags as they
+    // stand before the step are reduced beside it and read after it, when the step's own read-back has waited for
+    // the device anyway: the agreement adds no host wait, and a signal is acted on at the end of the step (and of
+    // its evaluation) during which it came.
     const bool checkpoint_due_by_time =
         config_.checkpoint.every_minutes > 0 && seconds_since(last_checkpoint_) >= config_.checkpoint.every_minutes * 60;
     torch::Tensor flags = torch::tensor({static_cast<int64_t>(preemption_signal() != 0),
@@ -232,14 +237,6 @@ int TrainingJob::run() {
                                         torch::kInt64)
                               .to(device_);  // NCCL carries device tensors only
     grid_.world->all_reduce_max(flags);
-    flags = flags.cpu();
-    if (flags[0].item<int64_t>() != 0) {
-      log(msg("[t5scale] preemption signal: checkpoint at step ", step_, ", then exit ", kRequeueExitCode,
-              " for the requeue"));
-      if (last_checkpoint_step_ != step_) save_checkpoint();
-      return finish("preempted");
-    }
-    if (flags[1].item<int64_t>() != 0 && last_checkpoint_step_ != step_) save_checkpoint();
 
     phase_ = msg("in training step ", step_ + 1);
     if (!train_step()) {
@@ -254,6 +251,14 @@ int TrainingJob::run() {
       stop_early = early_stopping_ && early_stopping_->evaluations_without_improvement >= early_stopping_->patience;
     }
     if (config_.checkpoint.every_steps > 0 && step_ % config_.checkpoint.every_steps == 0) save_checkpoint();
+    flags = flags.cpu();
+    if (flags[0].item<int64_t>() != 0) {
+      log(msg("[t5scale] preemption signal: checkpoint at step ", step_, ", then exit ", kRequeueExitCode,
+              " for the requeue"));
+      if (last_checkpoint_step_ != step_) save_checkpoint();
+      return finish("preempted");
+    }
+    if (flags[1].item<int64_t>() != 0 && last_checkpoint_step_ != step_) save_checkpoint();
     if (stop_early) {
       log(msg("[t5scale] early stopping at step ", step_, ": ", early_stopping_->metric, " has not improved by more than ",
               early_stopping_->min_delta, " for ", early_stopping_->patience, " evaluations (best ",
@@ -401,6 +406,8 @@ void TrainingJob::set_up_sampler() {
   options.dp_rank = grid_.dp_rank;
   sampler_ = std::make_unique<DistributedBatchSampler>(train_examples_->source_lengths(),
                                                        train_examples_->target_lengths(), options);
+  prefetcher_ = std::make_unique<StepDataPrefetcher>(*sampler_, *train_examples_, collate_options_,
+                                                     /*pin_memory=*/device_.is_cuda());
 }
 
 void TrainingJob::set_up_model_and_trainer() {
@@ -561,7 +568,7 @@ void TrainingJob::resume_or_start() {
   restore_rng(*loaded);
   log(msg("[t5scale] ", how, "; checkpoint verified and read in ", seconds_text(seconds_since(start))));
   const nlohmann::json& s = loaded->state;
-  sampler_->restore(s.at("sampler").get<SamplerPosition>());
+  prefetcher_->restore(s.at("sampler").get<SamplerPosition>());
   trainer_->set_loss_scale_state(s.at("loss_scale").get<double>(), s.at("steps_since_overflow").get<int64_t>());
   step_ = loaded->step;
   train_time_s_ = s.at("train_time_s").get<double>();
@@ -569,7 +576,7 @@ void TrainingJob::resume_or_start() {
   last_checkpoint_step_ = step_;
   record_->start(/*resumed_from_step=*/step_, config_changes_);
   log(msg("[t5scale] resumed from ", loaded->folder, " at step ", step_, " (epoch ",
-          sampler_->position().epoch, ", step ", sampler_->position().step_in_epoch, " of it)"));
+          prefetcher_->position().epoch, ", step ", prefetcher_->position().step_in_epoch, " of it)"));
 }
 
 // The config this job resumes with against the checkpoint's: a change to what the data order or the record means
@@ -614,16 +621,11 @@ void TrainingJob::accept_config_changes(const LoadedCheckpoint& loaded) {
 
 bool TrainingJob::train_step() {
   const auto step_start = Clock::now();
-  // Data: this replica's micro-batches, collated (identical on the TP ranks of the replica).
-  std::vector<Seq2SeqBatch> micro_batches;
-  int64_t samples = 0, source_tokens = 0;
-  for (const auto& indices : sampler_->next_step()) {
-    Seq2SeqBatch batch = collate(train_examples_->fetch(indices), collate_options_);
-    samples += batch.input_ids.size(0);
-    source_tokens += batch.attention_mask.sum().item<int64_t>();
-    micro_batches.push_back({batch.input_ids.to(device_), batch.attention_mask.to(device_), batch.labels.to(device_)});
-  }
-  const double data_time_s = seconds_since(step_start);
+  // Data: this replica's micro-batches on the host, collated while the previous step ran (identical on the TP
+  // ranks of the replica); the trainer copies them to the device. The data time is the wait for them.
+  double data_time_s = 0.0;
+  const StepData data = prefetcher_->next(&data_time_s);
+  const std::vector<Seq2SeqBatch>& micro_batches = data.micro_batches;
 
   const double lr = lr_plan_.lr_at(step_);
   const StepResult result = trainer_->step(micro_batches, lr);
@@ -634,14 +636,14 @@ bool TrainingJob::train_step() {
 
   StepObservation observation;
   observation.step = step_;
-  observation.epoch = sampler_->epoch_fraction();
+  observation.epoch = data.epoch_after;
   observation.loss = result.loss;
   observation.lr = result.learning_rate;
   observation.grad_norm = result.grad_norm;
   observation.loss_scale = result.loss_scale;
   observation.skipped = result.skipped;
-  observation.samples = samples;
-  observation.source_tokens = source_tokens;
+  observation.samples = data.samples;
+  observation.source_tokens = data.source_tokens;
   observation.target_tokens = result.target_tokens;
   observation.step_time_s = step_time_s;
   observation.data_time_s = data_time_s;
@@ -692,7 +694,7 @@ void TrainingJob::evaluate_now(bool final_evaluation) {
                device_);
   model.train();
   eval_time_s_ += result.eval_time_s;
-  record_->observe_evaluation(step_, sampler_->epoch_fraction(), result);
+  record_->observe_evaluation(step_, prefetcher_->epoch_fraction(), result);
 
   std::string line = msg("eval step ", step_, " | ", result.num_examples, " examples");
   for (const auto& [name, value] : result.metrics) {
@@ -765,7 +767,7 @@ NamedTensors TrainingJob::checkpoint_tensors() {
 }
 
 nlohmann::json TrainingJob::run_state() const {
-  nlohmann::json state = {{"sampler", sampler_->position()},
+  nlohmann::json state = {{"sampler", prefetcher_->position()},
                           {"loss_scale", trainer_->loss_scale()},
                           {"steps_since_overflow", trainer_->steps_since_overflow()},
                           {"train_time_s", train_time_s_},

@@ -4,12 +4,16 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "gpu/gpu_test_support.h"
 #include "model/t5_model.h"
+#include "support/operator_count.h"
 #include "support/synthetic_task.h"
 #include "support/test_support.h"
 #include "train/optimizer_harness.h"
 #include "train/parallel_trainer.h"
+#include "train/step_data_prefetcher.h"
 
 namespace t5scale {
 namespace {
@@ -139,6 +143,40 @@ TEST(CudaTraining, FusedAdamWOnCudaMatchesTheCpu) {
   for (size_t k = 0; k < want.size(); ++k) {
     EXPECT_TRUE(tensors_close("parameter " + std::to_string(k), got[k], want[k], kFusedAdamWTolerance));
   }
+}
+
+}  // namespace
+}  // namespace t5scale
+
+namespace t5scale {
+namespace {
+
+// The job's loader gives a GPU page-locked batches on the host, and the trainer copies them itself: an unpadded
+// micro-batch goes without its mask (no additive mask is made: no sub_ of padding_additive_mask's 1 - mask).
+TEST(CudaTraining, PinnedHostBatchesAndNoMaskWhenNothingIsPadded) {
+  InMemoryExamples source("pinned", [] {
+    std::vector<TokenSequences> examples;
+    for (int32_t i = 0; i < 16; ++i) examples.push_back({std::vector<int32_t>(6, 5 + i), std::vector<int32_t>(4, 9 + i)});
+    return examples;
+  }());
+  BatchSamplerOptions options;
+  options.global_batch = 8;
+  DistributedBatchSampler sampler(source.source_lengths(), source.target_lengths(), options);
+  StepDataPrefetcher prefetcher(sampler, source, CollateOptions{}, /*pin_memory=*/true);
+  const StepData data = prefetcher.next();
+  ASSERT_TRUE(data.micro_batches[0].input_ids.is_pinned());
+  ASSERT_TRUE(data.micro_batches[0].attention_mask.all().item<bool>()) << "equal lengths: nothing padded";
+  T5Model model(small_model(), gpu_grid().tp,
+                torch::TensorOptions().dtype(torch::kBFloat16).device(gpu_grid().device()));
+  model->initialize_weights(2);
+  ParallelTrainingOptions training;
+  training.precision = Precision::kBf16;
+  ParallelTrainer trainer(model, gpu_grid(), training);
+  testing::OperatorCount count;
+  testing::OperatorCount::clear();
+  const StepResult result = trainer.step(data.micro_batches, 1e-4);
+  EXPECT_TRUE(std::isfinite(result.loss));
+  EXPECT_EQ(testing::OperatorCount::of("aten::sub_"), 0) << testing::OperatorCount::listing();
 }
 
 }  // namespace
