@@ -6,9 +6,11 @@ against the device's peaks at an efficiency range (the low and high figures of e
 
   before  the step as it stood when issue 25 was filed: RMSNorm as nine separate operators with fp32 copies, dropout
           as a bf16 mask and two multiplications, the padded bias materialised per row even without padding, the
-          optimizer with a zeroing pass, a separate unscale/clip pass and one write-back kernel per parameter;
-  after   the step now: ATen's fused RMSNorm, fused dropout with a byte mask, no mask for an unpadded batch, the
-          clip factor inside fused AdamW, one write-back per bucket, no zeroing pass.
+          optimizer with a zeroing pass, bf16 weight gradients added into the buckets, a separate unscale/clip pass
+          and one write-back kernel per parameter;
+  after   the step now: ATen's fused RMSNorm, fused dropout with a byte mask, no mask for an unpadded batch, weight
+          gradients computed straight into the fp32 buckets, the clip factor inside fused AdamW, one write-back per
+          bucket, no zeroing pass.
 
 What each part counts (per rank, per step, one micro-batch):
   matmul       every projection, the LM head, forward and twice that backward, at 55-72% of the bf16 dense peak
@@ -144,13 +146,13 @@ def elementwise_seconds(r, version, efficiency, launch_s):
     return total
 
 
-# Gradient buckets and AdamW, bytes per parameter: the wgrad written in bf16 and put into its fp32 bucket (before:
-# zeroed first, then added; after: copied), the norm's read, the unscale/clip pass (before: a separate read and write;
-# after: inside fused AdamW, which writes the clipped gradient back), AdamW (parameter, two moments read and
-# written, the gradient read), the bf16 write-back.
+# Gradient buckets and AdamW, bytes per parameter: the weight gradient into its fp32 bucket (before: the bucket
+# zeroed, the gradient written in bf16, read and added; after: the GEMM writes it in fp32 straight into the bucket),
+# the norm's read, the unscale/clip pass (before: a separate read and write; after: inside fused AdamW, which writes
+# the clipped gradient back), AdamW (parameter, two moments read and written, the gradient read), the bf16 write-back.
 OPTIMIZER_BYTES_PER_PARAMETER = {
     "before": 4 + (2 + 2 + 4 + 4) + 4 + 8 + 28 + 6,
-    "after": (2 + 2 + 4) + 4 + (28 + 4) + 6,
+    "after": 4 + 4 + (28 + 4) + 6,
 }
 OPTIMIZER_KERNELS = {"before": lambda parameters: 3 * parameters, "after": lambda parameters: 12}
 

@@ -40,7 +40,7 @@ void ColumnParallelLinearImpl::reset() {
 
 torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& input) {
   const torch::Tensor region_input = options.copy_input() ? copy_to_tensor_parallel_region(input, *tp) : input;
-  torch::Tensor output = torch::nn::functional::linear(region_input, weight);
+  torch::Tensor output = sinking_linear(region_input, weight, weight_gradient_sink);
   return options.gather_output() ? gather_from_tensor_parallel_region(output, *tp) : output;
 }
 
@@ -71,7 +71,7 @@ void RowParallelLinearImpl::reset() {
 
 torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& input) {
   torch::Tensor local_input = options.input_is_parallel() ? input : scatter_to_tensor_parallel_region(input, *tp);
-  return reduce_from_tensor_parallel_region(torch::nn::functional::linear(local_input, weight), *tp);
+  return reduce_from_tensor_parallel_region(sinking_linear(local_input, weight, weight_gradient_sink), *tp);
 }
 
 std::vector<ParameterLayout> RowParallelLinearImpl::parameter_layouts() const {

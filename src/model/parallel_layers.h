@@ -19,6 +19,7 @@
 
 #include "dist/communicator.h"
 #include "model/parameter_layout.h"
+#include "model/weight_gradient_sink.h"
 
 namespace t5scale {
 
@@ -43,6 +44,7 @@ class ColumnParallelLinearImpl : public torch::nn::Cloneable<ColumnParallelLinea
   ColumnParallelLinearOptions options;
   CommunicatorPtr tp;
   torch::Tensor weight;  // (out / tp, in)
+  WeightGradientSink weight_gradient_sink;  // where backward puts the weight's gradient (none: its .grad)
 };
 TORCH_MODULE(ColumnParallelLinear);
 
@@ -66,6 +68,7 @@ class RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl>
   RowParallelLinearOptions options;
   CommunicatorPtr tp;
   torch::Tensor weight;  // (out, in / tp)
+  WeightGradientSink weight_gradient_sink;  // where backward puts the weight's gradient (none: its .grad)
 };
 TORCH_MODULE(RowParallelLinear);
 

@@ -83,19 +83,26 @@ void GradientBuckets::begin_micro_batch(bool last_micro_batch) {
 }
 
 void GradientBuckets::on_gradient(size_t k) {
-  ParameterSlot& slot = slots_[k];
-  torch::Tensor& grad = slot.param.mutable_grad();
+  torch::Tensor& grad = slots_[k].param.mutable_grad();
   if (!grad.defined()) return;
-  T5S_CHECK(!arrived_[k], "the gradient of ", slot.name, " arrived twice in one backward: a parameter used in "
-            "several checkpointed regions cannot be reduced per bucket");
-  arrived_[k] = true;
+  mark_arrived(k);
   accumulate(k, grad.detach());
   grad = torch::Tensor();  // released: the fp32 main gradient holds it now
-  const bool reduce_now = last_micro_batch_ || sharding_ == GradientSharding::kGradients;
-  if (reduce_now && --buckets_[slot.bucket].pending == 0) launch(slot.bucket);
+  count_in(k);
 }
 
-void GradientBuckets::accumulate(size_t k, const torch::Tensor& grad) {
+void GradientBuckets::mark_arrived(size_t k) {
+  T5S_CHECK(!arrived_[k], "the gradient of ", slots_[k].name, " arrived twice in one backward: a parameter used in "
+            "several checkpointed regions cannot be reduced per bucket");
+  arrived_[k] = true;
+}
+
+void GradientBuckets::count_in(size_t k) {
+  const bool reduce_now = last_micro_batch_ || sharding_ == GradientSharding::kGradients;
+  if (reduce_now && --buckets_[slots_[k].bucket].pending == 0) launch(slots_[k].bucket);
+}
+
+torch::Tensor GradientBuckets::main_gradient_of(size_t k) {
   const ParameterSlot& slot = slots_[k];
   GradientBucket& bucket = buckets_[slot.bucket];
   if (!bucket.main_grad.defined()) {  // ZeRO-2: this micro-batch's buffer, its padding zero
@@ -104,15 +111,58 @@ void GradientBuckets::accumulate(size_t k, const torch::Tensor& grad) {
     for (size_t j : bucket.slots) used = std::max(used, slots_[j].offset + slots_[j].numel);
     bucket.main_grad.narrow(0, used, bucket.elements - used).zero_();
   }
+  return bucket.main_grad.narrow(0, slot.offset, slot.numel);
+}
+
+void GradientBuckets::accumulate(size_t k, const torch::Tensor& grad) {
   // Copied or added in the main gradient's dtype straight from the compute dtype (on a GPU the cast happens inside
   // the kernel: no fp32 temporary per gradient).
-  torch::Tensor target = bucket.main_grad.narrow(0, slot.offset, slot.numel);
+  torch::Tensor target = main_gradient_of(k);
   if (written_[k]) {
     target.add_(grad.reshape({-1}));
   } else {
     target.copy_(grad.reshape({-1}));
     written_[k] = true;
   }
+}
+
+void GradientBuckets::accumulate_product(size_t k, const torch::Tensor& grad_output_2d, const torch::Tensor& input_2d) {
+  const ParameterSlot& slot = slots_[k];
+  torch::Tensor target = main_gradient_of(k).view(slot.param.sizes());  // (out, in)
+  const torch::Tensor grad_output_t = grad_output_2d.t();
+  const bool first = !written_[k];
+  written_[k] = true;
+  if (target.scalar_type() == grad_output_2d.scalar_type()) {  // fp32 or fp64 training: one GEMM, no temporary
+    if (first) {
+      at::mm_out(target, grad_output_t, input_2d);
+    } else {
+      target.addmm_(grad_output_t, input_2d);
+    }
+  } else if (target.is_cuda()) {  // bf16 or fp16 operands, an fp32 product (cuBLAS accumulates in fp32 anyway)
+    if (first) {
+      at::mm_out(target, grad_output_t, input_2d, target.scalar_type());
+    } else {
+      target.add_(at::mm(grad_output_t, input_2d, target.scalar_type()));
+    }
+  } else {  // half precision on the CPU, which has no mixed-dtype GEMM: the product rounded, then accumulated
+    const torch::Tensor product = at::mm(grad_output_t, input_2d);
+    if (first) {
+      target.copy_(product);
+    } else {
+      target.add_(product);
+    }
+  }
+}
+
+WeightGradientSink GradientBuckets::weight_gradient_sink(size_t k) {
+  T5S_CHECK(slots_[k].param.dim() == 2, "a weight-gradient sink needs a 2-D weight; ", slots_[k].name, " is ",
+            slots_[k].param.sizes());
+  return [this, k](const torch::Tensor& grad_output_2d, const torch::Tensor& input_2d) {
+    torch::NoGradGuard no_grad;
+    mark_arrived(k);
+    accumulate_product(k, grad_output_2d, input_2d);
+    count_in(k);
+  };
 }
 
 void GradientBuckets::launch(size_t b) {

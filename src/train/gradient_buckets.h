@@ -23,6 +23,7 @@
 
 #include "dist/communicator.h"
 #include "model/parameter_layout.h"
+#include "model/weight_gradient_sink.h"
 #include "plan/cost_model.h"
 
 namespace t5scale {
@@ -81,6 +82,10 @@ class GradientBuckets {
   std::pair<int64_t, int64_t> owned_range(size_t bucket) const;
   // Adds `grad` (any floating dtype, the parameter's shape) into the slot's main gradient, as the gradient hook does.
   void accumulate(size_t slot, const torch::Tensor& grad);
+  // The sink of a linear layer's weight (model/weight_gradient_sink.h): its gradient computed into the slot's main
+  // gradient by one GEMM (the step's first written, later ones added; bf16 on a GPU straight into fp32), then
+  // counted in as the hook counts a .grad. The slot's parameter must be a 2-D weight used once per backward.
+  WeightGradientSink weight_gradient_sink(size_t slot);
   // The full reduced fp32 gradient of one slot (gathered over DP under ZeRO-1): for tests and checkpoints.
   torch::Tensor gathered_grad(size_t slot);
 
@@ -92,6 +97,10 @@ class GradientBuckets {
 
  private:
   void on_gradient(size_t slot);
+  void mark_arrived(size_t slot);  // refuses a second gradient in one backward
+  void count_in(size_t slot);      // the bucket's pending count; a complete bucket is reduced at once
+  torch::Tensor main_gradient_of(size_t slot);  // the slot's range of its bucket (made first under ZeRO-2)
+  void accumulate_product(size_t slot, const torch::Tensor& grad_output_2d, const torch::Tensor& input_2d);
   void launch(size_t bucket);         // zeroes what no gradient reached, then starts the reduction
   void complete(size_t bucket);        // waits for its reduction; ZeRO-2: adds the chunk, frees the buffer
   void complete_micro_batch();         // ZeRO-2: launches what is left of this micro-batch, completes it all

@@ -9,6 +9,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 
 #include "core/check.h"
@@ -99,6 +100,19 @@ ParallelTrainer::ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTraini
                                     : options_.zero1 ? GradientSharding::kOptimizer
                                                      : GradientSharding::kNone;
   gradients_ = std::make_unique<GradientBuckets>(std::move(slots), grid_.dp, options_.bucket_bytes, sharding);
+  if (options_.weight_gradients_into_buckets) {
+    std::map<std::string, size_t> slot_of;
+    for (size_t k = 0; k < gradients_->slots().size(); ++k) slot_of[gradients_->slots()[k].name] = k;
+    for (const auto& item : model_->named_modules()) {
+      WeightGradientSink* sink = nullptr;
+      if (auto* column = item.value()->as<ColumnParallelLinearImpl>()) sink = &column->weight_gradient_sink;
+      if (auto* row = item.value()->as<RowParallelLinearImpl>()) sink = &row->weight_gradient_sink;
+      const auto found = slot_of.find(item.key() + ".weight");
+      if (sink == nullptr || found == slot_of.end()) continue;  // frozen weights keep no bucket
+      *sink = gradients_->weight_gradient_sink(found->second);
+      installed_sinks_.push_back(sink);
+    }
+  }
   switch (options_.optimizer) {
     case OptimizerKind::kAdamW:
       optimizer_ = std::make_unique<DistributedAdamW>(*gradients_, grid_, options_.adamw);
@@ -108,6 +122,10 @@ ParallelTrainer::ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTraini
       break;
   }
   loss_scale_ = options_.precision == Precision::kFp16 ? options_.initial_loss_scale : 1.0;
+}
+
+ParallelTrainer::~ParallelTrainer() {
+  for (WeightGradientSink* sink : installed_sinks_) *sink = nullptr;
 }
 
 void ParallelTrainer::set_loss_scale_state(double loss_scale, int64_t steps_since_overflow) {

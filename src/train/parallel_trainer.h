@@ -43,6 +43,9 @@ struct ParallelTrainingOptions {
   Precision precision = Precision::kFp32;
   double initial_loss_scale = 65536.0;  // fp16 only
   int64_t loss_scale_growth_interval = 1000;
+  // The linear layers' weight gradients computed straight into the fp32 buckets (GradientBuckets::
+  // weight_gradient_sink); false: through each weight's .grad, as autograd leaves it.
+  bool weight_gradients_into_buckets = true;
 };
 
 // The training options a run config asks for (optimizer, freezing, clipping, ZeRO-1, buckets, precision).
@@ -76,6 +79,9 @@ class ParallelTrainer {
   // and any whose requires_grad was already false, are frozen: no gradient, no optimizer state. Weight decay
   // skips norms and biases (weight_decay_applies()).
   ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTrainingOptions options);
+  ~ParallelTrainer();  // takes its weight-gradient sinks out of the model, which may outlive it
+  ParallelTrainer(const ParallelTrainer&) = delete;
+  ParallelTrainer& operator=(const ParallelTrainer&) = delete;
 
   // micro_batches: this DP replica's share of the global batch, one entry per micro-batch.
   StepResult step(const std::vector<Seq2SeqBatch>& micro_batches, double learning_rate);
@@ -99,6 +105,7 @@ class ParallelTrainer {
   std::unique_ptr<GradientBuckets> gradients_;
   std::unique_ptr<DistributedOptimizer> optimizer_;
   std::vector<std::string> frozen_;
+  std::vector<WeightGradientSink*> installed_sinks_;  // the layers' sinks this trainer set
   double loss_scale_ = 1.0;
   int64_t steps_since_overflow_ = 0;
 };

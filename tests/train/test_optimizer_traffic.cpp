@@ -1,7 +1,8 @@
 // The passes over memory of the step's gradient and optimizer traffic, counted by operator (support/
 // operator_count.h): a bf16 model's parameters are views of one flat buffer per bucket, written back with one copy per
 // bucket whatever the number of parameters; fused AdamW takes the clipping and loss-scale factor in its own pass; the
-// buckets are never zeroed whole (the first gradient of a step is copied in, what none reached is zeroed alone).
+// buckets are never zeroed whole (the first gradient of a step is copied in, what none reached is zeroed alone); the
+// linear layers' weight gradients are computed straight into the buckets.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,9 +10,11 @@
 
 #include "core/check.h"
 #include "support/operator_count.h"
+#include "support/synthetic_task.h"
 #include "support/test_support.h"
 #include "train/distributed_adamw.h"
 #include "train/optimizer_harness.h"
+#include "train/parallel_trainer.h"
 
 namespace t5scale {
 namespace {
@@ -130,6 +133,89 @@ TEST(OptimizerTraffic, TheBucketsAreNeverZeroedWhole) {
   EXPECT_TRUE(torch::equal(grad(0), g1 + g2)) << "copied, then added";
   EXPECT_TRUE(torch::equal(grad(1), h));
   EXPECT_TRUE(torch::equal(grad(2), torch::zeros({40}))) << "no gradient reached it: zero, not what was there";
+}
+
+}  // namespace
+}  // namespace t5scale
+
+namespace t5scale {
+namespace {
+
+struct SinkStep {
+  std::vector<torch::Tensor> gradients;  // every slot's reduced gradient, in slot order
+  int addmm = 0;                         // aten::addmm_ dispatched by the step
+};
+
+// One step of two micro-batches on a fresh tiny model, its linear weights' gradients into the buckets or not.
+SinkStep step_with(bool into_buckets, torch::ScalarType dtype) {
+  ModelConfig config = tiny_model_config(32);
+  config.dropout_rate = 0.0;
+  ProcessGrid grid = ProcessGrid::solo();
+  T5Model model(config, grid.tp, dtype);
+  model->initialize_weights(5);
+  ParallelTrainingOptions options;
+  options.precision = dtype == torch::kFloat32 ? Precision::kFp32 : Precision::kBf16;
+  options.weight_gradients_into_buckets = into_buckets;
+  ParallelTrainer trainer(model, grid, options);
+  SyntheticTaskOptions task_options;
+  task_options.vocab_size = 32;
+  SyntheticTask task(task_options);
+  const std::vector<Seq2SeqBatch> micro_batches = {task.next_batch(3), task.next_batch(3)};
+  SinkStep out;
+  {
+    OperatorCount count;
+    OperatorCount::clear();
+    trainer.step(micro_batches, /*learning_rate=*/0.0);
+    out.addmm = OperatorCount::of("aten::addmm_");
+  }
+  for (size_t k = 0; k < trainer.gradients().slots().size(); ++k) {
+    out.gradients.push_back(trainer.gradients().gathered_grad(k));
+  }
+  return out;
+}
+
+int linear_weights(const T5Model& model) {
+  int n = 0;
+  for (const auto& item : model->named_modules()) {
+    n += item.value()->as<ColumnParallelLinearImpl>() != nullptr || item.value()->as<RowParallelLinearImpl>() != nullptr;
+  }
+  return n;
+}
+
+// Gradient-accumulation fusion: each linear weight's gradient is one GEMM into its bucket (written by the first
+// micro-batch, added by the second: one addmm_ each), the same gradients as through .grad: in fp32 to a few ulps (the
+// GEMM adds into the bucket itself), in bf16 on the CPU (no mixed-dtype GEMM here: the same two operations) exactly.
+TEST(OptimizerTraffic, LinearWeightGradientsGoStraightIntoTheBuckets) {
+  ModelConfig config = tiny_model_config(32);
+  ProcessGrid grid = ProcessGrid::solo();
+  const int linears = linear_weights(T5Model(config, grid.tp, torch::kFloat32));
+  ASSERT_GT(linears, 10);
+  const SinkStep fused = step_with(true, torch::kFloat32), plain = step_with(false, torch::kFloat32);
+  EXPECT_EQ(fused.addmm, linears) << "one accumulating GEMM per linear weight in the second micro-batch";
+  EXPECT_EQ(plain.addmm, 0);
+  ASSERT_EQ(fused.gradients.size(), plain.gradients.size());
+  for (size_t k = 0; k < fused.gradients.size(); ++k) {
+    EXPECT_TRUE(testing::tensors_close(msg("slot ", k), fused.gradients[k], plain.gradients[k], 1e-6));
+  }
+  const SinkStep fused16 = step_with(true, torch::kBFloat16), plain16 = step_with(false, torch::kBFloat16);
+  for (size_t k = 0; k < fused16.gradients.size(); ++k) {
+    EXPECT_TRUE(torch::equal(fused16.gradients[k], plain16.gradients[k])) << "bf16 slot " << k;
+  }
+}
+
+// A trainer takes its sinks out of the model when it goes: the model's own backward fills .grad again.
+TEST(OptimizerTraffic, AModelOutlivesItsTrainersSinks) {
+  ModelConfig config = tiny_model_config(32);
+  ProcessGrid grid = ProcessGrid::solo();
+  T5Model model(config, grid.tp, torch::kFloat32);
+  model->initialize_weights(5);
+  { ParallelTrainer trainer(model, grid, ParallelTrainingOptions{}); }
+  SyntheticTaskOptions task_options;
+  task_options.vocab_size = 32;
+  model->loss(SyntheticTask(task_options).next_batch(2)).backward();
+  for (const auto& item : model->named_parameters()) {
+    EXPECT_TRUE(item.value().grad().defined()) << item.key();
+  }
 }
 
 }  // namespace

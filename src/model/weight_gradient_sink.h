@@ -1,0 +1,25 @@
+// Gradient-accumulation fusion (Megatron's gradient_accumulation_fusion): a linear layer whose weight has a sink
+// hands the weight's gradient to it as the two factors of one GEMM, and the sink computes it straight into its fp32
+// gradient buffer (writing the step's first gradient, adding later ones). No compute-dtype weight gradient is made and
+// then added into the buffer: one tensor and one pass fewer per weight and micro-batch. The trainer's gradient
+// buckets install the sinks (GradientBuckets::weight_gradient_sink); without one a layer is an ordinary linear.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+
+namespace t5scale {
+
+// grad_output_2d (rows, out) and input_2d (rows, in): the weight's gradient is grad_output_2d^T input_2d (out, in).
+using WeightGradientSink = std::function<void(const torch::Tensor& grad_output_2d, const torch::Tensor& input_2d)>;
+
+// input (..., in) W^T for weight (out, in). Backward: the input's gradient as torch::nn::functional::linear gives it;
+// the weight's goes to `sink` (which must outlive the graph) and the weight gets no .grad.
+torch::Tensor linear_into_weight_gradient_sink(const torch::Tensor& input, const torch::Tensor& weight,
+                                               const WeightGradientSink& sink);
+
+// The forward of a layer's linear: through the sink where there is one and a gradient is wanted, else plain.
+torch::Tensor sinking_linear(const torch::Tensor& input, const torch::Tensor& weight, const WeightGradientSink& sink);
+
+}  // namespace t5scale
