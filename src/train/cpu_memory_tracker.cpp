@@ -2,10 +2,10 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/alignment.h>
 
 #include <atomic>
 #include <mutex>
-#include <unordered_map>
 
 namespace t5scale {
 namespace {
@@ -26,28 +26,18 @@ void add(int64_t bytes) {
   raise_to(window_peak, now);
 }
 
-// The bytes each live allocation counts for, by its address. An allocation's data is its own context (as LibTorch's
-// default CPU allocator makes them), so that code which frees through raw_deleter() works unchanged.
-std::mutex sizes_mutex;
-std::unordered_map<void*, int64_t>& sizes() {
-  static auto* by_address = new std::unordered_map<void*, int64_t>();  // never destroyed: frees can come at exit
-  return *by_address;
-}
+// Each counted allocation carries its size in a header just before the data: the inner allocator's block is the header
+// plus the data, and the data stays its own context (as LibTorch's default CPU allocator makes them), so that code
+// which frees through raw_deleter() works unchanged. No lock and no table: counting costs two atomic additions.
+// The header is as long as the inner allocator's alignment, so the data keeps it.
+constexpr size_t kHeaderBytes = c10::gAlignment;
 c10::DeleterFnPtr inner_deleter = nullptr;
 
 void free_counted(void* data) {
   if (data == nullptr) return;
-  int64_t bytes = 0;
-  {
-    std::lock_guard<std::mutex> lock(sizes_mutex);
-    auto it = sizes().find(data);
-    if (it != sizes().end()) {
-      bytes = it->second;
-      sizes().erase(it);
-    }
-  }
-  live.fetch_sub(bytes);
-  inner_deleter(data);
+  void* block = static_cast<char*>(data) - kHeaderBytes;
+  live.fetch_sub(*static_cast<const int64_t*>(block));
+  inner_deleter(block);
 }
 
 class TrackingAllocator final : public c10::Allocator {
@@ -55,16 +45,14 @@ class TrackingAllocator final : public c10::Allocator {
   explicit TrackingAllocator(c10::Allocator* inner) : inner_(inner) {}
 
   c10::DataPtr allocate(size_t n) override {
-    c10::DataPtr inner = inner_->allocate(n);
-    void* data = inner.get();
+    if (n == 0) return inner_->allocate(0);  // nothing to count
+    c10::DataPtr inner = inner_->allocate(n + kHeaderBytes);
+    void* block = inner.get();
     const c10::Device device = inner.device();
-    if (data == nullptr) return inner;  // zero bytes: nothing to count
     (void)inner.release_context();  // freed by free_counted through the inner allocator's raw deleter
-    {
-      std::lock_guard<std::mutex> lock(sizes_mutex);
-      sizes()[data] = static_cast<int64_t>(n);
-    }
+    *static_cast<int64_t*>(block) = static_cast<int64_t>(n);
     add(static_cast<int64_t>(n));
+    void* data = static_cast<char*>(block) + kHeaderBytes;
     return c10::DataPtr(data, data, &free_counted, device);
   }
 
