@@ -225,8 +225,10 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
       device_tokens += (batch.labels != kIgnoreIndex).sum().to(count_options);
     }
     auto to_device = [&](const torch::Tensor& t) { return t.to(device, /*non_blocking=*/true); };
+    torch::Tensor decoder_input_ids = model_->shift_right(batch.labels);
+    if (batch.labels.is_pinned()) decoder_input_ids = decoder_input_ids.pin_memory();  // its copy runs async too
     batches.push_back({to_device(batch.input_ids), padded ? to_device(batch.attention_mask) : torch::Tensor(),
-                       to_device(model_->shift_right(batch.labels)), to_device(batch.labels)});
+                       to_device(decoder_input_ids), to_device(batch.labels)});
   }
 
   // 2. The global number of target tokens: the denominator of the mean loss on every rank. It stays on the

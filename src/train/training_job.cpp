@@ -228,8 +228,8 @@ int TrainingJob::run() {
   while (step_ < total_steps_) {
     // All ranks agree, once per step, on a signal and on a checkpoint that is due by the clock. The flags as they
     // stand before the step are reduced beside it and read after it, when the step's own read-back has waited for
-    // the device anyway: the agreement adds no host wait, and a signal is acted on at the end of the step (and of
-    // its evaluation) during which it came.
+    // the device anyway: the agreement adds no host wait, and a signal is acted on at the end of the first step that
+    // starts after it came (and of that step's evaluation).
     const bool checkpoint_due_by_time =
         config_.checkpoint.every_minutes > 0 && seconds_since(last_checkpoint_) >= config_.checkpoint.every_minutes * 60;
     torch::Tensor flags = torch::tensor({static_cast<int64_t>(preemption_signal() != 0),
