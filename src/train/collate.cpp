@@ -64,4 +64,8 @@ Seq2SeqBatch collate(const std::vector<TokenSequences>& examples, const CollateO
   return batch;
 }
 
+Seq2SeqBatch pinned(const Seq2SeqBatch& batch) {
+  return {batch.input_ids.pin_memory(), batch.attention_mask.pin_memory(), batch.labels.pin_memory()};
+}
+
 }  // namespace t5scale

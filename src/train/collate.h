@@ -21,4 +21,7 @@ struct CollateOptions {
 // error naming the example's row.
 Seq2SeqBatch collate(const std::vector<TokenSequences>& examples, const CollateOptions& options = {});
 
+// The batch in page-locked host memory, whose copies to a GPU run asynchronously (needs CUDA).
+Seq2SeqBatch pinned(const Seq2SeqBatch& batch);
+
 }  // namespace t5scale

@@ -22,6 +22,7 @@
 #include "telemetry/cost.h"
 #include "telemetry/nvml.h"
 #include "telemetry/probes.h"
+#include "train/collate.h"
 #include "train/cpu_memory_tracker.h"
 #include "train/device_probe.h"
 
@@ -265,7 +266,7 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   batch_.attention_mask = torch::ones({o.micro_batch, o.source_length}, ids);                    // (B, S)
   batch_.labels = torch::randint(2, vocab, {o.micro_batch, o.target_length}, generator, ids);     // (B, T)
   if (o.device.is_cuda()) {  // page-locked, as the job's loader gives them to a GPU
-    batch_ = {batch_.input_ids.pin_memory(), batch_.attention_mask.pin_memory(), batch_.labels.pin_memory()};
+    batch_ = pinned(batch_);
   }
 }
 

@@ -25,9 +25,7 @@ std::future<StepData> StepDataPrefetcher::prepare_next() {
       Seq2SeqBatch batch = collate(source_.fetch(micro_batch), collate_);
       data.samples += batch.input_ids.size(0);
       data.source_tokens += batch.attention_mask.sum().item<int64_t>();
-      if (pin_memory_) {
-        batch = {batch.input_ids.pin_memory(), batch.attention_mask.pin_memory(), batch.labels.pin_memory()};
-      }
+      if (pin_memory_) batch = pinned(batch);
       data.micro_batches.push_back(std::move(batch));
     }
     return std::move(data);
