@@ -30,14 +30,9 @@ struct LinearIntoWeightGradientSink : torch::autograd::Function<LinearIntoWeight
 
 }  // namespace
 
-torch::Tensor linear_into_weight_gradient_sink(const torch::Tensor& input, const torch::Tensor& weight,
-                                               const WeightGradientSink& sink) {
-  return LinearIntoWeightGradientSink::apply(input, weight, &sink);
-}
-
 torch::Tensor sinking_linear(const torch::Tensor& input, const torch::Tensor& weight, const WeightGradientSink& sink) {
   if (sink && weight.requires_grad() && torch::GradMode::is_enabled()) {
-    return linear_into_weight_gradient_sink(input, weight, sink);
+    return LinearIntoWeightGradientSink::apply(input, weight, &sink);
   }
   return torch::nn::functional::linear(input, weight);
 }

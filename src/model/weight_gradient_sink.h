@@ -14,12 +14,9 @@ namespace t5scale {
 // grad_output_2d (rows, out) and input_2d (rows, in): the weight's gradient is grad_output_2d^T input_2d (out, in).
 using WeightGradientSink = std::function<void(const torch::Tensor& grad_output_2d, const torch::Tensor& input_2d)>;
 
-// input (..., in) W^T for weight (out, in). Backward: the input's gradient as torch::nn::functional::linear gives it;
-// the weight's goes to `sink` (which must outlive the graph) and the weight gets no .grad.
-torch::Tensor linear_into_weight_gradient_sink(const torch::Tensor& input, const torch::Tensor& weight,
-                                               const WeightGradientSink& sink);
-
-// The forward of a layer's linear: through the sink where there is one and a gradient is wanted, else plain.
+// input (..., in) W^T for weight (out, in). Where `sink` is set and a gradient is wanted, backward gives the input's
+// gradient as torch::nn::functional::linear does and the weight's to `sink` (which must outlive the graph; the weight
+// gets no .grad); otherwise it is torch::nn::functional::linear.
 torch::Tensor sinking_linear(const torch::Tensor& input, const torch::Tensor& weight, const WeightGradientSink& sink);
 
 }  // namespace t5scale

@@ -209,22 +209,18 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
   // 1. Every micro-batch goes to the device before the first forward: input ids, the decoder's inputs (shifted on the
   //    host), the labels, and the mask only where something is padded (read on the host: no device wait). From
   //    page-locked host memory (the job's loader pins it on a GPU node) the copies run asynchronously, in order on
-  //    the compute stream. Batches already on the device are taken as they are, and their mask as padded.
+  //    the compute stream.
   struct DeviceBatch {
     torch::Tensor input_ids, attention_mask, decoder_input_ids, labels;
   };
   std::vector<DeviceBatch> batches;
-  int64_t host_tokens = 0;
-  torch::Tensor device_tokens = torch::zeros({1}, count_options);  // of batches whose labels are on the device
+  int64_t tokens = 0;  // this replica's target tokens
   for (const Seq2SeqBatch& batch : micro_batches) {
-    const bool on_host = batch.attention_mask.is_cpu() && batch.labels.is_cpu();
-    const bool padded = !on_host || !batch.attention_mask.all().item<bool>();
-    if (on_host) {
-      host_tokens += (batch.labels != kIgnoreIndex).sum().item<int64_t>();
-    } else {
-      device_tokens += (batch.labels != kIgnoreIndex).sum().to(count_options);
-    }
+    T5S_CHECK(batch.input_ids.is_cpu() && batch.attention_mask.is_cpu() && batch.labels.is_cpu(),
+              "the trainer takes micro-batches on the host, as the data loader gives them, and copies them itself");
+    tokens += (batch.labels != kIgnoreIndex).sum().item<int64_t>();
     auto to_device = [&](const torch::Tensor& t) { return t.to(device, /*non_blocking=*/true); };
+    const bool padded = !batch.attention_mask.all().item<bool>();
     torch::Tensor decoder_input_ids = model_->shift_right(batch.labels);
     if (batch.labels.is_pinned()) decoder_input_ids = decoder_input_ids.pin_memory();  // its copy runs async too
     batches.push_back({to_device(batch.input_ids), padded ? to_device(batch.attention_mask) : torch::Tensor(),
@@ -233,7 +229,7 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
 
   // 2. The global number of target tokens: the denominator of the mean loss on every rank. It stays on the
   //    device; the step reads its figures back to the host once, at the end.
-  torch::Tensor global_tokens = device_tokens + static_cast<double>(host_tokens);
+  torch::Tensor global_tokens = torch::full({1}, static_cast<double>(tokens), count_options);
   grid_.dp->all_reduce_sum(global_tokens);
   const torch::Tensor loss_factor = loss_scale_ / global_tokens.clamp_min(1.0);
 

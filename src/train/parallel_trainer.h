@@ -83,7 +83,8 @@ class ParallelTrainer {
   ParallelTrainer(const ParallelTrainer&) = delete;
   ParallelTrainer& operator=(const ParallelTrainer&) = delete;
 
-  // micro_batches: this DP replica's share of the global batch, one entry per micro-batch.
+  // micro_batches: this DP replica's share of the global batch, one entry per micro-batch, on the host (the step
+  // copies them to the model's device).
   StepResult step(const std::vector<Seq2SeqBatch>& micro_batches, double learning_rate);
 
   GradientBuckets& gradients() { return *gradients_; }
