@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "core/check.h"
 #include "model/t5_layers.h"
@@ -444,6 +445,32 @@ TEST(T5Model, SharedBiasGradientsAreSummedInFp32) {
   plain_total.backward();
   EXPECT_FALSE(torch::equal(plain.grad().to(torch::kFloat64), exact)) << "bf16 summation lost nothing here: the test "
                                                                          "shows no difference";
+}
+
+// The stack reads its shared bias that way: a bf16 model's graph holds one ReadWithFp32Gradient node per block (each
+// block's own edge to the fp32 bias), an fp32 model's none.
+TEST(T5Model, EveryBlockOfAHalfPrecisionStackReadsTheBiasWithAnFp32Gradient) {
+  ModelConfig config = small_config(FeedForwardKind::kGatedGelu, false);
+  const torch::Tensor ids = torch::randint(3, 50, {2, 7});
+  const torch::Tensor labels = torch::randint(3, 50, {2, 5});
+  for (const auto dtype : {torch::kBFloat16, torch::kFloat32}) {
+    T5Model model(config, solo(), dtype);
+    model->initialize_weights(4);
+    const torch::Tensor loss = model->token_losses(model->forward(ids, torch::Tensor(), model->shift_right(labels)),
+                                                   labels).sum();
+    std::set<const torch::autograd::Node*> seen;
+    std::vector<const torch::autograd::Node*> todo = {loss.grad_fn().get()};
+    int readers = 0;
+    while (!todo.empty()) {
+      const torch::autograd::Node* node = todo.back();
+      todo.pop_back();
+      if (node == nullptr || !seen.insert(node).second) continue;
+      readers += node->name().find("ReadWithFp32Gradient") != std::string::npos;
+      for (const auto& edge : node->next_edges()) todo.push_back(edge.function.get());
+    }
+    const int blocks = static_cast<int>(config.num_layers + config.num_decoder_layers);
+    EXPECT_EQ(readers, dtype == torch::kBFloat16 ? blocks : 0) << c10::toString(dtype);
+  }
 }
 
 // transformers' T5LayerNorm, written as transformers writes it: variance in fp32, the normalised value rounded to a
