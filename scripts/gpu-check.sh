@@ -3,7 +3,7 @@
 # that runs every GPU check and benchmark and leaves everything under one results folder, printing progress.
 #
 #   scripts/gpu-check.sh [--bundle DIR | --build-dir DIR] [--python PY] [--budget-min M] [--only STAGES]
-#                        [--dry-run] [OUT_DIR]
+#                        [--rows NAMES] [--stage-cap S] [--profile-row NAME] [--dry-run] [OUT_DIR]
 #
 #   --bundle DIR     a relocatable bundle (scripts/bundle.sh): DIR/env.sh is sourced with --python PY
 #   --build-dir DIR  a build tree with the programs in DIR/bin and ctest's files (default: build, when no bundle)
@@ -13,6 +13,10 @@
 #                    up to its own limit, and a stage with less than 30 s left is skipped
 #   --only STAGES    run only these stages (comma-separated names of the list below); the others are recorded as
 #                    not selected
+#   --rows NAMES     only these benchmark rows in the bench and compare stages (comma-separated MODEL-SOURCE-TARGET
+#                    names of the list below, e.g. t5-3b-147-26,t5-v1_1-xxl-512-128; default: every row)
+#   --stage-cap S    no stage runs longer than S seconds (default: each stage's own limit)
+#   --profile-row NAME  the row the profile stage profiles (default t5-3b-147-26); it runs when the row is benchmarked
 #   --dry-run        print the stages and their commands without running anything (the planner's micro-batches
 #                    are computed, on the CPU); nothing is written
 #   OUT_DIR          default results/gpu/<GPU name>/<UTC date and time>
@@ -26,12 +30,14 @@
 #   plan         the micro-batch of every benchmark row from the planner (t5scale-study)      plan/
 #   bench        t5scale-bench, bf16: T5-v1.1-base, -large, T5-3B (whole model), T5-v1.1-XXL (--tp-shard 8);
 #                lengths 512/128 and SAMSum-like 147/26                                       bench/*.json
+#   profile      t5scale-bench --profile 2 on --profile-row: device time per kernel and class     profile/
 #   compare      bench/compare.sh (or compare.py): t5scale-bench against transformers         compare/
 #   summary      one line per stage and the figures                                           summary.txt
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUNDLE="" BUILD_DIR="" PYTHON=python3 BUDGET_MIN=19 DRY_RUN=0 OUT_DIR="" ONLY=""
+BUNDLE="" BUILD_DIR="" PYTHON=python3 BUDGET_MIN=19 DRY_RUN=0 OUT_DIR="" ONLY="" ROWS="" STAGE_CAP=0
+PROFILE_ROW=t5-3b-147-26
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "gpu-check: $*" >&2; exit 2; }
 while (($#)); do
@@ -41,6 +47,9 @@ while (($#)); do
     --python) (($# >= 2)) || die "--python needs an interpreter"; PYTHON=$2; shift 2 ;;
     --budget-min) (($# >= 2)) || die "--budget-min needs minutes"; BUDGET_MIN=$2; shift 2 ;;
     --only) (($# >= 2)) || die "--only needs stage names"; ONLY=",$2,"; shift 2 ;;
+    --rows) (($# >= 2)) || die "--rows needs row names"; ROWS=",$2,"; shift 2 ;;
+    --stage-cap) (($# >= 2)) || die "--stage-cap needs seconds"; STAGE_CAP=$2; shift 2 ;;
+    --profile-row) (($# >= 2)) || die "--profile-row needs a row name"; PROFILE_ROW=$2; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
@@ -48,6 +57,7 @@ while (($#)); do
   esac
 done
 [[ $BUDGET_MIN =~ ^[0-9]+$ ]] || die "--budget-min: a whole number of minutes, got '$BUDGET_MIN'"
+[[ $STAGE_CAP =~ ^[0-9]+$ ]] || die "--stage-cap: a whole number of seconds, got '$STAGE_CAP'"
 [[ -z $BUNDLE || -z $BUILD_DIR ]] || die "--bundle and --build-dir exclude each other"
 
 # ---- where the programs are ----
@@ -119,6 +129,7 @@ run_stage() {
     ((DRY_RUN)) || progress "${SUMMARY[-1]}"
     return 0
   fi
+  ((STAGE_CAP > 0 && STAGE_CAP < limit)) && limit=$STAGE_CAP
   if ((DRY_RUN)); then
     printf '  %-12s [<= %4d s] %s\n' "$name" "$limit" "$*"
     return 0
@@ -278,17 +289,21 @@ for row in "${BENCH_ROWS[@]}"; do
 done
 ((DRY_RUN)) || SUMMARY+=("plan: micro-batches ${MICRO[*]} (plan/)")
 
+row_selected() { [[ -z $ROWS || $ROWS == *",$1,"* ]]; }
 # A dry run shows every command, with a missing program marked where it would be.
 if [[ -n $BENCH ]] || ((DRY_RUN)); then
   ((DRY_RUN)) || mkdir -p "$OUT_DIR/bench"
   for i in "${!BENCH_ROWS[@]}"; do
     read -r model source target tp <<<"${BENCH_ROWS[$i]}"
     name=$model-$source-$target
-    shard=()
+    row_selected "$name" || { SUMMARY+=("bench $name: not selected (--rows)"); continue; }
+    shard=() profile=()
     ((tp > 1)) && shard=(--tp-shard "$tp")
+    # The profiled row runs its profile in the same process, after its timed steps (the profile's table ends its log).
+    [[ $name == "$PROFILE_ROW" ]] && profile=(--profile 2)
     run_stage "bench $name" 150 "$OUT_DIR/bench/$name.log" "${BENCH:-t5scale-bench(MISSING)}" --model "$model" --precision bf16 \
       --micro-batch "${MICRO[$i]}" --source-length "$source" --target-length "$target" --steps 10 "${shard[@]}" \
-      --checkpoint-every-blocks auto \
+      --checkpoint-every-blocks auto "${profile[@]}" \
       --json "$OUT_DIR/bench/$name.json"
   done
 else
@@ -300,6 +315,7 @@ if [[ -n $COMPARE && -n $BENCH ]] || ((DRY_RUN)); then
   ((DRY_RUN)) || mkdir -p "$OUT_DIR/compare"
   for i in 0 1 2 3; do
     read -r model source target tp <<<"${BENCH_ROWS[$i]}"
+    row_selected "$model-$source-$target" || { SUMMARY+=("compare $model-$source-$target: not selected (--rows)"); continue; }
     runner=()
     [[ $COMPARE == *.py ]] && runner=("$PYTHON")
     run_stage "compare $model-$source-$target" 200 "$OUT_DIR/compare/$model-$source-$target.log" "${runner[@]}" \
@@ -331,9 +347,14 @@ for path in [os.path.join(out, "train.json")] + sorted(glob.glob(os.path.join(ou
         continue
     try:
         with open(path) as f:
-            figures = scalars(json.load(f))
+            report = json.load(f)
+        figures = scalars(report)
         print(os.path.relpath(path, out) + ": " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                                         for k, v in list(figures.items())[:14]))
+        if isinstance(report.get("profile"), dict):
+            p = report["profile"]
+            print("  profile: device busy %.1f%% of %.1f ms; " % (100 * p["device_busy_fraction"], 1e3 * p["wall_s_per_step"])
+                  + ", ".join("%s %.1f%%" % (c["class"], 100 * c["fraction"]) for c in p["classes"]))
     except Exception as e:
         print(os.path.relpath(path, out) + f": unreadable ({e})")
 EOF

@@ -59,6 +59,10 @@ initialised as t5scale-train does.
   --peak-flops X            the device's peak FLOP/s for MFU, instead of the table's (CPUs have none)
   --matmul-peak             also measure a large matmul's TFLOP/s here, printed beside the table's peak
   --seed N                  weights, dropout and the random tokens                         [1234]
+  --profile N               after the timed steps, N more under LibTorch's profiler: the device time of each kernel
+                            and of each class of kernels (matrix products, attention, norms, elementwise, optimizer,
+                            copies), printed after the table and kept in the JSON ("profile")
+  --profile-trace FILE      with --profile: also write the profiler's Chrome trace (chrome://tracing, Perfetto)
   --json FILE               write every figure as JSON (schema t5scale-bench/1)
   --print-model-config      print the shape as Hugging Face's config.json and exit
   --help                    this text
@@ -78,6 +82,7 @@ const std::vector<std::string>& option_names() {
       "--steps",        "--warmup-steps", "--device",       "--threads",                 "--activation-checkpointing",
       "--checkpoint-every-blocks", "--device-memory-gib", "--optimizer", "--lr",   "--dropout",                 "--vocab-size",
       "--tp-shard",     "--attention",   "--peak-flops",  "--matmul-peak",   "--seed",                    "--json",
+      "--profile",      "--profile-trace",
       "--print-model-config", "--help"};
   return names;
 }
@@ -141,6 +146,11 @@ Arguments parse(int argc, char** argv) {
       o.measure_matmul = true;
     } else if (flag == "--seed") {
       o.seed = static_cast<uint64_t>(line.integer());
+    } else if (flag == "--profile") {
+      o.profile_steps = static_cast<int>(line.integer());
+      T5S_CHECK(o.profile_steps >= 1, "--profile must be at least 1 step, got ", o.profile_steps);
+    } else if (flag == "--profile-trace") {
+      o.profile_trace_path = line.value();
     } else if (flag == "--json") {
       a.json_path = line.value();
     } else if (flag == "--print-model-config") {
@@ -177,6 +187,8 @@ void write_json(const nlohmann::json& report, const std::string& path) {
 
 int run(int argc, char** argv) {
   Arguments a = parse(argc, argv);
+  T5S_CHECK(a.options.profile_trace_path.empty() || a.options.profile_steps > 0,
+            "--profile-trace needs --profile N (the steps to profile)");
   if (a.print_model_config) {
     const StepBenchmarkOptions& o = a.options;
     std::cout << hf_config_json(benchmark_model_config(o.model, o.tiny_vocab_size, o.dropout_rate)).dump(2) << "\n";
@@ -188,7 +200,9 @@ int run(int argc, char** argv) {
   nlohmann::json report = bench.run();
   report["identity"]["git_revision"] = T5SCALE_GIT_REVISION;
   report["identity"]["arguments"] = std::vector<std::string>(argv + 1, argv + argc);
-  std::cout << benchmark_table({report}) << std::flush;
+  std::cout << benchmark_table({report});
+  if (report["profile"].is_object()) std::cout << report["profile"]["table"].get<std::string>();
+  std::cout << std::flush;
   if (!a.json_path.empty()) write_json(report, a.json_path);
   return 0;
 }

@@ -25,6 +25,7 @@
 #include "train/collate.h"
 #include "train/cpu_memory_tracker.h"
 #include "train/device_probe.h"
+#include "train/kernel_profile.h"
 
 #ifdef T5SCALE_WITH_NCCL
 #include <ATen/cuda/CUDAContext.h>
@@ -401,6 +402,13 @@ json StepBenchmark::run() {
       {"predicted_bytes", prediction.total_bytes()},
       {"predicted", prediction.describe()},
   };
+  report["profile"] = nullptr;
+  if (o.profile_steps > 0) {  // after the memory figures: the profiler's own buffers stay out of them
+    KernelProfile profile = profile_kernels(
+        o.device, o.profile_steps, [&] { trainer_->step({batch_}, o.learning_rate); }, o.profile_trace_path);
+    report["profile"] = profile.summary;
+    report["profile"]["table"] = profile.table;
+  }
   return report;
 }
 

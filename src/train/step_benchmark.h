@@ -55,6 +55,8 @@ struct StepBenchmarkOptions {
   double peak_flops_per_device = 0.0;  // > 0 replaces the peak table's figure
   bool measure_matmul = false;         // also time a large matrix product in the compute dtype
   uint64_t seed = 1234;
+  int profile_steps = 0;           // > 0: after the timed steps, this many more under the profiler (report "profile")
+  std::string profile_trace_path;  // with profile_steps: the profiler's Chrome trace
 };
 
 // The model of `name`: a named shape or "tiny" (with tiny_vocab_size), dropout replaced when dropout_rate >= 0.
