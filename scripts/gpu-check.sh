@@ -219,7 +219,7 @@ if [[ -n $CTEST_DIR ]]; then
   fi
 elif [[ -n $RUN_TESTS ]]; then
   # The bundle's own runner: every gpu entry of the build's ctest list, scripts included (tests/tests.list).
-  run_stage gpu-tests 480 "$OUT_DIR/gpu-tests.log" "$RUN_TESTS" --python "$PYTHON" -L gpu
+  run_stage gpu-tests 480 "$OUT_DIR/gpu-tests.log" "$RUN_TESTS" --python "$PYTHON" -L gpu --logs "$OUT_DIR/gpu-tests"
   skipped=$( ((DRY_RUN)) || [[ ! -f $OUT_DIR/gpu-tests.log ]] || grep -c '^SKIP ' "$OUT_DIR/gpu-tests.log")
   if [[ -n $skipped && $skipped != 0 ]]; then
     SUMMARY+=("gpu-tests: FAILED: $skipped gpu tests were skipped, i.e. LibTorch saw no usable CUDA device (gpu-tests.log)")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the bundle's tests without ctest and without the build tree:
-#   tests/run-tests.sh [--python PY | --torch-lib DIR] [-L LABEL_REGEX] [-R NAME_REGEX]
+#   tests/run-tests.sh [--python PY | --torch-lib DIR] [-L LABEL_REGEX] [-R NAME_REGEX] [--logs DIR]
 # Each line of tests.list (made by scripts/bundle.sh from the build's ctest entries) runs a gtest program of
 # tests/bin with its filter and environment, under the bundle's mpirun where the entry has ranks, or (program
 # @COMMAND@) a whole command, its words separated by 0x1f, with scripts of tests/scripts and @PYTHON@ for the
@@ -9,22 +9,28 @@
 # files made by Python (transformers, rouge-score, ...) use the copies the bundle took from the build tree
 # (references/). Entries the bundle cannot run (their references were not made before bundling, or they read the
 # clone) are listed with the reason. Exits non-zero if any entry fails; an entry whose filter selects no test
-# fails, and one that exits with its SKIP_RETURN_CODE is skipped, as under ctest.
+# fails, and one that exits with its SKIP_RETURN_CODE is skipped, as under ctest. A failure prints the end of its
+# output; --logs DIR keeps every entry's whole output there as NAME.log.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 env_args=()
 python=python3
 label_regex=""
 name_regex=""
+logs_dir=""
 while (($#)); do
   case $1 in
     --python) python=${2:?--python needs a value}; env_args+=("$1" "$2"); shift 2 ;;
     --torch-lib) env_args+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
     -L) label_regex=${2:?-L needs a regex}; shift 2 ;;
     -R) name_regex=${2:?-R needs a regex}; shift 2 ;;
+    --logs) logs_dir=${2:?--logs needs a folder}; shift 2 ;;
     *) echo "run-tests.sh: unknown argument '$1'" >&2; sed -n '3p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
   esac
 done
+if [[ -n $logs_dir ]]; then
+  mkdir -p "$logs_dir" || { echo "run-tests.sh: --logs: cannot create '$logs_dir'" >&2; exit 2; }
+fi
 # shellcheck source=/dev/null
 source "$HERE/../env.sh" "${env_args[@]}"
 WORK=$(mktemp -d)
@@ -69,6 +75,7 @@ while IFS=$'\t' read -r name labels ranks skip_code program arguments environmen
   start=$(date +%s)
   status=0
   (cd "$WORK" && env "${assignments[@]}" timeout 600 "${command[@]}") >"$log" 2>&1 || status=$?
+  [[ -z $logs_dir ]] || cp "$log" "$logs_dir/"
   if [[ $skip_code != - && $status == "$skip_code" ]]; then
     echo "SKIP $name: $(tail -n 1 "$log")"
     skipped=$((skipped + 1))

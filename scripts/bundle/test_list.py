@@ -94,8 +94,8 @@ def script_command(command, bundled, build_dir, source_dir, scripts_dir):
         name = os.path.basename(word)
         if not word.startswith("/"):
             words.append(word)
-        elif word.startswith(build_dir + "/bin/"):
-            words.append("@BUNDLE@/bin/" + word[len(build_dir + "/bin/"):])
+        elif word == build_dir + "/bin" or word.startswith(build_dir + "/bin/"):
+            words.append("@BUNDLE@/bin" + word[len(build_dir + "/bin"):])
         elif word.startswith(build_dir + "/") and name in bundled and os.path.isfile(word):
             words.append("@BUNDLE@/tests/bin/" + name)
         elif word.startswith(build_dir + "/"):
@@ -170,8 +170,8 @@ def main():
         source_path = None
         for assignment in properties.get("ENVIRONMENT", []):
             key, _, value = assignment.partition("=")
-            if value.startswith(build_dir + "/bin/"):
-                value = "@BUNDLE@/bin/" + value[len(build_dir + "/bin/"):]
+            if value == build_dir + "/bin" or value.startswith(build_dir + "/bin/"):
+                value = "@BUNDLE@/bin" + value[len(build_dir + "/bin"):]
             elif value.startswith(build_dir + "/"):
                 value = "@WORK@/" + value[len(build_dir + "/"):]
             elif value.startswith("/") and os.path.exists(value):

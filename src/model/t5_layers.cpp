@@ -96,7 +96,8 @@ torch::Tensor RelativePositionBiasImpl::forward(int64_t query_length, int64_t ke
   const torch::Tensor buckets =
       relative_position_bucket(key_position - query_position, bidirectional, num_buckets, max_distance);
   const bool half = weight.scalar_type() == torch::kBFloat16 || weight.scalar_type() == torch::kHalf;
-  return torch::embedding(half ? weight.to(torch::kFloat32) : weight, buckets).permute({2, 0, 1}).unsqueeze(0);
+  // Contiguous (H, Lq, Lk): SDPA's fused CUDA kernels take a float mask only with its last dimension dense.
+  return torch::embedding(half ? weight.to(torch::kFloat32) : weight, buckets).permute({2, 0, 1}).contiguous().unsqueeze(0);
 }
 
 namespace {

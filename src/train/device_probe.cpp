@@ -37,9 +37,18 @@ int64_t device_memory_bytes(c10::Device device) {
   return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
 }
 
+#ifdef T5SCALE_WITH_NCCL
+namespace {
+// The caching allocator's per-device state exists only after CUDA's lazy initialisation (the first CUDA tensor
+// does it); before that its statistics calls refuse the device ("Invalid device argument").
+void initialise_cuda() { at::globalContext().lazyInitDevice(at::kCUDA); }
+}  // namespace
+#endif
+
 std::optional<CudaAllocatorStats> cuda_allocator_stats(c10::Device device) {
 #ifdef T5SCALE_WITH_NCCL
   if (device.is_cuda()) {
+    initialise_cuda();
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
     const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
     return CudaAllocatorStats{stats.allocated_bytes[aggregate].current, stats.reserved_bytes[aggregate].current,
@@ -51,7 +60,10 @@ std::optional<CudaAllocatorStats> cuda_allocator_stats(c10::Device device) {
 
 void reset_cuda_peak_stats(c10::Device device) {
 #ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+  if (device.is_cuda()) {
+    initialise_cuda();
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+  }
 #endif
 }
 

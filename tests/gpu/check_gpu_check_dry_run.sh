@@ -25,9 +25,10 @@ for model in t5-v1_1-base t5-v1_1-large t5-3b t5-v1_1-xxl; do
     planned=$(grep -E "^  plan +$model $source/$target tp [18]: planner: micro-batch [0-9]+ " <<<"$output" |
               sed -E 's/.*micro-batch ([0-9]+) .*/\1/')
     [[ $planned =~ ^(1|2|4|8|16|32|64|128|256)$ ]] || fail "no planner micro-batch for $model $source/$target"
-    shard=""
+    shard="" profile=""
     [[ $model == t5-v1_1-xxl ]] && shard=" --tp-shard 8"
-    expect "^  bench $model-$source-$target .*t5scale-bench.* --model $model --precision bf16 --micro-batch $planned --source-length $source --target-length $target --steps [0-9]+$shard --checkpoint-every-blocks auto --json $out_dir/bench/$model-$source-$target.json"
+    [[ $model-$source-$target == t5-3b-147-26 ]] && profile=" --profile 2"  # the default --profile-row
+    expect "^  bench $model-$source-$target .*t5scale-bench.* --model $model --precision bf16 --micro-batch $planned --source-length $source --target-length $target --steps [0-9]+$shard --checkpoint-every-blocks auto$profile --json $out_dir/bench/$model-$source-$target.json"
   done
 done
 expect "^  compare t5-v1_1-base-512-128 .*--models t5-v1_1-base --lengths 512/128 --precision bf16"
@@ -36,6 +37,16 @@ expect "^  summary "
 micro() { grep -E "^  plan +$1 512/128" <<<"$output" | sed -E 's/.*micro-batch ([0-9]+) .*/\1/'; }
 (($(micro t5-v1_1-base) >= $(micro t5-v1_1-large) && $(micro t5-v1_1-large) >= $(micro t5-3b))) ||
   fail "planner micro-batches do not fall with the model's size: $(micro t5-v1_1-base) $(micro t5-v1_1-large) $(micro t5-3b)"
+
+# --rows keeps the named rows of the bench and compare stages; --stage-cap bounds every stage; --profile-row moves
+# the profile.
+output=$("$script" --dry-run --build-dir "$build" --rows t5-v1_1-base-512-128,t5-v1_1-xxl-147-26 --stage-cap 45 \
+         --profile-row t5-v1_1-xxl-147-26 "$out_dir" 2>&1) || fail "the dry run with --rows exited $?: $output"
+(($(grep -cE '^  (bench|compare) ' <<<"$output") == 3)) || fail "--rows: not three bench and compare lines: $output"
+expect "^  bench t5-v1_1-base-512-128 \[<=   45 s\] .* --checkpoint-every-blocks auto --json "
+expect "^  bench t5-v1_1-xxl-147-26 \[<=   45 s\] .* --tp-shard 8 --checkpoint-every-blocks auto --profile 2 --json "
+expect "^  compare t5-v1_1-base-512-128 \[<=   45 s\] "
+expect "^  gpu-tests +\[<=   45 s\] "
 
 bad=$("$script" --dry-run --no-such-option 2>&1)
 (($? == 2)) && grep -q "unknown option '--no-such-option'" <<<"$bad" || fail "an unknown option was not refused: $bad"

@@ -1,6 +1,5 @@
 // What the run file measures on a GPU: NVML's energy counter for this rank's GPU advances at a plausible power
 // while the GPU works, and a training job on CUDA records the caching allocator's peak in its run file.
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -14,6 +13,7 @@
 #include "gpu/gpu_test_support.h"
 #include "support/base_test_support.h"
 #include "telemetry/nvml.h"
+#include "train/device_probe.h"
 #include "train/training_job.h"
 
 namespace t5scale {
@@ -81,12 +81,10 @@ TEST(GpuTelemetry, TrainingJobRecordsTheCudaPeakMemoryInItsRunFile) {
                            "data.synthetic_examples=512", "eval.at_end=false", "checkpoint.at_end=false",
                            "checkpoint.resume=never"});
   throw_if_errors(validate(config), "the GPU test's config");
-  const auto device = static_cast<c10::DeviceIndex>(gpu_grid().cuda_device);
-  c10::cuda::CUDACachingAllocator::resetPeakStats(device);  // the peak from here on is the job's
+  const c10::Device device(c10::kCUDA, static_cast<c10::DeviceIndex>(gpu_grid().cuda_device));
+  reset_cuda_peak_stats(device);  // the peak from here on is the job's
   ASSERT_EQ(run_training_job(config, "the GPU test's config"), 0);
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
-  const double allocator_peak_bytes =
-      static_cast<double>(stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak);
+  const double allocator_peak_bytes = static_cast<double>(cuda_allocator_stats(device).value().peak_allocated_bytes);
   size_t free_bytes = 0, total_bytes = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
 

@@ -8,6 +8,7 @@
 
 #include <chrono>
 
+#include "core/check.h"
 #include "dist/nccl_communicator.h"
 #include "gpu/gpu_test_support.h"
 #include "support/base_test_support.h"
@@ -82,16 +83,28 @@ TEST(NcclCommunicator, CollectivesFollowTheComputeStreamAndLeaveTheHostFree) {
 
   keep_current_stream_busy(kSpinS);
   x.fill_(3.0);  // runs after the spin: a collective that did not wait for the compute stream would see zeros
+  // Each call's host time, so that a failure names the call that waited.
+  std::string host_times;
   const auto start = Clock::now();
+  auto lap = [&, last = start](const char* call) mutable {
+    host_times += msg(host_times.empty() ? "" : ", ", call, " ", seconds_since(last), " s");
+    last = Clock::now();
+  };
   const torch::Tensor gathered = world.all_gather(x);  // (1, n)
+  lap("all_gather");
   const torch::Tensor scattered = world.reduce_scatter_sum(x);
+  lap("reduce_scatter_sum");
   torch::Tensor reduced = x.clone();
+  lap("clone");
   world.all_reduce_sum(reduced);
+  lap("all_reduce_sum");
   const torch::Tensor doubled = gathered * 2;  // on the compute stream: must wait for the gather
+  lap("multiply");
   const double host_s = seconds_since(start);
   EXPECT_FALSE(compute.query()) << "the compute stream had finished its spin when the collectives returned: they "
-                                   "waited for the GPU on the host";
-  EXPECT_LT(host_s, 0.5 * kSpinS) << "launching three collectives took " << host_s << " s of host time";
+                                   "waited for the GPU on the host (" << host_times << ")";
+  EXPECT_LT(host_s, 0.5 * kSpinS) << "launching three collectives took " << host_s << " s of host time ("
+                                  << host_times << ")";
 
   const torch::Tensor threes = torch::full({n}, 3.0);
   EXPECT_TRUE(torch::equal(gathered.cpu().view({-1}), threes)) << "all_gather ran before the compute stream's fill";
