@@ -106,6 +106,10 @@ TEST(CudaLayers, RMSNorm) {
 TEST(CudaLayers, RMSNormBf16RoundsOnce) {
   RMSNorm cpu_norm(256, 1e-6, torch::TensorOptions().dtype(torch::kBFloat16));
   RMSNorm cuda_norm(256, 1e-6, torch::TensorOptions().dtype(torch::kBFloat16).device(gpu_grid().device()));
+  {
+    torch::NoGradGuard no_grad;  // parameters are allocated, not initialised: give the weight values of its own
+    cpu_norm->weight.copy_(1.0 + 0.2 * seeded({256}, 9));
+  }
   copy_parameters(*cpu_norm, *cuda_norm);
   const torch::Tensor x = (seeded({4, 9, 256}, 8) * 3.0).to(torch::kBFloat16);
   torch::NoGradGuard no_grad;
@@ -189,6 +193,11 @@ TEST(CudaLayers, SdpaRunsThePinnedKernels) {
   T5Attention attention(config, gpu_grid().tp, std::make_shared<ParallelRng>(1, 0, device), bf16);
   attention->kernel = AttentionKernel::kSdpa;
   attention->train();
+  {
+    torch::NoGradGuard no_grad;  // parameters are allocated, not initialised
+    uint64_t k = 60;
+    for (auto& p : attention->parameters()) p.copy_(0.2 * seeded(p.sizes().vec(), ++k));
+  }
   const torch::Tensor hidden = torch::randn({2, 16, config.d_model}, bf16).requires_grad_(true);
   const torch::Tensor bias = torch::randn({1, config.num_heads, 16, 16}, bf16).requires_grad_(true);
   for (const bool with_bias : {true, false}) {
@@ -203,7 +212,9 @@ TEST(CudaLayers, SdpaRunsThePinnedKernels) {
     }
     out.to(torch::kFloat32).sum().backward();
   }
-  EXPECT_TRUE(bias.grad().defined() && bias.grad().abs().sum().item<double>() > 0.0) << "no gradient for the bias";
+  ASSERT_TRUE(bias.grad().defined()) << "no gradient for the bias";
+  const double bias_grad_sum = bias.grad().to(torch::kFloat64).abs().sum().item<double>();
+  EXPECT_TRUE(std::isfinite(bias_grad_sum) && bias_grad_sum > 0.0) << "the bias's gradient sums to " << bias_grad_sum;
 }
 
 // Activation checkpointing recomputes a block as its forward ran: the cross-attention mask, which does not require

@@ -79,7 +79,8 @@ TrainingRun train(T5Model model, const ProcessGrid& grid, Precision precision) {
 
 TEST(CudaTraining, Bf16StepsOnCudaMatchFp32StepsOnTheCpu) {
   const ModelConfig config = small_model();
-  T5Model reference(config, std::make_shared<SoloCommunicator>("tp"), torch::kFloat32);
+  const ProcessGrid cpu_grid = ProcessGrid::solo();
+  T5Model reference(config, cpu_grid.tp, torch::kFloat32);
   reference->initialize_weights(31);
   {
     // Both start from the same bf16-representable weights, so that only the arithmetic differs.
@@ -92,7 +93,7 @@ TEST(CudaTraining, Bf16StepsOnCudaMatchFp32StepsOnTheCpu) {
     auto source = reference->named_parameters();
     for (auto& entry : model->named_parameters()) entry.value().copy_(source[entry.key()]);
   }
-  const TrainingRun want = train(reference, ProcessGrid::solo(), Precision::kFp32);
+  const TrainingRun want = train(reference, cpu_grid, Precision::kFp32);
   const TrainingRun got = train(model, gpu_grid(), Precision::kBf16);
   for (int s = 0; s < kSteps; ++s) {
     SCOPED_TRACE("step " + std::to_string(s + 1));

@@ -71,13 +71,16 @@ TEST(NcclCommunicator, CollectivesFollowTheComputeStreamAndLeaveTheHostFree) {
   const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream();
   const int64_t n = 1 << 20;
   torch::Tensor x = torch::zeros({n}, on_gpu(torch::kFloat32));
-  // The same shapes once beforehand, so that the timed calls find their memory in the allocator's cache (a fresh
-  // cudaMalloc may synchronise the device).
+  // The same calls once beforehand, so that the timed calls find their memory in the allocator's cache (a fresh
+  // cudaMalloc may synchronise the device) and their kernels loaded: CUDA loads a kernel's module at its first
+  // launch, and that load waits for the device (seen on an H200: the first `gathered * 2` waited out the spin).
   {
     torch::Tensor warm = x.clone();
     world.all_reduce_sum(warm);
-    world.all_gather(x);
+    const torch::Tensor warm_doubled = world.all_gather(x) * 2;
     world.reduce_scatter_sum(x);
+    x.fill_(1.0);
+    x.zero_();  // zeros again: a collective that does not wait for the fill below must see them
     torch::cuda::synchronize();
   }
 
