@@ -251,6 +251,7 @@ plan_micro_batch() {  # MODEL SOURCE TARGET TP FOLDER -> prints the micro-batch 
   mkdir -p "$folder"
   cat > "$folder/spec.yaml" <<EOF
 study: gpu-check-plan
+results_dir: $folder/runs
 description: the micro-batch of the benchmark row $model $source/$target (tp $tp)
 base:
   model: {name: $model}

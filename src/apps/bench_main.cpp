@@ -16,10 +16,8 @@
 #include "core/command_line.h"
 #include "plan/cost_model.h"
 #include "train/step_benchmark.h"
+#include "t5scale_git_revision.h"  // generated at build time: T5SCALE_GIT_REVISION
 
-#ifndef T5SCALE_GIT_REVISION
-#define T5SCALE_GIT_REVISION "unknown"
-#endif
 
 namespace {
 

@@ -27,14 +27,12 @@
 #include "telemetry/resource_card.h"
 #include "train/device_probe.h"
 #include "train/step_meter.h"
+#include "t5scale_git_revision.h"  // generated at build time: T5SCALE_GIT_REVISION
 
 #ifdef T5SCALE_WITH_NCCL
 #include <nccl.h>
 #endif
 
-#ifndef T5SCALE_GIT_REVISION
-#define T5SCALE_GIT_REVISION "unknown"
-#endif
 
 namespace t5scale {
 namespace {

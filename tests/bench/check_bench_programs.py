@@ -89,7 +89,14 @@ def check_program(args):
     r = bench_report(args, ["--steps", "2", "--warmup-steps", "1"], "t5scale.json")
     check_report(r, 2, "t5scale")
     check(r["identity"]["arguments"][:2] == ["--model", "tiny"], f"arguments {r['identity']['arguments']}")
-    check(r["identity"]["git_revision"] not in ("", None), "no git revision")
+    # The revision of the checkout the program was built from (read at build time, not when cmake configured).
+    head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:
+        dirty = subprocess.run(["git", "-C", REPO, "diff", "--quiet", "HEAD", "--"]).returncode != 0
+        want = head.stdout.strip() + ("-dirty" if dirty else "")
+        check(r["identity"]["git_revision"] == want, f"git revision {r['identity']['git_revision']}, checkout {want}")
+    else:
+        check(r["identity"]["git_revision"] == "unknown", f"git revision {r['identity']['git_revision']} outside git")
 
     shard = bench_report(args, ["--steps", "1", "--warmup-steps", "0", "--tp-shard", "2"], "shard.json")
     check_report(shard, 1, "t5scale")

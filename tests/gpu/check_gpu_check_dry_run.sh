@@ -8,12 +8,15 @@ script=$1 build=$2 work=$3
 fail() { echo "FAILED: $*"; exit 1; }
 rm -rf "$work"
 mkdir -p "$work"
+cd "$work" || fail "cannot enter $work"  # a fresh working folder: whatever the dry run writes would show here
 out_dir=$work/results
 output=$("$script" --dry-run --build-dir "$build" "$out_dir" 2>&1)
 code=$?
 echo "$output"
 ((code == 0)) || fail "the dry run exited $code"
 [[ ! -e $out_dir ]] || fail "the dry run created $out_dir"
+leftovers=$(find "$work" -mindepth 1 | head -5)
+[[ -z $leftovers ]] || fail "the dry run wrote into its working folder: $leftovers"
 expect() { grep -qE -- "$1" <<<"$output" || fail "no line matching '$1' in the dry run"; }
 expect "^  environment .*nvidia-smi"
 expect "^  gpu-tests .*ctest --test-dir $build -L gpu"
