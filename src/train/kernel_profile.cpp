@@ -75,9 +75,9 @@ std::string kernel_class(const std::string& name) {
                           "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm"})) {
     return "matmul";
   }
-  if (contains_any(name, {"norm", "Norm", "RowwiseMoments"})) return "norm";
+  if (contains_any(name, {"norm", "Norm", "RowwiseMoments", "GammaBeta"})) return "norm";
   if (contains_any(name, {"reduce", "Reduce", "aten::sum", "aten::mean", "aten::max", "aten::min"})) return "reduction";
-  if (contains_any(name, {"elementwise", "vectorized", "aten::", "index", "Index", "gather", "scatter"})) {
+  if (contains_any(name, {"elementwise", "vectorized", "dropout", "aten::", "index", "Index", "gather", "scatter"})) {
     return "elementwise";
   }
   return "other";
