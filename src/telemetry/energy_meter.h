@@ -22,10 +22,13 @@ class EnergyMeter {
  public:
   virtual ~EnergyMeter() = default;
   // Joules since the meter was made; std::nullopt when not known (no source, or this reading failed). Call
-  // from one thread.
+  // from one thread. A meter whose source is slow to read (NVML) answers from its newest background sample.
   virtual std::optional<double> read_j() = 0;
   // Current draw in watts where the source measures it (NVML), std::nullopt otherwise.
   virtual std::optional<double> power_w() { return std::nullopt; }
+  // Takes a reading now, on the caller's thread, where readings are otherwise sampled in the background (NVML);
+  // read_j() and power_w() then give it. Nothing for meters that read their source at each call.
+  virtual void refresh() {}
   // The run file's energy_source_* name: "nvml_energy_counter", "nvml_power_integrated", "rapl" or "none".
   virtual std::string source() const = 0;
 };

@@ -175,16 +175,18 @@ NvmlEnergyMeter::NvmlEnergyMeter(std::shared_ptr<NvmlLibrary> nvml, int device_i
   T5S_CHECK(device_index >= 0 && device_index < count, "NVML: device index ", device_index, " is not among the ",
             count, " devices");
   const NvmlLibrary::Reading energy = nvml_->total_energy_mj(device_index);
+  const NvmlLibrary::Reading power = nvml_->power_mw(device_index);
   if (energy.status == 0) {
     use_counter_ = true;
     start_mj_ = last_mj_ = energy.value;
-    return;
+    counter_j_ = 0.0;
+  } else {
+    T5S_CHECK(power.status == 0, "NVML device ", device_index, " (", nvml_->device_name(device_index),
+              ") reports neither total energy (", nvml_->error_string(energy.status), ") nor power usage (",
+              nvml_->error_string(power.status), ")");
+    integrator_.add_sample(steady_now_s(), static_cast<double>(power.value) / 1000.0);
   }
-  const NvmlLibrary::Reading power = nvml_->power_mw(device_index);
-  T5S_CHECK(power.status == 0, "NVML device ", device_index, " (", nvml_->device_name(device_index),
-            ") reports neither total energy (", nvml_->error_string(energy.status), ") nor power usage (",
-            nvml_->error_string(power.status), ")");
-  integrator_.add_sample(steady_now_s(), static_cast<double>(power.value) / 1000.0);
+  if (power.status == 0) power_now_w_ = static_cast<double>(power.value) / 1000.0;
   sampler_ = std::thread(&NvmlEnergyMeter::sample_loop, this);
 }
 
@@ -198,39 +200,53 @@ NvmlEnergyMeter::~NvmlEnergyMeter() {
 }
 
 void NvmlEnergyMeter::sample_loop() {
-  // A gap this long without a successful sample is no longer bridged by a trapezoid: the integral is lost.
-  const double max_gap_s = std::max(1.0, 10 * sample_period_s_);
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     stop_signal_.wait_for(lock, std::chrono::duration<double>(sample_period_s_));
     if (stopping_) break;
     lock.unlock();
-    const NvmlLibrary::Reading power = nvml_->power_mw(device_index_);
-    const double now_s = steady_now_s();
+    take_reading();
     lock.lock();
-    if (now_s - integrator_.last_time_s() > max_gap_s) integral_lost_ = true;
-    if (power.status == 0) integrator_.add_sample(now_s, static_cast<double>(power.value) / 1000.0);
   }
 }
 
-std::optional<double> NvmlEnergyMeter::read_j() {
-  if (!use_counter_) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (integral_lost_) return std::nullopt;
-    return integrator_.energy_j();
+void NvmlEnergyMeter::take_reading() {
+  // A gap this long without a successful power sample is no longer bridged by a trapezoid: the integral is lost.
+  const double max_gap_s = std::max(1.0, 10 * sample_period_s_);
+  const std::lock_guard<std::mutex> one_at_a_time(reading_mutex_);
+  const NvmlLibrary::Reading energy = use_counter_ ? nvml_->total_energy_mj(device_index_) : NvmlLibrary::Reading{};
+  const NvmlLibrary::Reading power = nvml_->power_mw(device_index_);
+  const double now_s = steady_now_s();
+  std::lock_guard<std::mutex> lock(mutex_);
+  power_now_w_ = power.status == 0 ? std::optional<double>(static_cast<double>(power.value) / 1000.0) : std::nullopt;
+  if (use_counter_) {
+    // A failed reading is unknown, and only that one: the counter itself is cumulative. A counter that went
+    // backwards (the driver reloaded) no longer counts from the meter's start: unknown from then on.
+    if (energy.status == 0 && energy.value < last_mj_) counter_lost_ = true;
+    if (counter_lost_ || energy.status != 0) {
+      counter_j_ = std::nullopt;
+      return;
+    }
+    last_mj_ = energy.value;
+    counter_j_ = static_cast<double>(energy.value - start_mj_) / 1000.0;
+    return;
   }
-  const NvmlLibrary::Reading energy = nvml_->total_energy_mj(device_index_);
-  if (energy.status != 0) return std::nullopt;  // this reading only: the counter itself is cumulative
-  if (energy.value < last_mj_) counter_lost_ = true;
-  if (counter_lost_) return std::nullopt;
-  last_mj_ = energy.value;
-  return static_cast<double>(energy.value - start_mj_) / 1000.0;
+  if (now_s - integrator_.last_time_s() > max_gap_s) integral_lost_ = true;
+  if (power.status == 0) integrator_.add_sample(now_s, static_cast<double>(power.value) / 1000.0);
+}
+
+void NvmlEnergyMeter::refresh() { take_reading(); }
+
+std::optional<double> NvmlEnergyMeter::read_j() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (use_counter_) return counter_j_;
+  if (integral_lost_) return std::nullopt;
+  return integrator_.energy_j();
 }
 
 std::optional<double> NvmlEnergyMeter::power_w() {
-  const NvmlLibrary::Reading power = nvml_->power_mw(device_index_);
-  if (power.status != 0) return std::nullopt;
-  return static_cast<double>(power.value) / 1000.0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return power_now_w_;
 }
 
 std::string NvmlEnergyMeter::source() const {

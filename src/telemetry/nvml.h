@@ -58,10 +58,14 @@ class NvmlLibrary {
   std::unique_ptr<Functions> functions_;
 };
 
-// One GPU's energy. Where the GPU has the total-energy counter (Volta and newer) it is read directly (millijoules
-// since the driver loaded; it updates every 20-100 ms, so read it over windows of many steps). Otherwise a
-// background thread samples the power draw every sample_period_s and integrates it (trapezoids); when no sample
-// succeeds for max(1 s, 10 periods) the integral is no longer known and read_j() says so from then on.
+// One GPU's energy. A background thread reads NVML every sample_period_s, and read_j() and power_w() answer from
+// its newest reading: an NVML call takes about 2 ms on some machines (seen on a virtualised H200: 3.9 ms per step
+// for the energy counter and the power), which a training step must not wait for. refresh() reads at once (the
+// run record does at each flush of its rows, so the rows it writes end on fresh figures). Where the GPU has the
+// total-energy counter (Volta and newer) that is what is read (millijoules since the driver loaded; it updates
+// every 20-100 ms itself, so read it over windows of many steps). Otherwise the power draw is sampled and
+// integrated (trapezoids); when no sample succeeds for max(1 s, 10 periods) the integral is no longer known and
+// read_j() says so from then on.
 class NvmlEnergyMeter : public EnergyMeter {
  public:
   // Throws t5scale::Error when the device reports neither energy nor power.
@@ -70,6 +74,7 @@ class NvmlEnergyMeter : public EnergyMeter {
 
   std::optional<double> read_j() override;
   std::optional<double> power_w() override;
+  void refresh() override;
   std::string source() const override;  // nvml_energy_counter | nvml_power_integrated
   std::string device_name() const { return nvml_->device_name(device_index_); }
   int device_index() const { return device_index_; }
@@ -79,6 +84,7 @@ class NvmlEnergyMeter : public EnergyMeter {
 
  private:
   void sample_loop();
+  void take_reading();  // reads NVML without the lock, then stores the reading under it
 
   std::shared_ptr<NvmlLibrary> nvml_;
   int device_index_;
@@ -86,9 +92,12 @@ class NvmlEnergyMeter : public EnergyMeter {
   unsigned long long start_mj_ = 0;
   unsigned long long last_mj_ = 0;
   bool counter_lost_ = false;  // the counter went backwards (driver reload): no longer cumulative
+  std::optional<double> counter_j_;  // the newest counter reading since the start (unknown when it failed)
+  std::optional<double> power_now_w_;
 
   double sample_period_s_;
   std::thread sampler_;
+  std::mutex reading_mutex_;  // one reading at a time (sampler or refresh), stored in the order it was taken
   mutable std::mutex mutex_;
   std::condition_variable stop_signal_;
   bool stopping_ = false;

@@ -231,7 +231,9 @@ enum Column { kSamples, kSourceTokens, kFlops, kAllocated, kReserved, kPeak, kHo
 StepSummary RunRecord::observe_step(const StepObservation& o, bool gather_now) {
   // Samples, tokens and FLOPs are per replica: counted by the first TP rank of each replica only.
   const bool counts = grid_.tp_rank == 0;
-  const StepReading reading = meter_->read();
+  // Between flushes the energy is the meters' newest background sample (an NVML call can take milliseconds);
+  // the step that flushes the rows reads it fresh.
+  const StepReading reading = meter_->read(/*fresh=*/gather_now);
   std::vector<double> mine(kCount);
   mine[kSamples] = counts ? static_cast<double>(o.samples) : 0.0;
   mine[kSourceTokens] = counts ? static_cast<double>(o.source_tokens) : 0.0;
@@ -393,7 +395,7 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
   gather_buffered_steps();
   // Energy at the end, read once more on every rank (a step's reading may be up to a flush old), and the peak
   // resident set (a run without steps, evaluation alone, has no row that holds it).
-  const StepReading reading = meter_->read();
+  const StepReading reading = meter_->read(/*fresh=*/true);
   std::vector<double> mine = {reading.gpu_energy_j, reading.cpu_energy_j, reading.host_peak_rss_bytes};
   const std::vector<double> all = gather(mine);
   recording_ = false;  // the collectives are done: a failure from here on is this rank's alone

@@ -54,7 +54,11 @@ StepMeter::StepMeter(const TelemetrySettings& settings, torch::Device device, in
   }
 }
 
-StepReading StepMeter::read() {
+StepReading StepMeter::read(bool fresh) {
+  if (fresh) {
+    gpu_meter_->refresh();
+    cpu_meter_->refresh();
+  }
   StepReading reading;
   if (const auto stats = cuda_allocator_stats(device_)) {
     reading.memory_allocated_bytes = static_cast<double>(stats->allocated_bytes);

@@ -31,7 +31,8 @@ class StepMeter {
   // `notes` receives what the meter factories say about a meter they could not open.
   StepMeter(const TelemetrySettings& settings, torch::Device device, int world_rank,
             const std::vector<std::string>& world_hosts, std::vector<std::string>* notes);
-  StepReading read();
+  // The step's figures; fresh: the energy meters read their source now rather than their newest background sample.
+  StepReading read(bool fresh = false);
   std::string gpu_energy_source() const { return gpu_meter_->source(); }
   std::string cpu_energy_source() const { return cpu_meter_->source(); }
 

@@ -40,6 +40,7 @@ TEST(GpuTelemetry, NvmlEnergyCounterAdvancesWhileTheGpuWorks) {
   EXPECT_EQ(meter.source(), "nvml_energy_counter") << "Volta and newer GPUs have the total-energy counter";
   const torch::Tensor a = torch::randn({4096, 4096}, torch::TensorOptions().device(gpu_grid().device()));
   torch::cuda::synchronize();
+  meter.refresh();  // readings now, not the background thread's newest
   const std::optional<double> before_j = meter.read_j();
   const auto start = Clock::now();
   // Three seconds of matmuls: the counter updates every 20-100 ms.
@@ -48,6 +49,7 @@ TEST(GpuTelemetry, NvmlEnergyCounterAdvancesWhileTheGpuWorks) {
     torch::cuda::synchronize();
   }
   const double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+  meter.refresh();
   const std::optional<double> after_j = meter.read_j();
   ASSERT_TRUE(before_j && after_j) << "NVML gave no energy reading";
   const double power_w = (*after_j - *before_j) / elapsed_s;

@@ -78,29 +78,67 @@ TEST_F(NvmlMeter, InitAndShutdownArePaired) {
   EXPECT_EQ(call<int()>("fake_nvml_shutdown_calls")(), 1);
 }
 
+// refresh() reads at once; a sample period of an hour keeps the background thread out of the way.
 TEST_F(NvmlMeter, EnergyCounterGivesJoulesSinceTheMeterStarted) {
   set_energy_mj(1, 1000000);  // the counter counts since the driver loaded
   set_power_mw(1, 287500);
-  NvmlEnergyMeter meter(NvmlLibrary::load(), 1);
+  NvmlEnergyMeter meter(NvmlLibrary::load(), 1, 3600.0);
   EXPECT_EQ(meter.source(), "nvml_energy_counter");
   EXPECT_EQ(meter.device_name(), "Tesla V100-SXM2-16GB");
   EXPECT_EQ(meter.read_j(), 0.0);
-  set_energy_mj(1, 1250500);
-  EXPECT_EQ(meter.read_j(), 250.5);
   EXPECT_EQ(meter.power_w(), 287.5);
+  set_energy_mj(1, 1250500);
+  meter.refresh();
+  EXPECT_EQ(meter.read_j(), 250.5);
   // A failed reading is unknown, and only that one: the counter is cumulative.
   set("fake_nvml_set_energy_fails", 1);
+  meter.refresh();
   EXPECT_EQ(meter.read_j(), std::nullopt);
   set("fake_nvml_set_energy_fails", 0);
   set_energy_mj(1, 1300000);
+  meter.refresh();
   EXPECT_EQ(meter.read_j(), 300.0);
   // A counter that goes backwards (the driver reloaded) no longer counts from the meter's start: unknown for good.
   set_energy_mj(1, 5000);
+  meter.refresh();
   EXPECT_EQ(meter.read_j(), std::nullopt);
   set_energy_mj(1, 1400000);
+  meter.refresh();
   EXPECT_EQ(meter.read_j(), std::nullopt);
   set("fake_nvml_set_power_fails", 1);
+  meter.refresh();
   EXPECT_EQ(meter.power_w(), std::nullopt);
+}
+
+// A step's reading does not call NVML (a call took about 2 ms on a virtualised H200): read_j() and power_w() give
+// the newest reading, whatever NVML would say now, until the background thread or refresh() reads again.
+TEST_F(NvmlMeter, ReadingsComeFromTheNewestSampleNotFromACall) {
+  set_energy_mj(0, 2000000);
+  set_power_mw(0, 300000);
+  NvmlEnergyMeter meter(NvmlLibrary::load(), 0, 3600.0);
+  set_energy_mj(0, 2100000);
+  set("fake_nvml_set_energy_fails", 1);
+  set("fake_nvml_set_power_fails", 1);
+  EXPECT_EQ(meter.read_j(), 0.0) << "read_j() called NVML (which now fails)";
+  EXPECT_EQ(meter.power_w(), 300.0) << "power_w() called NVML (which now fails)";
+  set("fake_nvml_set_energy_fails", 0);
+  set("fake_nvml_set_power_fails", 0);
+  set_power_mw(0, 310000);
+  meter.refresh();
+  EXPECT_EQ(meter.read_j(), 100.0);
+  EXPECT_EQ(meter.power_w(), 310.0);
+}
+
+// With a short period the background thread takes the readings by itself.
+TEST_F(NvmlMeter, TheBackgroundThreadFollowsTheCounter) {
+  set_energy_mj(0, 1000000);
+  NvmlEnergyMeter meter(NvmlLibrary::load(), 0, 0.01);
+  set_energy_mj(0, 1042000);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (meter.read_j() != std::optional<double>(42.0) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(meter.read_j(), 42.0) << "no background reading within 10 s at a 10 ms period";
 }
 
 TEST_F(NvmlMeter, WithoutTheCounterPowerIsIntegrated) {
