@@ -301,6 +301,7 @@ def main(argv=None):
         "peak_flops_source": "--peak-flops" if peak else "unknown",
         "mfu": model_flops / (step_s * peak) if peak else None,
         "matmul": None,
+        "profile": None,  # t5scale-bench --profile only
         # t5scale's planner does not model transformers' memory; the allocator's peak is measured on CUDA only.
         "predicted_peak_bytes": None,
         "measured_peak_bytes": torch.cuda.max_memory_allocated(device) - start_bytes if cuda else None,

@@ -156,6 +156,15 @@ struct RunSummaryInputs {
   std::vector<double> host_memory_bytes;  // (world_size,) each rank's peak resident set at the end, or empty
 };
 
+// The sums a resumed run continues from: its kept /steps rows (see RunFile::kept_step_totals).
+struct KeptStepTotals {
+  int64_t steps = 0, samples = 0, tokens = 0;  // tokens: source + target
+  double step_time_s = 0.0, model_flops = 0.0;
+  double mfu_sum = 0.0;                        // over the rows whose MFU is known
+  double memory_allocated_sum_bytes = 0.0;     // rank 0's, over the rows where it is known
+  double peak_memory_bytes = 0.0;              // the largest of every rank's
+};
+
 class RunFile {
  public:
   // Creates `path` (replacing a file there) with attempt 0. Throws t5scale::Error naming the attribute, file
@@ -208,6 +217,9 @@ class RunFile {
   double last_gpu_energy_j(int rank) const;  // its newest /steps row's value (NaN if it was unknown)
   double last_cpu_energy_j(int rank) const;
   int64_t last_step() const;              // its largest step (-1 when it had none)
+  // Totals over the /steps rows a resumed file kept (the steps before the resume; zeros for a new file), so that
+  // the run's figures count every attempt.
+  const KeptStepTotals& kept_step_totals() const;
 
  private:
   struct Impl;

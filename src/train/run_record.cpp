@@ -158,8 +158,17 @@ void RunRecord::start(int64_t resumed_from_step, const std::vector<std::string>&
       std::string warning;
       file_.emplace(RunFile::resume(path_, attributes, resumed_from_step, options, &warning));
       if (!warning.empty()) std::printf("[t5scale] run file: %s\n", warning.c_str());
-      // Time and energy go on from where the kept rows end.
+      // Time and energy go on from where the kept rows end; the totals of the steps count the kept rows too.
       wall_offset_s_ = std::isfinite(file_->last_wall_time_s()) ? file_->last_wall_time_s() : 0.0;
+      const KeptStepTotals& kept = file_->kept_step_totals();
+      steps_observed_ = kept.steps;
+      step_time_sum_s_ = kept.step_time_s;
+      flops_sum_ = kept.model_flops;
+      samples_sum_ = kept.samples;
+      tokens_sum_ = kept.tokens;
+      mfu_sum_ = kept.mfu_sum;
+      memory_allocated_sum_ = kept.memory_allocated_sum_bytes;
+      peak_memory_bytes_ = kept.peak_memory_bytes;
       for (int r = 0; r < world; ++r) {
         const double gpu = file_->last_gpu_energy_j(r), cpu = file_->last_cpu_energy_j(r);
         gpu_energy_offset_j_[static_cast<size_t>(r)] = std::isfinite(gpu) ? gpu : 0.0;

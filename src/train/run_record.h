@@ -133,6 +133,7 @@ class RunRecord {
   double wall_offset_s_ = 0.0;
   std::vector<double> gpu_energy_offset_j_, cpu_energy_offset_j_;
   std::vector<double> last_gpu_energy_j_, last_cpu_energy_j_;
+  // Over every attempt: a resumed run starts from the kept rows' totals (RunFile::kept_step_totals).
   double step_time_sum_s_ = 0.0, flops_sum_ = 0.0, mfu_sum_ = 0.0;
   int64_t steps_observed_ = 0, samples_sum_ = 0, tokens_sum_ = 0;
   double peak_memory_bytes_ = 0.0, memory_allocated_sum_ = 0.0;  // device memory (GPU ranks)

@@ -49,7 +49,9 @@
 usage: training_job_checks.py SCENARIO --bin BUILD/bin --mpirun MPIEXEC --work DIR
 """
 import argparse
+import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -310,7 +312,32 @@ def resume_after_kill(job, layout):
         check(np.all(np.isfinite(f["steps/tokens_per_s"][:])), "tokens/s on every row")
         for name, ds in f["steps"].items():
             check("unit" in ds.attrs, f"/steps/{name} has no unit attribute")
-    print(f"resume: 60 steps, losses equal bit for bit; final loss {full['loss'][-1]:.6f}")
+    # The resource card counts every attempt's steps: the resumed run's card shows what the uninterrupted one does
+    # (the same steps and FLOPs; its time per step is the machine's, not the kill's).
+    card_full = resource_card(os.path.join(job.work, "uninterrupted.log"))
+    card_resumed = resource_card(os.path.join(job.work, "killed.log"))
+    check(card_full["steps"] == 60 and card_resumed["steps"] == 60,
+          f"resource cards count {card_full['steps']} and {card_resumed['steps']} steps, not 60")
+    check(math.isclose(card_resumed["flops"], card_full["flops"], rel_tol=1e-3),
+          f"model FLOPs on the cards: {card_resumed['flops']:.3e} resumed, {card_full['flops']:.3e} uninterrupted")
+    ratio = card_resumed["s_per_step"] / card_full["s_per_step"]
+    check(0.5 < ratio < 2.0, f"seconds per step on the cards: {card_resumed['s_per_step']} resumed, "
+                             f"{card_full['s_per_step']} uninterrupted")
+    print(f"resume: 60 steps, losses equal bit for bit; final loss {full['loss'][-1]:.6f}; the cards agree")
+
+
+def resource_card(log_path):
+    """The figures of the last resource card in a log: steps, seconds per step and total model FLOPs."""
+    with open(log_path) as f:
+        text = f.read()
+    at = text.rfind("---- resource card:")
+    check(at >= 0, f"no resource card in {log_path}")
+    card = text[at:]
+    throughput = re.search(r"throughput +\S+ samples/s, \S+ tokens/s, ([0-9.]+) s per step \((\d+) steps\)", card)
+    flops = re.search(r"FLOPs +([0-9.e+-]+) model FLOPs in total", card)
+    check(throughput is not None and flops is not None, f"the card in {log_path} lacks its figures:\n{card}")
+    return {"s_per_step": float(throughput.group(1)), "steps": int(throughput.group(2)),
+            "flops": float(flops.group(1))}
 
 
 def scenario_signal(job):
