@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs the bundle's tests without ctest and without the build tree:
-#   tests/run-tests.sh [--python PY | --torch-lib DIR] [-L LABEL_REGEX] [-R NAME_REGEX] [--logs DIR]
+#   tests/run-tests.sh [--python PY | --torch-lib DIR] [-L LABEL_REGEX] [-R NAME_REGEX] [-E NAME_REGEX] [--logs DIR]
 # Each line of tests.list (made by scripts/bundle.sh from the build's ctest entries) runs a gtest program of
 # tests/bin with its filter and environment, under the bundle's mpirun where the entry has ranks, or (program
 # @COMMAND@) a whole command, its words separated by 0x1f, with scripts of tests/scripts and @PYTHON@ for the
 # interpreter of --python (python3 without it). The torch option
-# goes to ../env.sh. -L and -R select entries by label and name as ctest does. Entries that compare with reference
+# goes to ../env.sh. -L and -R select entries by label and name, and -E leaves out names, as ctest does. Entries that compare with reference
 # files made by Python (transformers, rouge-score, ...) use the copies the bundle took from the build tree
 # (references/). Entries the bundle cannot run (their references were not made before bundling, or they read the
 # clone) are listed with the reason. Exits non-zero if any entry fails; an entry whose filter selects no test
@@ -17,6 +17,7 @@ env_args=()
 python=python3
 label_regex=""
 name_regex=""
+exclude_regex=""
 logs_dir=""
 while (($#)); do
   case $1 in
@@ -24,6 +25,7 @@ while (($#)); do
     --torch-lib) env_args+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
     -L) label_regex=${2:?-L needs a regex}; shift 2 ;;
     -R) name_regex=${2:?-R needs a regex}; shift 2 ;;
+    -E) exclude_regex=${2:?-E needs a regex}; shift 2 ;;
     --logs) logs_dir=${2:?--logs needs a folder}; shift 2 ;;
     *) echo "run-tests.sh: unknown argument '$1'" >&2; sed -n '3p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
   esac
@@ -50,6 +52,7 @@ while IFS=$'\t' read -r name labels ranks skip_code program arguments environmen
   fi
   [[ -n $label_regex && ! $labels =~ $label_regex ]] && continue
   [[ -n $name_regex && ! $name =~ $name_regex ]] && continue
+  [[ -n $exclude_regex && $name =~ $exclude_regex ]] && continue
   if ((left_out)); then
     echo "not run: $name ($ranks)"
     not_run=$((not_run + 1))
