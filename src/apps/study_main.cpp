@@ -13,10 +13,10 @@
 #include "core/check.h"
 #include "core/command_line.h"
 #include "core/utc_time.h"
-#include "plan/sbatch_render.h"
-#include "plan/study_plan.h"
-#include "plan/study_spec.h"
-#include "plan/study_status.h"
+#include "study/sbatch_render.h"
+#include "study/study_plan.h"
+#include "study/study_spec.h"
+#include "study/study_status.h"
 
 namespace {
 

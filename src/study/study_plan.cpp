@@ -1,4 +1,4 @@
-#include "plan/study_plan.h"
+#include "study/study_plan.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "plan/study_status.h"
+#include "study/study_status.h"
 
 #include <hdf5.h>
 #include <poll.h>

@@ -12,7 +12,7 @@
 
 #include "plan/cost_model.h"
 #include "plan/lr_schedule.h"
-#include "plan/study_spec.h"
+#include "study/study_spec.h"
 
 namespace t5scale {
 

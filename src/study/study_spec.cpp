@@ -1,4 +1,4 @@
-#include "plan/study_spec.h"
+#include "study/study_spec.h"
 
 #include <yaml-cpp/yaml.h>
 

@@ -1,4 +1,4 @@
-#include "plan/sbatch_render.h"
+#include "study/sbatch_render.h"
 
 #include <sys/stat.h>
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/study_plan.h"
+#include "study/study_plan.h"
 
 namespace t5scale {
 
