@@ -6,7 +6,7 @@
 #
 # A harness names the project sources it needs in its own comments, so that nothing else (no LibTorch, no MPI)
 # is compiled into it:
-#   // fuzz-sources: src/data/text_records.cpp src/data/recipe.cpp
+#   // fuzz-sources: src/data_prep/text_records.cpp src/data_prep/recipe.cpp
 #   // fuzz-libs: -lyaml-cpp
 # Seeds are read from tests/fuzz/corpus/<harness>/ and crash reproducers from tests/fuzz/regressions/<harness>/;
 # what the fuzzer finds goes under the work folder ($T5SCALE_FUZZ_DIR, default <repo>/build-fuzz): corpus/<harness>/

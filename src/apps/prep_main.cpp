@@ -1,4 +1,4 @@
-// t5scale-prep: JSONL/CSV datasets to tokenized HDF5 datasets (src/data/prep_pipeline.h), and the built-in
+// t5scale-prep: JSONL/CSV datasets to tokenized HDF5 datasets (src/data_prep/prep_pipeline.h), and the built-in
 // synthetic task as such a dataset. Exit status: 0 done, 2 bad input or usage (the message names the file, line or
 // key), 1 anything else.
 #include <fstream>
@@ -8,10 +8,11 @@
 
 #include "core/check.h"
 #include "core/command_line.h"
-#include "data/prep_pipeline.h"
 #include "data/synthetic_examples.h"
 #include "data/tokenized_dataset.h"
 #include "data/tokenizer.h"
+#include "data_prep/prep_pipeline.h"
+#include "data_prep/tokenizer_training.h"
 
 #ifndef T5SCALE_VERSION
 #define T5SCALE_VERSION "unknown"

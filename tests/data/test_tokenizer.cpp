@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "data/tokenizer.h"
+#include "data_prep/tokenizer_training.h"
 #include "support/base_test_support.h"
 
 namespace t5scale {

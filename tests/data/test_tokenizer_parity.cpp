@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/tokenizer.h"
+#include "data_prep/tokenizer_training.h"
 
 namespace t5scale {
 namespace {

@@ -1,6 +1,6 @@
 // libFuzzer harness of the CSV reader: any bytes, read under both malformed-record policies. The first byte picks
 // the mode: even = the first row is the header, odd = headerless with 1 to 4 named columns.
-// fuzz-sources: src/data/text_records.cpp
+// fuzz-sources: src/data_prep/text_records.cpp
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -1,5 +1,5 @@
 // libFuzzer harness of the JSONL reader: any bytes, read under both malformed-record policies.
-// fuzz-sources: src/data/text_records.cpp
+// fuzz-sources: src/data_prep/text_records.cpp
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/check.h"
+#include "data_prep/text_records.h"
 #include "fuzz_assert.h"
-#include "data/text_records.h"
 
 namespace t5scale::fuzz {
 

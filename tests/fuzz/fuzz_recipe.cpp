@@ -1,12 +1,12 @@
 // libFuzzer harness of recipe loading: any bytes as a recipe's YAML text. A bad recipe may give a t5scale::Error;
 // nothing else may be thrown, and a recipe that loads must pass its own validation and render a record.
-// fuzz-sources: src/data/text_records.cpp src/data/recipe.cpp
+// fuzz-sources: src/data_prep/text_records.cpp src/data_prep/recipe.cpp
 // fuzz-libs: -lyaml-cpp
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "data/recipe.h"
+#include "data_prep/recipe.h"
 #include "fuzz_reader_checks.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

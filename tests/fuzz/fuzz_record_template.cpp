@@ -2,13 +2,13 @@
 // second, and a JSONL record in the rest (when the reader does not take it, the rest becomes the value of "x").
 // The template is rendered alone, then as source and target of a recipe (with label_words when it is a single
 // placeholder). An invalid template may give a t5scale::Error, nothing else may be thrown.
-// fuzz-sources: src/data/text_records.cpp src/data/recipe.cpp
+// fuzz-sources: src/data_prep/text_records.cpp src/data_prep/recipe.cpp
 // fuzz-libs: -lyaml-cpp
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "data/recipe.h"
+#include "data_prep/recipe.h"
 #include "fuzz_reader_checks.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

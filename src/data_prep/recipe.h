@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "data/text_records.h"
+#include "data_prep/text_records.h"
 
 namespace t5scale {
 

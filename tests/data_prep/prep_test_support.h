@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "data/text_records.h"
+#include "data_prep/text_records.h"
 #include "support/base_test_support.h"
 
 namespace t5scale::testing {

@@ -1,4 +1,4 @@
-#include "data/prep_pipeline.h"
+#include "data_prep/prep_pipeline.h"
 
 #include <unistd.h>
 
@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "core/check.h"
-#include "data/recipe.h"
+#include "data_prep/recipe.h"
 
 namespace t5scale {
 

@@ -9,7 +9,7 @@
 #include <random>
 #include <sstream>
 
-#include "data/text_records.h"
+#include "data_prep/text_records.h"
 #include "prep_test_support.h"
 
 namespace t5scale {

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "data/recipe.h"
+#include "data_prep/recipe.h"
 #include "prep_test_support.h"
 
 namespace t5scale {

@@ -1,4 +1,4 @@
-#include "data/text_records.h"
+#include "data_prep/text_records.h"
 
 #include <sys/stat.h>
 

@@ -2,7 +2,7 @@
 // every key read, and every bad recipe refused with the file and the key in the message.
 #include <gtest/gtest.h>
 
-#include "data/recipe.h"
+#include "data_prep/recipe.h"
 #include "prep_test_support.h"
 
 namespace t5scale {

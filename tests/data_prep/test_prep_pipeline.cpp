@@ -12,10 +12,11 @@
 #include <sstream>
 
 #include "core/check.h"
-#include "data/prep_pipeline.h"
-#include "data/recipe.h"
 #include "data/tokenized_dataset.h"
 #include "data/tokenizer.h"
+#include "data_prep/prep_pipeline.h"
+#include "data_prep/recipe.h"
+#include "data_prep/tokenizer_training.h"
 #include "support/base_test_support.h"
 
 #ifndef T5SCALE_PREP_RECIPES_DIR

@@ -1,4 +1,4 @@
-#include "data/recipe.h"
+#include "data_prep/recipe.h"
 
 #include <yaml-cpp/yaml.h>
 

@@ -24,9 +24,10 @@
 #include <utility>
 #include <vector>
 
-#include "data/text_records.h"
 #include "data/tokenized_dataset.h"
 #include "data/tokenizer.h"
+#include "data_prep/text_records.h"
+#include "data_prep/tokenizer_training.h"
 
 namespace t5scale {
 
