@@ -1,4 +1,4 @@
-// Parity with Hugging Face transformers' T5ForConditionalGeneration (DESIGN.md invariant 1), on the fixtures
+// Parity with Hugging Face transformers' T5ForConditionalGeneration (docs/ARCHITECTURE.md, invariant 1), on the fixtures
 // that make_parity_fixtures.py wrote to $T5SCALE_PARITY_DIR: logits and every gradient to relative error
 // <= 1e-5 and the loss to 1e-5 absolute in fp32 on the CPU, greedy generation token for token. Each case is
 // then perturbed and exported; check_export_in_transformers.py loads the export and compares logits.
@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 // Relative errors are norm-wise, ||ours - reference|| / ||reference||, per tensor; the worst single element is
 // reported beside it.
-// fp32 on the CPU: DESIGN.md's bound, wherever the fp32 reference can resolve it. Gradients that pass through
+// fp32 on the CPU: docs/ARCHITECTURE.md's bound, wherever the fp32 reference can resolve it. Gradients that pass through
 // cancellations (queries and keys of a peaked attention, behind the softmax's shift invariance) carry fp32
 // rounding errors above 1e-5 in any implementation: measured against its own fp64 run, transformers' fp32 gradient
 // is off by up to 2.5e-5 there, and two fp32 implementations differ by ~5e-5 whichever GELU or cross-entropy

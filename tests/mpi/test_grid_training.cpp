@@ -1,4 +1,4 @@
-// DESIGN.md invariant 2: parallelism changes nothing but speed. Every grid this world size can form
+// docs/ARCHITECTURE.md, invariant 2: parallelism changes nothing but speed. Every grid this world size can form
 // (tp x dp = world) trains a small T5 and is compared with one rank training on the same global batch: loss,
 // gradient norm, the gathered fp32 gradients after one step, and the gathered weights after one and three
 // optimizer steps; also with activation checkpointing, with 4 micro-batches of accumulation against one large
@@ -25,7 +25,7 @@ namespace t5scale {
 namespace {
 
 // Every comparison is run twice. In fp64 the grid must give the single-rank result to 1e-12: that is the claim
-// that it computes the same function. In fp32 (DESIGN.md's bound: 1e-6, norm-wise per tensor) a grid changes the
+// that it computes the same function. In fp32 (docs/ARCHITECTURE.md's bound: 1e-6, norm-wise per tensor) a grid changes the
 // order of sums (row-parallel outputs, DP reductions, sharded norms) and the rounding with it; gradients that pass
 // through the softmax's cancellations (attention queries and keys, the position bias) amplify that rounding to
 // about 1e-6 in any fp32 run, the single-rank one included. Where the fp32 comparison fails and the single-rank

@@ -24,7 +24,7 @@ namespace {
 constexpr double kFp64Tolerance = 1e-12;
 // fp32: each implementation rounds every stored parameter once per step (2^-24 relative, half an ulp) and its
 // update a few times; transformers' own fp32 result is 1.8e-7 from its fp64 one after the 8 steps (the worst
-// case). Two such fp32 results are within 2 x 8 x 2^-24 = 9.5e-7 of each other: 1e-6, DESIGN.md's fp32 bound.
+// case). Two such fp32 results are within 2 x 8 x 2^-24 = 9.5e-7 of each other: 1e-6, the fp32 bound of docs/ARCHITECTURE.md.
 constexpr double kFp32Tolerance = 1e-6;
 
 std::vector<std::string> split(const std::string& list) {

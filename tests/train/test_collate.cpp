@@ -103,7 +103,7 @@ TEST(Collate, BadInputIsAnErrorNamingTheProblem) {
 // weighted by their target token counts: padding (to the batch maximum and beyond, to a multiple of 8) changes
 // nothing. Parameters in fp64, but the model computes RMS-norm variances and attention softmaxes in fp32, as T5
 // does; differently shaped batches round differently there, so results agree to fp32 rounding: relative 1e-6,
-// the bound DESIGN.md's invariant 2 sets for fp32 on CPU. A real padding leak (a padded key attended, a padded
+// the bound invariant 2 of docs/ARCHITECTURE.md sets for fp32 on CPU. A real padding leak (a padded key attended, a padded
 // label counted) moves the loss by far more, and the plain mean of the example losses is far off.
 TEST(Collate, PaddedBatchLossIsTheTokenWeightedMeanOfExampleLosses) {
   torch::manual_seed(0);
