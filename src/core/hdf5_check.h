@@ -52,6 +52,8 @@ class H5Handle {
 
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
+  // Gives the id up to the caller, who closes it.
+  hid_t release() { return std::exchange(id_, H5I_INVALID_HID); }
   // Closes now; returns HDF5's status (negative on failure), 0 when nothing was held.
   herr_t reset();
 

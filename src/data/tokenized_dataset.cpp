@@ -9,8 +9,10 @@
 #include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <utility>
 
 #include "core/check.h"
+#include "core/hdf5_check.h"
 
 namespace t5scale {
 
@@ -20,103 +22,36 @@ constexpr int64_t kChunkElements = int64_t{1} << 20;  // 1 Mi tokens (4 MiB of i
 constexpr unsigned kMaxCompactAttributes = 64, kMinDenseAttributes = 48;  // the root has 15, a split 18
 constexpr const char* kDatasetNames[4] = {"source_tokens", "source_offsets", "target_tokens", "target_offsets"};
 
-// ---- HDF5 helpers ----
+// ---- HDF5 ----
 
-// Silences HDF5's own printing of its error stack while t5scale turns failures into Errors.
-class QuietHdf5 {
- public:
-  QuietHdf5() {
-    H5Eget_auto2(H5E_DEFAULT, &function_, &data_);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, function_, data_); }
-
- private:
-  H5E_auto2_t function_ = nullptr;
-  void* data_ = nullptr;
-};
-
-// The innermost message of HDF5's error stack ("truncated file: eof = ..."), for the reason in an Error.
-std::string hdf5_reason() {
-  std::string deepest;
-  H5Ewalk2(
-      H5E_DEFAULT, H5E_WALK_DOWNWARD,
-      [](unsigned, const H5E_error2_t* error, void* out) -> herr_t {
-        if (error->desc != nullptr && error->desc[0] != '\0') *static_cast<std::string*>(out) = error->desc;
-        return 0;
-      },
-      &deepest);
-  H5Eclear2(H5E_DEFAULT);
-  return deepest.empty() ? "HDF5 error" : deepest;
-}
-
-// Owns one HDF5 identifier of any kind.
-class Handle {
- public:
-  Handle() = default;
-  explicit Handle(hid_t id) : id_(id) {}
-  Handle(Handle&& other) noexcept : id_(other.id_) { other.id_ = -1; }
-  Handle& operator=(Handle&& other) noexcept {
-    std::swap(id_, other.id_);
-    return *this;
-  }
-  ~Handle() {
-    if (id_ >= 0) H5Idec_ref(id_);
-  }
-  hid_t get() const { return id_; }
-  hid_t release() {
-    const hid_t id = id_;
-    id_ = -1;
-    return id;
-  }
-  bool valid() const { return id_ >= 0; }
-
- private:
-  hid_t id_ = -1;
-};
-
-// Checks an HDF5 call's result (negative = failure) with the file and what was being done.
-template <typename T>
-T h5(T result, const std::string& file, const std::string& what) {
-  if (result < 0) {
-    const std::string reason = hdf5_reason();
-    throw Error(msg("tokenized dataset '", file, "': ", what, ": ", reason));
-  }
-  return result;
-}
-
-void close_id(int64_t& id) {
-  if (id >= 0) H5Idec_ref(id);
-  id = -1;
-}
+// Closes a stored id (the classes keep raw ids so that their header needs no hdf5.h) and marks it closed.
+void close_id(int64_t& id) { H5Handle closing(static_cast<hid_t>(std::exchange(id, int64_t{-1}))); }
 
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value, const std::string& file) {
   // Fixed-length, null-padded UTF-8 (no variable-length types: the spec keeps the file readable by any tool).
   const std::string stored = value.empty() ? std::string(1, '\0') : value;
-  Handle type(h5(H5Tcopy(H5T_C_S1), file, "copy string type"));
-  h5(H5Tset_size(type.get(), stored.size()), file, "size string type");
-  h5(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), file, "pad string type");
-  h5(H5Tset_cset(type.get(), H5T_CSET_UTF8), file, "string charset");
-  Handle space(h5(H5Screate(H5S_SCALAR), file, "scalar space"));
-  Handle attribute(h5(H5Acreate2(object, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), file,
-                      "create attribute " + name));
-  h5(H5Awrite(attribute.get(), type.get(), stored.data()), file, "write attribute " + name);
+  H5Handle type(H5_CHECK(H5Tcopy(H5T_C_S1), file));
+  H5_CHECK(H5Tset_size(type.get(), stored.size()), file);
+  H5_CHECK(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), file);
+  H5_CHECK(H5Tset_cset(type.get(), H5T_CSET_UTF8), file);
+  H5Handle space(H5_CHECK(H5Screate(H5S_SCALAR), file));
+  H5Handle attribute(H5_CHECK(H5Acreate2(object, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), file));
+  H5_CHECK(H5Awrite(attribute.get(), type.get(), stored.data()), file);
 }
 
 void write_int_attribute(hid_t object, const std::string& name, int64_t value, const std::string& file) {
-  Handle space(h5(H5Screate(H5S_SCALAR), file, "scalar space"));
-  Handle attribute(h5(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), file,
-                      "create attribute " + name));
-  h5(H5Awrite(attribute.get(), H5T_NATIVE_INT64, &value), file, "write attribute " + name);
+  H5Handle space(H5_CHECK(H5Screate(H5S_SCALAR), file));
+  H5Handle attribute(H5_CHECK(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), file));
+  H5_CHECK(H5Awrite(attribute.get(), H5T_NATIVE_INT64, &value), file);
 }
 
 // Reads a scalar attribute of `object` ("/" or "/train"); `where` names the object in messages.
-Handle open_attribute(hid_t object, const std::string& name, const std::string& file, const std::string& where) {
-  const htri_t exists = h5(H5Aexists(object, name.c_str()), file, "look for attribute " + name);
+H5Handle open_attribute(hid_t object, const std::string& name, const std::string& file, const std::string& where) {
+  const htri_t exists = H5_CHECK(H5Aexists(object, name.c_str()), file);
   T5S_CHECK(exists > 0, "tokenized dataset '", file, "': ", where, " has no attribute '", name, "'");
-  Handle attribute(h5(H5Aopen(object, name.c_str(), H5P_DEFAULT), file, "open attribute " + name));
-  Handle space(h5(H5Aget_space(attribute.get()), file, "attribute space " + name));
-  const hssize_t points = h5(H5Sget_simple_extent_npoints(space.get()), file, "attribute size " + name);
+  H5Handle attribute(H5_CHECK(H5Aopen(object, name.c_str(), H5P_DEFAULT), file));
+  H5Handle space(H5_CHECK(H5Aget_space(attribute.get()), file));
+  const hssize_t points = H5_CHECK(H5Sget_simple_extent_npoints(space.get()), file);
   T5S_CHECK(points == 1, "tokenized dataset '", file, "': attribute '", name, "' of ", where,
             " must be a scalar, it has ", points, " elements");
   return attribute;
@@ -124,28 +59,28 @@ Handle open_attribute(hid_t object, const std::string& name, const std::string& 
 
 std::string read_string_attribute(hid_t object, const std::string& name, const std::string& file,
                                   const std::string& where) {
-  Handle attribute = open_attribute(object, name, file, where);
-  Handle type(h5(H5Aget_type(attribute.get()), file, "attribute type " + name));
+  H5Handle attribute = open_attribute(object, name, file, where);
+  H5Handle type(H5_CHECK(H5Aget_type(attribute.get()), file));
   T5S_CHECK(H5Tget_class(type.get()) == H5T_STRING, "tokenized dataset '", file, "': attribute '", name, "' of ", where,
             " must be a string");
-  T5S_CHECK(h5(H5Tis_variable_str(type.get()), file, "attribute type " + name) == 0, "tokenized dataset '", file,
+  T5S_CHECK(H5_CHECK(H5Tis_variable_str(type.get()), file) == 0, "tokenized dataset '", file,
             "': attribute '", name, "' of ", where, " is a variable-length string; the format has fixed-length ones");
   const size_t size = H5Tget_size(type.get());
   T5S_CHECK(size > 0 && size < (size_t{1} << 30), "tokenized dataset '", file, "': attribute '", name,
             "' has an implausible size ", size);
   std::string value(size, '\0');
-  h5(H5Aread(attribute.get(), type.get(), value.data()), file, "read attribute " + name);
+  H5_CHECK(H5Aread(attribute.get(), type.get(), value.data()), file);
   value.resize(std::strlen(value.c_str()));  // null-padded or null-terminated
   return value;
 }
 
 int64_t read_int_attribute(hid_t object, const std::string& name, const std::string& file, const std::string& where) {
-  Handle attribute = open_attribute(object, name, file, where);
-  Handle type(h5(H5Aget_type(attribute.get()), file, "attribute type " + name));
+  H5Handle attribute = open_attribute(object, name, file, where);
+  H5Handle type(H5_CHECK(H5Aget_type(attribute.get()), file));
   T5S_CHECK(H5Tget_class(type.get()) == H5T_INTEGER, "tokenized dataset '", file, "': attribute '", name, "' of ",
             where, " must be an integer");
   int64_t value = 0;
-  h5(H5Aread(attribute.get(), H5T_NATIVE_INT64, &value), file, "read attribute " + name);
+  H5_CHECK(H5Aread(attribute.get(), H5T_NATIVE_INT64, &value), file);
   return value;
 }
 
@@ -153,12 +88,11 @@ int64_t read_int_attribute(hid_t object, const std::string& name, const std::str
 // content gives the same bytes).
 hid_t create_dataset(hid_t group, const char* name, hid_t type, int64_t chunk, const std::string& file) {
   const hsize_t zero = 0, unlimited = H5S_UNLIMITED, chunk_dims = static_cast<hsize_t>(chunk);
-  Handle space(h5(H5Screate_simple(1, &zero, &unlimited), file, "dataspace"));
-  Handle properties(h5(H5Pcreate(H5P_DATASET_CREATE), file, "dataset properties"));
-  h5(H5Pset_chunk(properties.get(), 1, &chunk_dims), file, "chunk size");
-  h5(H5Pset_obj_track_times(properties.get(), false), file, "times off");
-  return h5(H5Dcreate2(group, name, type, space.get(), H5P_DEFAULT, properties.get(), H5P_DEFAULT), file,
-            msg("create dataset ", name));
+  H5Handle space(H5_CHECK(H5Screate_simple(1, &zero, &unlimited), file));
+  H5Handle properties(H5_CHECK(H5Pcreate(H5P_DATASET_CREATE), file));
+  H5_CHECK(H5Pset_chunk(properties.get(), 1, &chunk_dims), file);
+  H5_CHECK(H5Pset_obj_track_times(properties.get(), false), file);
+  return H5_CHECK(H5Dcreate2(group, name, type, space.get(), H5P_DEFAULT, properties.get(), H5P_DEFAULT), file);
 }
 
 void append_to_dataset(hid_t dataset, hid_t memory_type, const void* data, int64_t count, int64_t* written,
@@ -166,11 +100,11 @@ void append_to_dataset(hid_t dataset, hid_t memory_type, const void* data, int64
   if (count == 0) return;
   const hsize_t start = static_cast<hsize_t>(*written), size = static_cast<hsize_t>(count);
   const hsize_t new_size = start + size;
-  h5(H5Dset_extent(dataset, &new_size), file, "extend dataset");
-  Handle file_space(h5(H5Dget_space(dataset), file, "dataset space"));
-  h5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &size, nullptr), file, "select");
-  Handle memory_space(h5(H5Screate_simple(1, &size, nullptr), file, "memory space"));
-  h5(H5Dwrite(dataset, memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT, data), file, "write tokens");
+  H5_CHECK(H5Dset_extent(dataset, &new_size), file);
+  H5Handle file_space(H5_CHECK(H5Dget_space(dataset), file));
+  H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &size, nullptr), file);
+  H5Handle memory_space(H5_CHECK(H5Screate_simple(1, &size, nullptr), file));
+  H5_CHECK(H5Dwrite(dataset, memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT, data), file);
   *written += count;
 }
 
@@ -243,24 +177,22 @@ struct TokenizedDatasetWriter::Split {
 TokenizedDatasetWriter::TokenizedDatasetWriter(const std::string& path, const TokenizedDatasetInfo& info)
     : path_(path), temporary_path_(msg(path, ".tmp.", getpid())), info_(info) {
   T5S_CHECK(info.vocab_size > 0, "tokenized dataset '", path, "': vocab_size must be positive, got ", info.vocab_size);
-  QuietHdf5 quiet;
-  Handle access(h5(H5Pcreate(H5P_FILE_ACCESS), temporary_path_, "file access properties"));
+  Hdf5Quiet quiet;
+  H5Handle access(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), temporary_path_));
   // The 1.10 format (as the run file): extensible-array chunk indexes (a small file stays small), and attributes
   // over 64 KiB (a long recipe) move to dense storage by themselves. Any HDF5 >= 1.10 (h5py) reads it, whichever
   // version wrote it.
-  h5(H5Pset_libver_bounds(access.get(), H5F_LIBVER_V110, H5F_LIBVER_V110), temporary_path_, "library version");
-  Handle creation(h5(H5Pcreate(H5P_FILE_CREATE), temporary_path_, "file creation properties"));
-  h5(H5Pset_obj_track_times(creation.get(), false), temporary_path_, "times off");
+  H5_CHECK(H5Pset_libver_bounds(access.get(), H5F_LIBVER_V110, H5F_LIBVER_V110), temporary_path_);
+  H5Handle creation(H5_CHECK(H5Pcreate(H5P_FILE_CREATE), temporary_path_));
+  H5_CHECK(H5Pset_obj_track_times(creation.get(), false), temporary_path_);
   // Attributes in the object header (compact: a small file stays small); only an oversized one goes dense.
-  h5(H5Pset_attr_phase_change(creation.get(), kMaxCompactAttributes, kMinDenseAttributes), temporary_path_,
-     "attribute storage");
-  file_ = h5(H5Fcreate(temporary_path_.c_str(), H5F_ACC_TRUNC, creation.get(), access.get()), temporary_path_,
-             "cannot create the file");
+  H5_CHECK(H5Pset_attr_phase_change(creation.get(), kMaxCompactAttributes, kMinDenseAttributes), temporary_path_);
+  file_ = H5_CHECK(H5Fcreate(temporary_path_.c_str(), H5F_ACC_TRUNC, creation.get(), access.get()), temporary_path_);
 }
 
 TokenizedDatasetWriter::~TokenizedDatasetWriter() {
   if (finished_) return;
-  QuietHdf5 quiet;
+  Hdf5Quiet quiet;
   for (auto& split : splits_) {
     for (auto& stream : split->streams) {
       close_id(stream.tokens_dataset);
@@ -279,15 +211,13 @@ TokenizedDatasetWriter::Split& TokenizedDatasetWriter::split_of(const std::strin
   T5S_CHECK(!finished_, "tokenized dataset '", path_, "': the writer has finished");
   T5S_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..", "tokenized dataset '",
             path_, "': split name '", name, "' is not a valid group name");
-  QuietHdf5 quiet;
+  Hdf5Quiet quiet;
   auto split = std::make_unique<Split>();
   split->name = name;
-  Handle properties(h5(H5Pcreate(H5P_GROUP_CREATE), temporary_path_, "group properties"));
-  h5(H5Pset_obj_track_times(properties.get(), false), temporary_path_, "times off");
-  h5(H5Pset_attr_phase_change(properties.get(), kMaxCompactAttributes, kMinDenseAttributes), temporary_path_,
-     "attribute storage");
-  split->group = h5(H5Gcreate2(file_, name.c_str(), H5P_DEFAULT, properties.get(), H5P_DEFAULT), temporary_path_,
-                    "create group " + name);
+  H5Handle properties(H5_CHECK(H5Pcreate(H5P_GROUP_CREATE), temporary_path_));
+  H5_CHECK(H5Pset_obj_track_times(properties.get(), false), temporary_path_);
+  H5_CHECK(H5Pset_attr_phase_change(properties.get(), kMaxCompactAttributes, kMinDenseAttributes), temporary_path_);
+  split->group = H5_CHECK(H5Gcreate2(file_, name.c_str(), H5P_DEFAULT, properties.get(), H5P_DEFAULT), temporary_path_);
   for (auto& stream : split->streams) stream.offsets.push_back(0);
   splits_.push_back(std::move(split));
   return *splits_.back();
@@ -298,7 +228,7 @@ void TokenizedDatasetWriter::add_split(const std::string& split) { split_of(spli
 void TokenizedDatasetWriter::flush(Split& split, bool finishing) {
   // Whole chunks while appending; everything (and the datasets of a split smaller than one chunk, with a chunk
   // of its own size rather than 4 MiB of padding) at the end.
-  QuietHdf5 quiet;
+  Hdf5Quiet quiet;
   for (int kind = 0; kind < 2; ++kind) {
     WriterStream& stream = split.streams[kind];
     const char* tokens_name = kDatasetNames[2 * kind];
@@ -438,7 +368,7 @@ std::vector<std::pair<const char*, int64_t SplitStatistics::*>> split_attribute_
 
 void TokenizedDatasetWriter::finish() {
   T5S_CHECK(!finished_, "tokenized dataset '", path_, "': finish() called twice");
-  QuietHdf5 quiet;
+  Hdf5Quiet quiet;
   const std::string& file = temporary_path_;
   write_string_attribute(file_, "format", kTokenizedDatasetFormat, file);
   write_int_attribute(file_, "schema_version", kTokenizedDatasetSchemaVersion, file);
@@ -472,10 +402,10 @@ void TokenizedDatasetWriter::finish() {
     }
     close_id(split->group);
   }
-  h5(H5Fflush(file_, H5F_SCOPE_GLOBAL), file, "flush");
+  H5_CHECK(H5Fflush(file_, H5F_SCOPE_GLOBAL), file);
   const herr_t closed = H5Fclose(file_);
   file_ = -1;
-  h5(closed, file, "close");
+  H5_CHECK(closed, file);
   std::error_code error;
   std::filesystem::rename(temporary_path_, path_, error);
   T5S_CHECK(!error, "tokenized dataset: cannot rename '", temporary_path_, "' to '", path_, "': ", error.message());
@@ -488,11 +418,11 @@ namespace {
 
 // Reads a whole 1-D int64 dataset (the offsets).
 std::vector<int64_t> read_offsets(hid_t dataset, const std::string& file, const std::string& where) {
-  Handle space(h5(H5Dget_space(dataset), file, "dataspace of " + where));
-  const hssize_t count = h5(H5Sget_simple_extent_npoints(space.get()), file, "size of " + where);
+  H5Handle space(H5_CHECK(H5Dget_space(dataset), file));
+  const hssize_t count = H5_CHECK(H5Sget_simple_extent_npoints(space.get()), file);
   std::vector<int64_t> values(static_cast<size_t>(count));
   if (count > 0) {
-    h5(H5Dread(dataset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), file, "read " + where);
+    H5_CHECK(H5Dread(dataset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), file);
   }
   return values;
 }
@@ -500,18 +430,18 @@ std::vector<int64_t> read_offsets(hid_t dataset, const std::string& file, const 
 hid_t open_dataset(hid_t group, const char* name, H5T_class_t expected_class, size_t min_size, size_t max_size,
                    const std::string& file, const std::string& split, int64_t* length) {
   const std::string where = "/" + split + "/" + name;
-  const htri_t exists = h5(H5Lexists(group, name, H5P_DEFAULT), file, "look for " + where);
+  const htri_t exists = H5_CHECK(H5Lexists(group, name, H5P_DEFAULT), file);
   T5S_CHECK(exists > 0, "tokenized dataset '", file, "': split '", split, "' has no dataset '", name, "'");
-  Handle dataset(h5(H5Dopen2(group, name, H5P_DEFAULT), file, "open " + where));
-  Handle type(h5(H5Dget_type(dataset.get()), file, "type of " + where));
+  H5Handle dataset(H5_CHECK(H5Dopen2(group, name, H5P_DEFAULT), file));
+  H5Handle type(H5_CHECK(H5Dget_type(dataset.get()), file));
   const size_t size = H5Tget_size(type.get());
   T5S_CHECK(H5Tget_class(type.get()) == expected_class && size >= min_size && size <= max_size, "tokenized dataset '",
             file, "': ", where, " must be ", max_size == 4 ? "int32" : "int64", ", it has another type");
-  Handle space(h5(H5Dget_space(dataset.get()), file, "dataspace of " + where));
+  H5Handle space(H5_CHECK(H5Dget_space(dataset.get()), file));
   T5S_CHECK(H5Sget_simple_extent_ndims(space.get()) == 1, "tokenized dataset '", file, "': ", where,
             " must be one-dimensional");
   hsize_t dims = 0;
-  h5(H5Sget_simple_extent_dims(space.get(), &dims, nullptr), file, "dims of " + where);
+  H5_CHECK(H5Sget_simple_extent_dims(space.get(), &dims, nullptr), file);
   // The writer stores every element; an extent beyond the stored bytes is damage (HDF5 would read zeros there).
   const hsize_t stored = H5Dget_storage_size(dataset.get());
   T5S_CHECK(dims <= stored / size, "tokenized dataset '", file, "': ", where, " claims ", dims, " elements but ",
@@ -547,12 +477,12 @@ hid_t open_hdf5_file(const std::string& path) {
   T5S_CHECK(std::filesystem::is_regular_file(path), "tokenized dataset '", path, "': no such file");
   const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
   if (is_hdf5 <= 0) {
-    const std::string reason = is_hdf5 < 0 ? hdf5_reason() : "no HDF5 signature";
+    const std::string reason = is_hdf5 < 0 ? detail::hdf5_error_stack_text() : "no HDF5 signature";
     throw Error(msg("tokenized dataset '", path, "': not an HDF5 file (", reason, ")"));
   }
   const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file < 0) {
-    const std::string reason = hdf5_reason();
+    const std::string reason = detail::hdf5_error_stack_text();
     throw Error(
         msg("tokenized dataset '", path, "': cannot open the HDF5 file, it is truncated or damaged (", reason, ")"));
   }
@@ -571,7 +501,7 @@ void check_format_and_schema(hid_t file, const std::string& path) {
 // The added tokens, stored one per line; the attribute is optional.
 std::vector<std::string> read_added_tokens(hid_t file, const std::string& path) {
   std::vector<std::string> tokens;
-  if (h5(H5Aexists(file, "added_tokens"), path, "look for attribute added_tokens") <= 0) return tokens;
+  if (H5_CHECK(H5Aexists(file, "added_tokens"), path) <= 0) return tokens;
   const std::string added = read_string_attribute(file, "added_tokens", path, kRootWhere);
   for (size_t start = 0; start < added.size();) {
     const size_t end = std::min(added.find('\n', start), added.size());
@@ -610,7 +540,7 @@ void check_t5_vocabulary(const TokenizedDatasetInfo& info, const std::string& pa
 // Every group under the root is a split.
 std::vector<std::string> split_group_names(hid_t file, const std::string& path) {
   std::vector<std::string> names;
-  h5(H5Literate(
+  H5_CHECK(H5Literate(
          file, H5_INDEX_NAME, H5_ITER_INC, nullptr,
          [](hid_t group, const char* name, const H5L_info_t*, void* out) -> herr_t {
            const hid_t object = H5Oopen(group, name, H5P_DEFAULT);
@@ -619,14 +549,13 @@ std::vector<std::string> split_group_names(hid_t file, const std::string& path) 
            H5Oclose(object);
            return 0;
          },
-         &names),
-     path, "list the splits");
+         &names), path);
   return names;
 }
 
 // One split group, read and checked against itself: its token datasets stay open, its offsets are in memory.
 struct SplitContents {
-  Handle source_tokens, target_tokens;
+  H5Handle source_tokens, target_tokens;
   int64_t source_token_count = 0, target_token_count = 0;
   std::vector<int64_t> source_offsets, target_offsets;
   SplitStatistics statistics;
@@ -636,12 +565,12 @@ struct SplitContents {
 // Opens the four datasets (all of them before any is read), then reads and checks both offsets.
 void read_split_datasets(hid_t group, const std::string& path, const std::string& name, SplitContents& split) {
   int64_t source_offset_count = 0, target_offset_count = 0;
-  split.source_tokens = Handle(
+  split.source_tokens = H5Handle(
       open_dataset(group, "source_tokens", H5T_INTEGER, 1, 4, path, name, &split.source_token_count));
-  split.target_tokens = Handle(
+  split.target_tokens = H5Handle(
       open_dataset(group, "target_tokens", H5T_INTEGER, 1, 4, path, name, &split.target_token_count));
-  Handle source_offsets(open_dataset(group, "source_offsets", H5T_INTEGER, 1, 8, path, name, &source_offset_count));
-  Handle target_offsets(open_dataset(group, "target_offsets", H5T_INTEGER, 1, 8, path, name, &target_offset_count));
+  H5Handle source_offsets(open_dataset(group, "source_offsets", H5T_INTEGER, 1, 8, path, name, &source_offset_count));
+  H5Handle target_offsets(open_dataset(group, "target_offsets", H5T_INTEGER, 1, 8, path, name, &target_offset_count));
   split.source_offsets = read_offsets(source_offsets.get(), path, "/" + name + "/source_offsets");
   split.target_offsets = read_offsets(target_offsets.get(), path, "/" + name + "/target_offsets");
   validate_offsets(split.source_offsets, split.source_token_count, path, "/" + name + "/source_offsets");
@@ -656,7 +585,7 @@ SplitStatistics read_split_statistics(hid_t group, const std::string& path, cons
   const std::string where = "split '" + name + "'";
   for (const auto& [attribute, field] : split_attribute_fields()) {
     if (std::string(attribute) == "skipped_unknown_label" &&
-        h5(H5Aexists(group, attribute), path, "look for attribute") <= 0) {
+        H5_CHECK(H5Aexists(group, attribute), path) <= 0) {
       continue;  // beyond the schema's list: optional for other writers
     }
     statistics.*field = read_int_attribute(group, attribute, path, where);
@@ -677,7 +606,7 @@ void check_statistics_match_datasets(const SplitContents& split, const std::stri
 }
 
 SplitContents read_split(hid_t file, const std::string& path, const std::string& name) {
-  Handle group(h5(H5Gopen2(file, name.c_str(), H5P_DEFAULT), path, "open split " + name));
+  H5Handle group(H5_CHECK(H5Gopen2(file, name.c_str(), H5P_DEFAULT), path));
   SplitContents split;
   read_split_datasets(group.get(), path, name, split);
   split.statistics = read_split_statistics(group.get(), path, name);
@@ -688,7 +617,7 @@ SplitContents read_split(hid_t file, const std::string& path, const std::string&
 }  // namespace
 
 std::unique_ptr<TokenizedDataset> TokenizedDataset::open(const std::string& path) {
-  QuietHdf5 quiet;
+  Hdf5Quiet quiet;
   std::unique_ptr<TokenizedDataset> dataset(new TokenizedDataset());
   dataset->path_ = path;
   dataset->file_ = open_hdf5_file(path);
@@ -716,12 +645,12 @@ std::unique_ptr<TokenizedDataset> TokenizedDataset::open(const std::string& path
 
 TokenizedDataset::~TokenizedDataset() {
   splits_.clear();  // their datasets before the file
-  QuietHdf5 quiet;
+  Hdf5Quiet quiet;
   close_id(file_);
 }
 
 TokenizedSplit::~TokenizedSplit() {
-  QuietHdf5 quiet;
+  Hdf5Quiet quiet;
   close_id(source_tokens_);
   close_id(target_tokens_);
 }
@@ -787,16 +716,14 @@ void read_ranges(hid_t dataset, const std::vector<hsize_t>& starts, const std::v
   for (const hsize_t count : counts) total += count;
   out->resize(total);
   if (total == 0) return;
-  Handle file_space(h5(H5Dget_space(dataset), file, "dataspace of " + where));
-  h5(H5Sselect_none(file_space.get()), file, "select none");
+  H5Handle file_space(H5_CHECK(H5Dget_space(dataset), file));
+  H5_CHECK(H5Sselect_none(file_space.get()), file);
   for (size_t r = 0; r < starts.size(); ++r) {
     if (counts[r] == 0) continue;
-    h5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_OR, &starts[r], nullptr, &counts[r], nullptr), file,
-       "select tokens of " + where);
+    H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_OR, &starts[r], nullptr, &counts[r], nullptr), file);
   }
-  Handle memory_space(h5(H5Screate_simple(1, &total, nullptr), file, "memory space"));
-  h5(H5Dread(dataset, H5T_NATIVE_INT32, memory_space.get(), file_space.get(), H5P_DEFAULT, out->data()), file,
-     "read tokens of " + where + " (truncated or damaged file?)");
+  H5Handle memory_space(H5_CHECK(H5Screate_simple(1, &total, nullptr), file));
+  H5_CHECK(H5Dread(dataset, H5T_NATIVE_INT32, memory_space.get(), file_space.get(), H5P_DEFAULT, out->data()), file);
 }
 
 }  // namespace
@@ -812,7 +739,7 @@ std::vector<TokenSequences> TokenizedSplit::examples(const std::vector<int64_t>&
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
   std::vector<std::vector<int32_t>> buffers(2);
   std::vector<std::vector<int64_t>> positions(2, std::vector<int64_t>(distinct.size()));  // of each distinct index
-  QuietHdf5 quiet;
+  Hdf5Quiet quiet;
   for (int kind = 0; kind < 2; ++kind) {
     const std::vector<int64_t>& offsets = kind == 0 ? source_offsets_ : target_offsets_;
     std::vector<hsize_t> starts, counts;
@@ -851,7 +778,7 @@ std::vector<TokenSequences> TokenizedSplit::examples(const std::vector<int64_t>&
 }
 
 void TokenizedSplit::check_token_ids() const {
-  QuietHdf5 quiet;
+  Hdf5Quiet quiet;
   for (int kind = 0; kind < 2; ++kind) {
     const std::vector<int64_t>& offsets = kind == 0 ? source_offsets_ : target_offsets_;
     const int64_t total = offsets.back();
