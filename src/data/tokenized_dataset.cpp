@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/hdf5_attributes.h"
 #include "core/hdf5_check.h"
 
 namespace t5scale {
@@ -26,63 +27,6 @@ constexpr const char* kDatasetNames[4] = {"source_tokens", "source_offsets", "ta
 
 // Closes a stored id (the classes keep raw ids so that their header needs no hdf5.h) and marks it closed.
 void close_id(int64_t& id) { H5Handle closing(static_cast<hid_t>(std::exchange(id, int64_t{-1}))); }
-
-void write_string_attribute(hid_t object, const std::string& name, const std::string& value, const std::string& file) {
-  // Fixed-length, null-padded UTF-8 (no variable-length types: the spec keeps the file readable by any tool).
-  const std::string stored = value.empty() ? std::string(1, '\0') : value;
-  H5Handle type(H5_CHECK(H5Tcopy(H5T_C_S1), file));
-  H5_CHECK(H5Tset_size(type.get(), stored.size()), file);
-  H5_CHECK(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), file);
-  H5_CHECK(H5Tset_cset(type.get(), H5T_CSET_UTF8), file);
-  H5Handle space(H5_CHECK(H5Screate(H5S_SCALAR), file));
-  H5Handle attribute(H5_CHECK(H5Acreate2(object, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), file));
-  H5_CHECK(H5Awrite(attribute.get(), type.get(), stored.data()), file);
-}
-
-void write_int_attribute(hid_t object, const std::string& name, int64_t value, const std::string& file) {
-  H5Handle space(H5_CHECK(H5Screate(H5S_SCALAR), file));
-  H5Handle attribute(H5_CHECK(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), file));
-  H5_CHECK(H5Awrite(attribute.get(), H5T_NATIVE_INT64, &value), file);
-}
-
-// Reads a scalar attribute of `object` ("/" or "/train"); `where` names the object in messages.
-H5Handle open_attribute(hid_t object, const std::string& name, const std::string& file, const std::string& where) {
-  const htri_t exists = H5_CHECK(H5Aexists(object, name.c_str()), file);
-  T5S_CHECK(exists > 0, "tokenized dataset '", file, "': ", where, " has no attribute '", name, "'");
-  H5Handle attribute(H5_CHECK(H5Aopen(object, name.c_str(), H5P_DEFAULT), file));
-  H5Handle space(H5_CHECK(H5Aget_space(attribute.get()), file));
-  const hssize_t points = H5_CHECK(H5Sget_simple_extent_npoints(space.get()), file);
-  T5S_CHECK(points == 1, "tokenized dataset '", file, "': attribute '", name, "' of ", where,
-            " must be a scalar, it has ", points, " elements");
-  return attribute;
-}
-
-std::string read_string_attribute(hid_t object, const std::string& name, const std::string& file,
-                                  const std::string& where) {
-  H5Handle attribute = open_attribute(object, name, file, where);
-  H5Handle type(H5_CHECK(H5Aget_type(attribute.get()), file));
-  T5S_CHECK(H5Tget_class(type.get()) == H5T_STRING, "tokenized dataset '", file, "': attribute '", name, "' of ", where,
-            " must be a string");
-  T5S_CHECK(H5_CHECK(H5Tis_variable_str(type.get()), file) == 0, "tokenized dataset '", file,
-            "': attribute '", name, "' of ", where, " is a variable-length string; the format has fixed-length ones");
-  const size_t size = H5Tget_size(type.get());
-  T5S_CHECK(size > 0 && size < (size_t{1} << 30), "tokenized dataset '", file, "': attribute '", name,
-            "' has an implausible size ", size);
-  std::string value(size, '\0');
-  H5_CHECK(H5Aread(attribute.get(), type.get(), value.data()), file);
-  value.resize(std::strlen(value.c_str()));  // null-padded or null-terminated
-  return value;
-}
-
-int64_t read_int_attribute(hid_t object, const std::string& name, const std::string& file, const std::string& where) {
-  H5Handle attribute = open_attribute(object, name, file, where);
-  H5Handle type(H5_CHECK(H5Aget_type(attribute.get()), file));
-  T5S_CHECK(H5Tget_class(type.get()) == H5T_INTEGER, "tokenized dataset '", file, "': attribute '", name, "' of ",
-            where, " must be an integer");
-  int64_t value = 0;
-  H5_CHECK(H5Aread(attribute.get(), H5T_NATIVE_INT64, &value), file);
-  return value;
-}
 
 // A 1-D extendible chunked dataset of `type` with `chunk` elements per chunk, and no timestamps (so that the same
 // content gives the same bytes).
@@ -370,32 +314,32 @@ void TokenizedDatasetWriter::finish() {
   T5S_CHECK(!finished_, "tokenized dataset '", path_, "': finish() called twice");
   Hdf5Quiet quiet;
   const std::string& file = temporary_path_;
-  write_string_attribute(file_, "format", kTokenizedDatasetFormat, file);
-  write_int_attribute(file_, "schema_version", kTokenizedDatasetSchemaVersion, file);
-  write_string_attribute(file_, "tokenizer_sha256", info_.tokenizer_sha256, file);
-  write_string_attribute(file_, "tokenizer_file", info_.tokenizer_file, file);
-  write_int_attribute(file_, "vocab_size", info_.vocab_size, file);
-  write_int_attribute(file_, "pad_id", info_.pad_id, file);
-  write_int_attribute(file_, "eos_id", info_.eos_id, file);
-  write_int_attribute(file_, "unk_id", info_.unk_id, file);
-  write_string_attribute(file_, "recipe_name", info_.recipe_name, file);
-  write_string_attribute(file_, "recipe_yaml", info_.recipe_yaml, file);
-  write_int_attribute(file_, "max_source_length", info_.max_source_length, file);
-  write_int_attribute(file_, "max_target_length", info_.max_target_length, file);
-  write_string_attribute(file_, "created_by", info_.created_by, file);
-  write_string_attribute(file_, "input_files", info_.input_files, file);
+  write_attribute(file_, "format", std::string(kTokenizedDatasetFormat), file);
+  write_attribute(file_, "schema_version", static_cast<int64_t>(kTokenizedDatasetSchemaVersion), file);
+  write_attribute(file_, "tokenizer_sha256", std::string(info_.tokenizer_sha256), file);
+  write_attribute(file_, "tokenizer_file", info_.tokenizer_file, file);
+  write_attribute(file_, "vocab_size", static_cast<int64_t>(info_.vocab_size), file);
+  write_attribute(file_, "pad_id", static_cast<int64_t>(info_.pad_id), file);
+  write_attribute(file_, "eos_id", static_cast<int64_t>(info_.eos_id), file);
+  write_attribute(file_, "unk_id", static_cast<int64_t>(info_.unk_id), file);
+  write_attribute(file_, "recipe_name", info_.recipe_name, file);
+  write_attribute(file_, "recipe_yaml", info_.recipe_yaml, file);
+  write_attribute(file_, "max_source_length", static_cast<int64_t>(info_.max_source_length), file);
+  write_attribute(file_, "max_target_length", static_cast<int64_t>(info_.max_target_length), file);
+  write_attribute(file_, "created_by", info_.created_by, file);
+  write_attribute(file_, "input_files", info_.input_files, file);
   std::string added;
   for (const std::string& token : info_.added_tokens) {
     T5S_CHECK(token.find('\n') == std::string::npos, "tokenized dataset '", path_, "': added token '", token,
               "' holds a line break");
     added += (added.empty() ? "" : "\n") + token;
   }
-  write_string_attribute(file_, "added_tokens", added, file);
+  write_attribute(file_, "added_tokens", added, file);
   for (auto& split : splits_) {
     flush(*split, true);
     const SplitStatistics stats = statistics(split->name);
     for (const auto& [name, field] : split_attribute_fields())
-      write_int_attribute(split->group, name, stats.*field, file);
+      write_attribute(split->group, name, static_cast<int64_t>(stats.*field), file);
     for (auto& stream : split->streams) {
       close_id(stream.tokens_dataset);
       close_id(stream.offsets_dataset);
@@ -490,10 +434,10 @@ hid_t open_hdf5_file(const std::string& path) {
 }
 
 void check_format_and_schema(hid_t file, const std::string& path) {
-  const std::string format = read_string_attribute(file, "format", path, kRootWhere);
+  const std::string format = read_required<std::string>(file, "format", path, kRootWhere);
   T5S_CHECK(format == kTokenizedDatasetFormat, "tokenized dataset '", path, "': format is '", format, "', expected '",
             kTokenizedDatasetFormat, "'");
-  const int64_t schema = read_int_attribute(file, "schema_version", path, kRootWhere);
+  const int64_t schema = read_required<int64_t>(file, "schema_version", path, kRootWhere);
   T5S_CHECK(schema == kTokenizedDatasetSchemaVersion, "tokenized dataset '", path, "': schema_version ", schema,
             " is not supported (this build reads ", kTokenizedDatasetSchemaVersion, ")");
 }
@@ -502,7 +446,7 @@ void check_format_and_schema(hid_t file, const std::string& path) {
 std::vector<std::string> read_added_tokens(hid_t file, const std::string& path) {
   std::vector<std::string> tokens;
   if (H5_CHECK(H5Aexists(file, "added_tokens"), path) <= 0) return tokens;
-  const std::string added = read_string_attribute(file, "added_tokens", path, kRootWhere);
+  const std::string added = read_required<std::string>(file, "added_tokens", path, kRootWhere);
   for (size_t start = 0; start < added.size();) {
     const size_t end = std::min(added.find('\n', start), added.size());
     tokens.push_back(added.substr(start, end - start));
@@ -514,18 +458,18 @@ std::vector<std::string> read_added_tokens(hid_t file, const std::string& path) 
 // The root attributes after format and schema_version, in the order the spec lists them.
 TokenizedDatasetInfo read_dataset_info(hid_t file, const std::string& path) {
   TokenizedDatasetInfo info;
-  info.tokenizer_sha256 = read_string_attribute(file, "tokenizer_sha256", path, kRootWhere);
-  info.tokenizer_file = read_string_attribute(file, "tokenizer_file", path, kRootWhere);
-  info.vocab_size = read_int_attribute(file, "vocab_size", path, kRootWhere);
-  info.pad_id = read_int_attribute(file, "pad_id", path, kRootWhere);
-  info.eos_id = read_int_attribute(file, "eos_id", path, kRootWhere);
-  info.unk_id = read_int_attribute(file, "unk_id", path, kRootWhere);
-  info.recipe_name = read_string_attribute(file, "recipe_name", path, kRootWhere);
-  info.recipe_yaml = read_string_attribute(file, "recipe_yaml", path, kRootWhere);
-  info.max_source_length = read_int_attribute(file, "max_source_length", path, kRootWhere);
-  info.max_target_length = read_int_attribute(file, "max_target_length", path, kRootWhere);
-  info.created_by = read_string_attribute(file, "created_by", path, kRootWhere);
-  info.input_files = read_string_attribute(file, "input_files", path, kRootWhere);
+  info.tokenizer_sha256 = read_required<std::string>(file, "tokenizer_sha256", path, kRootWhere);
+  info.tokenizer_file = read_required<std::string>(file, "tokenizer_file", path, kRootWhere);
+  info.vocab_size = read_required<int64_t>(file, "vocab_size", path, kRootWhere);
+  info.pad_id = read_required<int64_t>(file, "pad_id", path, kRootWhere);
+  info.eos_id = read_required<int64_t>(file, "eos_id", path, kRootWhere);
+  info.unk_id = read_required<int64_t>(file, "unk_id", path, kRootWhere);
+  info.recipe_name = read_required<std::string>(file, "recipe_name", path, kRootWhere);
+  info.recipe_yaml = read_required<std::string>(file, "recipe_yaml", path, kRootWhere);
+  info.max_source_length = read_required<int64_t>(file, "max_source_length", path, kRootWhere);
+  info.max_target_length = read_required<int64_t>(file, "max_target_length", path, kRootWhere);
+  info.created_by = read_required<std::string>(file, "created_by", path, kRootWhere);
+  info.input_files = read_required<std::string>(file, "input_files", path, kRootWhere);
   info.added_tokens = read_added_tokens(file, path);
   return info;
 }
@@ -588,7 +532,7 @@ SplitStatistics read_split_statistics(hid_t group, const std::string& path, cons
         H5_CHECK(H5Aexists(group, attribute), path) <= 0) {
       continue;  // beyond the schema's list: optional for other writers
     }
-    statistics.*field = read_int_attribute(group, attribute, path, where);
+    statistics.*field = read_required<int64_t>(group, attribute, path, where);
   }
   return statistics;
 }

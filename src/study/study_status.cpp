@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/hdf5_attributes.h"
 #include "core/hdf5_check.h"
 
 namespace t5scale {
@@ -34,27 +35,6 @@ std::vector<std::string> split(const std::string& text, char separator) {
   while (std::getline(in, item, separator)) out.push_back(item);
   if (!text.empty() && text.back() == separator) out.push_back("");
   return out;
-}
-
-std::string read_string_attribute(hid_t object, const char* name, const std::string& path) {
-  H5Handle attribute(H5_CHECK(H5Aopen(object, name, H5P_DEFAULT), path));
-  H5Handle type(H5_CHECK(H5Aget_type(attribute.get()), path));
-  T5S_CHECK(H5Tget_class(type.get()) == H5T_STRING, path, ": attribute ", name, " is not a string");
-  T5S_CHECK(H5Tis_variable_str(type.get()) <= 0, path, ": attribute ", name,
-            " is a variable-length string (schema 1 has fixed-length strings)");
-  const size_t size = H5Tget_size(type.get());
-  std::string buffer(size, '\0');
-  H5_CHECK(H5Aread(attribute.get(), type.get(), buffer.data()), path);
-  const size_t end = buffer.find('\0');
-  if (end != std::string::npos) buffer.resize(end);
-  return trim(buffer);
-}
-
-int64_t read_int_attribute(hid_t object, const char* name, const std::string& path) {
-  H5Handle attribute(H5_CHECK(H5Aopen(object, name, H5P_DEFAULT), path));
-  int64_t value = 0;
-  H5_CHECK(H5Aread(attribute.get(), H5T_NATIVE_INT64, &value), path);
-  return value;
 }
 
 bool is_terminal_file_status(const std::string& status) {
@@ -83,9 +63,9 @@ RunFileState read_run_file_state(const std::string& path) {
       id = H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), path);
     }
     H5Handle file(id);
-    state.status = read_string_attribute(file.get(), "status", path);
-    state.attempt = read_int_attribute(file.get(), "attempt", path);
-    state.max_steps = read_int_attribute(file.get(), "max_steps", path);
+    state.status = read_required<std::string>(file.get(), "status", path, "the run file's root");
+    state.attempt = read_required<int64_t>(file.get(), "attempt", path, "the run file's root");
+    state.max_steps = read_required<int64_t>(file.get(), "max_steps", path, "the run file's root");
     H5Handle steps(H5_CHECK(H5Dopen2(file.get(), "/steps/step", H5P_DEFAULT), path));
     H5Handle space(H5_CHECK(H5Dget_space(steps.get()), path));
     T5S_CHECK(H5Sget_simple_extent_ndims(space.get()) == 1, path, ": /steps/step is not 1-D");

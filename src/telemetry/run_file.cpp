@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/hdf5_attributes.h"
 #include "core/hdf5_check.h"
 #include "core/set_aside.h"
 #include "core/utc_time.h"
@@ -241,33 +242,6 @@ void append_record(const std::vector<Column<Record>>& columns, const Record& rec
 
 // ---- Attributes ----
 
-void write_attribute(hid_t location, const std::string& name, const AttributeValue& value,
-                     const std::string& path) {
-  H5Handle space(H5_CHECK(H5Screate(H5S_SCALAR), path));
-  if (const auto* integer = std::get_if<int64_t>(&value)) {
-    H5Handle attribute(H5_CHECK(
-        H5Acreate2(location, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), path));
-    H5_CHECK(H5Awrite(attribute.get(), H5T_NATIVE_INT64, integer), path);
-  } else if (const auto* real = std::get_if<double>(&value)) {
-    H5Handle attribute(H5_CHECK(
-        H5Acreate2(location, name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), path));
-    H5_CHECK(H5Awrite(attribute.get(), H5T_NATIVE_DOUBLE, real), path);
-  } else {
-    // Fixed-length (SWMR and the spec allow no variable-length types), NUL-padded: readers see the text
-    // without padding. HDF5 refuses size 0, so "" is one NUL.
-    std::string text = std::get<std::string>(value);
-    const size_t size = std::max<size_t>(1, text.size());
-    text.resize(size, '\0');
-    H5Handle type(H5_CHECK(H5Tcopy(H5T_C_S1), path));
-    H5_CHECK(H5Tset_size(type.get(), size), path);
-    H5_CHECK(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), path);
-    H5_CHECK(H5Tset_cset(type.get(), H5T_CSET_UTF8), path);
-    H5Handle attribute(
-        H5_CHECK(H5Acreate2(location, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), path));
-    H5_CHECK(H5Awrite(attribute.get(), type.get(), text.data()), path);
-  }
-}
-
 // Writes a new value into an attribute that exists, keeping its type: what SWMR allows. A string longer than the
 // attribute's fixed length is cut at a UTF-8 character boundary.
 void overwrite_attribute(hid_t location, const std::string& name, const AttributeValue& value,
@@ -289,34 +263,6 @@ void overwrite_attribute(hid_t location, const std::string& name, const Attribut
   }
   text.resize(size, '\0');
   H5_CHECK(H5Awrite(attribute.get(), type.get(), text.data()), path);
-}
-
-// The attribute's value, std::nullopt when it does not exist.
-std::optional<AttributeValue> read_attribute(hid_t location, const std::string& name, const std::string& path) {
-  if (H5_CHECK(H5Aexists(location, name.c_str()), path) <= 0) return std::nullopt;
-  H5Handle attribute(H5_CHECK(H5Aopen(location, name.c_str(), H5P_DEFAULT), path));
-  H5Handle type(H5_CHECK(H5Aget_type(attribute.get()), path));
-  switch (H5Tget_class(type.get())) {
-    case H5T_INTEGER: {
-      int64_t value = 0;
-      H5_CHECK(H5Aread(attribute.get(), H5T_NATIVE_INT64, &value), path);
-      return value;
-    }
-    case H5T_FLOAT: {
-      double value = 0;
-      H5_CHECK(H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &value), path);
-      return value;
-    }
-    case H5T_STRING: {
-      T5S_CHECK(H5Tis_variable_str(type.get()) == 0, path, ": attribute '", name,
-                "' is a variable-length string; run files use fixed-length strings");
-      std::string text(H5Tget_size(type.get()), '\0');
-      H5_CHECK(H5Aread(attribute.get(), type.get(), text.data()), path);
-      text.erase(std::find(text.begin(), text.end(), '\0'), text.end());
-      return text;
-    }
-    default: throw Error(msg(path, ": attribute '", name, "' is neither a number nor a string"));
-  }
 }
 
 const char* kind_name(AttributeKind kind) {

@@ -57,6 +57,8 @@
 #include <variant>
 #include <vector>
 
+#include "core/hdf5_attributes.h"
+
 namespace t5scale {
 
 // The room for the text of root attribute `error` (longer messages are cut).
@@ -65,7 +67,7 @@ inline constexpr size_t kErrorCapacityBytes = 1024;
 // The value of an unknown float in the run file.
 inline constexpr double kUnknownValue = std::numeric_limits<double>::quiet_NaN();
 
-using AttributeValue = std::variant<int64_t, double, std::string>;
+using AttributeValue = Hdf5Value;  // core/hdf5_attributes.h
 // Root attributes in the order they are written.
 using RunAttributes = std::vector<std::pair<std::string, AttributeValue>>;
 
