@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/units.h"
 
 namespace t5scale {
 
@@ -291,10 +292,9 @@ CheckpointingChoice resolve_activation_checkpointing(const ModelConfig& model, c
 }
 
 std::string CheckpointingChoice::describe_against(int64_t device_memory_bytes) const {
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   char figures[96];
   std::snprintf(figures, sizeof(figures), "predicted %.2f GiB of %.2f GiB",
-                static_cast<double>(memory.total_bytes()) / kGiB, static_cast<double>(device_memory_bytes) / kGiB);
+                bytes_to_gib(static_cast<double>(memory.total_bytes())), bytes_to_gib(static_cast<double>(device_memory_bytes)));
   return msg(describe(), " (", figures, fits ? ")" : "; does not fit)");
 }
 

@@ -15,6 +15,7 @@
 
 #include "config/placement.h"
 #include "core/check.h"
+#include "core/units.h"
 #include "data/batch_sampler.h"
 #include "data/tokenized_dataset.h"
 #include "plan/resolved_run.h"
@@ -111,7 +112,7 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
   const int64_t tp = c.parallel.tp;
   // The run's own parallel.device_memory_gib (what auto checkpointing plans for) before the GPU's.
   p.device_memory_gib = c.parallel.device_memory_gib > 0 ? c.parallel.device_memory_gib : study.device_memory_gib;
-  const int64_t device_bytes = static_cast<int64_t>(p.device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+  const int64_t device_bytes = gib_to_bytes(p.device_memory_gib);
 
   if (tp > 0 && world % tp == 0) {
     const std::vector<std::string> planned_hosts = hosts_filled_node_by_node(p.run.nodes, p.run.gpus_per_node);

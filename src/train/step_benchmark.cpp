@@ -16,6 +16,7 @@
 #include "config/hf_config.h"
 #include "core/check.h"
 #include "core/utc_time.h"
+#include "core/units.h"
 #include "dist/local_shard_communicator.h"
 #include "dist/process_grid.h"
 #include "plan/cost_model.h"
@@ -213,7 +214,7 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   model_config_ = benchmark_model_config(o.model, o.tiny_vocab_size, o.dropout_rate);
   if (o.checkpoint_every_blocks == kChooseCheckpointing) {
     const int64_t memory_bytes = o.device_memory_gib > 0.0
-                                     ? static_cast<int64_t>(o.device_memory_gib * 1024.0 * 1024.0 * 1024.0)
+                                     ? gib_to_bytes(o.device_memory_gib)
                                      : device_memory_bytes(o.device);
     T5S_CHECK(memory_bytes > 0, "the memory of ", o.device.str(), " is unknown to this build: give --device-memory-gib");
     const CheckpointingChoice choice =

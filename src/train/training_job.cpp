@@ -16,6 +16,7 @@
 #include "config/config_registry.h"
 #include "core/check.h"
 #include "core/text_file.h"
+#include "core/units.h"
 #include "data/batch_sampler.h"
 #include "data/example_source.h"
 #include "data/synthetic_examples.h"
@@ -462,9 +463,8 @@ void TrainingJob::set_up_records() {
 // Why the run is refused when the memory model's prediction for a rank does not fit its share of the device: the
 // prediction by what holds it, the share, and each setting that would lower the prediction, with its figure.
 std::string TrainingJob::memory_refusal(int64_t share_bytes) const {
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   const MemoryPrediction& predicted = resolved_.checkpointing.memory;
-  auto gib = [&](int64_t bytes) { return msg(std::round(static_cast<double>(bytes) / kGiB * 100.0) / 100.0, " GiB"); };
+  auto gib = [&](int64_t bytes) { return msg(std::round(bytes_to_gib(static_cast<double>(bytes)) * 100.0) / 100.0, " GiB"); };
   std::vector<std::string> remedies;
   const ParallelSettings& p = config_.parallel;
   if (resolved_.checkpointing.checkpoint_every_blocks != 1) {
@@ -502,7 +502,7 @@ std::string TrainingJob::memory_refusal(int64_t share_bytes) const {
 int64_t TrainingJob::device_share_bytes() const {
   int64_t share_bytes = 0;
   if (config_.parallel.device_memory_gib > 0) {
-    share_bytes = static_cast<int64_t>(config_.parallel.device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+    share_bytes = gib_to_bytes(config_.parallel.device_memory_gib);
   } else {
     share_bytes = device_memory_bytes(device_);
     if (!device_.is_cuda()) share_bytes /= NodeGroup().local_size();
