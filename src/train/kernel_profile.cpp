@@ -154,8 +154,8 @@ KernelProfile profile_kernels(torch::Device device, int steps, const std::functi
   }
 
   char line[512];
-  std::snprintf(line, sizeof(line), "profile: %d steps, %.2f ms per step by the host clock, device busy %.2f ms (%.0f%%)%s\n",
-                steps, wall_s * per_step * 1e3, busy_s * per_step * 1e3, wall_s > 0 ? 100.0 * busy_s / wall_s : 0.0,
+  std::snprintf(line, sizeof(line),
+                "profile: %d steps, %.2f ms per step by the host clock, device busy %.2f ms (%.0f%%)%s\n", steps, wall_s * per_step * 1e3, busy_s * per_step * 1e3, wall_s > 0 ? 100.0 * busy_s / wall_s : 0.0,
                 device.is_cuda() ? "" : " (CPU: operators, inclusive)");
   profile.table = line;
   profile.table += "  class          ms/step  calls/step  share\n";

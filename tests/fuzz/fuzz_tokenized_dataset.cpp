@@ -3,7 +3,7 @@
 // to the token count, lengths that match them, examples of those lengths ending with eos, ids inside the vocabulary,
 // and no HDF5 object left open once the reader is gone.
 // The seeds (corpus/fuzz_tokenized_dataset/) are small files written by t5scale-prep.
-// fuzz-sources: src/data/tokenized_dataset.cpp
+// fuzz-sources: src/data/tokenized_dataset.cpp src/core/hdf5_check.cpp src/core/hdf5_attributes.cpp
 // fuzz-libs: -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5
 #include <hdf5.h>
 #include <unistd.h>
