@@ -1,205 +1,10 @@
 #include "train/training_job.h"
 
-#include <mpi.h>
-#include <torch/torch.h>
-
-#include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <limits>
-#include <memory>
-#include <optional>
-
-#include "config/config_registry.h"
-#include "core/check.h"
-#include "core/text_file.h"
-#include "core/units.h"
-#include "data/batch_sampler.h"
-#include "data/example_source.h"
-#include "data/synthetic_examples.h"
-#include "data/tokenized_dataset.h"
-#include "data/tokenizer.h"
-#include "dist/lowest_rank_text.h"
-#include "dist/mpi_runtime.h"
-#include "dist/process_grid.h"
-#include "io/hf_checkpoint.h"
-#include "io/sharded_checkpoint.h"
-#include "plan/cost_model.h"
-#include "plan/lr_schedule.h"
-#include "plan/resolved_run.h"
-#include "train/collate.h"
-#include "train/device_probe.h"
-#include "train/evaluation.h"
-#include "train/failure_note.h"
-#include "train/optimizer_resharding.h"
-#include "train/parallel_trainer.h"
-#include "train/preemption.h"
-#include "train/run_lock.h"
-#include "train/run_record.h"
-#include "train/step_data_prefetcher.h"
+#include "train/training_job_internal.h"
 
 namespace t5scale {
-namespace {
 
-namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string seconds_text(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.2f s", seconds);
-  return text;
-}
-
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const int64_t s = static_cast<int64_t>(seconds);
-  char text[32];
-  std::snprintf(text, sizeof(text), "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
-                static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
-  return text;
-}
-
-// Early stopping on one evaluation metric: patience evaluations without an improvement larger than min_delta.
-struct EarlyStopping {
-  std::string metric;
-  bool higher_better = false;
-  double min_delta = 0.0;
-  int64_t patience = 0;
-  double best = std::numeric_limits<double>::quiet_NaN();
-  int64_t best_step = -1;
-  int64_t evaluations_without_improvement = 0;
-
-  // Returns true when training should stop.
-  bool observe(double value, int64_t step) {
-    const bool improved = std::isnan(best) || (higher_better ? value > best + min_delta : value < best - min_delta);
-    if (improved) {
-      best = value;
-      best_step = step;
-      evaluations_without_improvement = 0;
-      return false;
-    }
-    return ++evaluations_without_improvement >= patience;
-  }
-  nlohmann::json to_json() const {
-    return {{"best", std::isnan(best) ? nlohmann::json(nullptr) : nlohmann::json(best)},
-            {"best_step", best_step},
-            {"evaluations_without_improvement", evaluations_without_improvement}};
-  }
-  void from_json(const nlohmann::json& j) {
-    best = j.at("best").is_null() ? std::numeric_limits<double>::quiet_NaN() : j.at("best").get<double>();
-    best_step = j.at("best_step").get<int64_t>();
-    evaluations_without_improvement = j.at("evaluations_without_improvement").get<int64_t>();
-  }
-};
-
-class TrainingJob {
- public:
-  TrainingJob(const RunConfig& config, std::string source) : config_(config), source_(std::move(source)) {}
-  ~TrainingJob() { set_failure_recorder(nullptr); }
-  int run();
-  // An allocation that failed, with the phase and step it failed in, the prediction and the device's figures.
-  std::string out_of_memory_report(const std::string& allocator_message) const {
-    const std::string predicted =
-        resolved_.memory_inputs ? resolved_.checkpointing.memory.describe() : std::string("not made");
-    return msg("out of memory ", phase_, " (step ", step_, "): ", allocator_message, "\n  predicted per rank: ",
-               predicted, "\n  ", memory_figures(device_),
-               "\n  the memory model did not foresee this; to make it fit, see parallel.activation_checkpointing, "
-               "parallel.zero1 / zero2, parallel.tp and train.micro_batch (jobs/CONFIG_REFERENCE.md)");
-  }
-
-  // This rank is going down with `error`: the run record keeps what it can (RunRecord::record_failure).
-  void record_failure(const std::string& error) {
-    record_exit_code(2);
-    if (record_) record_->record_failure(error, step_);
-    if (lock_) lock_->release();
-  }
-
- private:
-  void refuse_what_cannot_work(int world_size);
-  void set_up_grid();
-  void take_run_lock();
-  void set_up_data();
-  void resolve();
-  void set_up_sampler();
-  void set_up_model_and_trainer();
-  void set_up_records();
-  int64_t device_share_bytes() const;
-  std::string memory_refusal(int64_t share_bytes) const;
-  void resume_or_start();
-  void accept_config_changes(const LoadedCheckpoint& loaded);
-  void restore_rng(const LoadedCheckpoint& loaded);
-  bool train_step();  // false: stop (diverged)
-  void evaluate_now(bool final_evaluation);
-  void save_checkpoint();
-  int finish(const std::string& status);  // the exit code of that ending
-  void write_generations(const EvaluationResult& result);
-  void checkpoint_then_fail_if_any_rank(const std::string& mine);
-  std::string exit_code_path() const;
-  void record_exit_code(int code) const;
-  NamedTensors checkpoint_tensors();
-  CheckpointIdentity checkpoint_identity() const;
-  nlohmann::json run_state() const;
-  std::string decode(const std::vector<int32_t>& ids) const;
-  bool rank0() const { return grid_.world_rank() == 0; }
-  void log(const std::string& line) const {
-    if (rank0()) std::cout << line << std::endl;
-  }
-
-  RunConfig config_;
-  std::string source_;
-  int world_size_ = 1;
-
-  // Grid and device.
-  ProcessGrid grid_;
-  torch::Device device_ = torch::kCPU;
-
-  // Data.
-  std::shared_ptr<TokenizedDataset> dataset_;
-  std::optional<Tokenizer> tokenizer_;
-  std::unique_ptr<ExampleSource> train_examples_, eval_examples_;
-  int64_t vocab_size_ = 0;
-  // What the run is (batch split, sampler options, model shape, LR plan, memory model), as the planner sees it too.
-  ResolvedRun resolved_;
-  BatchPlan batch_;
-  std::unique_ptr<DistributedBatchSampler> sampler_;
-  CollateOptions collate_options_;
-  std::unique_ptr<StepDataPrefetcher> prefetcher_;  // owns the sampler's stepping once made
-
-  // Model and optimisation.
-  ModelConfig model_config_;
-  std::shared_ptr<ParallelRng> rng_;
-  std::unique_ptr<ParallelTrainer> trainer_;
-  LrPlan lr_plan_;
-  int64_t total_steps_ = 0;
-  int64_t checkpoint_every_blocks_ = 0;  // activation checkpointing as resolved: 0 none, k every k-th block
-  std::string attention_kernels_;        // what the model's attention runs (T5Model::attention_kernels)
-
-  // Progress.
-  int64_t step_ = 0;  // optimizer steps completed
-  double train_time_s_ = 0.0;
-  double eval_time_s_ = 0.0;
-  double telemetry_time_s_ = 0.0;
-  std::optional<EarlyStopping> early_stopping_;
-  Clock::time_point last_checkpoint_ = Clock::now();
-  int64_t last_checkpoint_step_ = -1;
-
-  std::vector<std::string> config_changes_;  // "step N: key: before -> after", every attempt's, oldest first
-  std::string phase_ = "at start-up";  // what the job is doing, for a report of an allocation that fails
-
-  // Records: the checkpoint store on every rank, the run record (HDF5 run file, meters) on every rank, writing on
-  // rank 0.
-  std::unique_ptr<RunLock> lock_;  // rank 0: this job owns the run's place (run file, checkpoints)
-  std::unique_ptr<ShardedCheckpointStore> checkpoints_;
-  std::unique_ptr<RunRecord> record_;
-  std::unique_ptr<std::ofstream> generations_;
-};
+namespace training_job_internal {
 
 int TrainingJob::run() {
   int world_size = 1;
@@ -312,7 +117,9 @@ void TrainingJob::set_up_grid() {
 }
 
 // Rank 0 takes <output_dir>/<run>.lock before anything of the run is read or written: a second job with the same
+
 // run name and output folder ends here, its error naming the owner (rank 0's error ends the whole job).
+
 void TrainingJob::take_run_lock() {
   if (!rank0()) return;
   const fs::path folder = config_.run.output_dir.empty() ? fs::path(".") : fs::path(config_.run.output_dir);
@@ -368,7 +175,9 @@ void TrainingJob::set_up_data() {
 }
 
 // The run resolved from the config, the grid and the data, as t5scale-study plans it (resolve_run): every problem
+
 // it finds stops the job here, before the model is built.
+
 void TrainingJob::resolve() {
   RunWorld world;
   world.world_size = world_size_;
@@ -461,7 +270,9 @@ void TrainingJob::set_up_records() {
 }
 
 // Why the run is refused when the memory model's prediction for a rank does not fit its share of the device: the
+
 // prediction by what holds it, the share, and each setting that would lower the prediction, with its figure.
+
 std::string TrainingJob::memory_refusal(int64_t share_bytes) const {
   const MemoryPrediction& predicted = resolved_.checkpointing.memory;
   auto gib = [&](int64_t bytes) { return msg(std::round(bytes_to_gib(static_cast<double>(bytes)) * 100.0) / 100.0, " GiB"); };
@@ -498,7 +309,9 @@ std::string TrainingJob::memory_refusal(int64_t share_bytes) const {
 
 // The memory this rank may use: parallel.device_memory_gib when given, else its GPU, or on the CPU the host's memory
 // over the node's ranks (collective: the node's ranks are counted). Activation checkpointing auto chooses by it, and
+
 // a run whose predicted memory does not fit it is refused before any tensor is allocated.
+
 int64_t TrainingJob::device_share_bytes() const {
   int64_t share_bytes = 0;
   if (config_.parallel.device_memory_gib > 0) {
@@ -514,111 +327,10 @@ int64_t TrainingJob::device_share_bytes() const {
 }
 
 // What a checkpoint must match to be resumed by this job: the grid and the model.
-CheckpointIdentity TrainingJob::checkpoint_identity() const {
-  CheckpointIdentity identity;
-  identity.tp = grid_.tp_size;
-  identity.dp = grid_.dp_size;
-  identity.model_name = model_config_.name;
-  identity.parameter_count = parameter_count(model_config_);
-  identity.model_config = hf_config_json(model_config_);
-  return identity;
-}
 
 // The dropout streams as resumed_rng_state() chooses them (on another grid: see there).
-void TrainingJob::restore_rng(const LoadedCheckpoint& loaded) {
-  rng_->set_state(resumed_rng_state(loaded, grid_.tp_rank, grid_.tp_size, grid_.dp_rank, rng_->get_state()));
-  if (loaded.saved.tp != grid_.tp_size) {
-    log(msg("[t5scale] tp changed from ", loaded.saved.tp, " to ", grid_.tp_size,
-            ": the tensor-parallel dropout streams start afresh from run.seed"));
-  }
-}
 
-void TrainingJob::resume_or_start() {
-  const CheckpointIdentity identity = checkpoint_identity();
-  const auto start = Clock::now();
-  std::optional<LoadedCheckpoint> loaded;
-  if (config_.checkpoint.resume == CheckpointSettings::Resume::kAuto) {
-    std::vector<std::string> skipped;
-    loaded = checkpoints_->load_latest(identity, &skipped);
-    if (!loaded && !skipped.empty()) {
-      // Checkpoints were found and none can be used: starting from step 0 would silently throw the run away.
-      throw Error(msg("checkpoint.resume: auto found ", skipped.size(), " checkpoint(s) in ", checkpoints_->dir(),
-                      " and can use none:\n  ", join(skipped, "\n  "),
-                      "\nNothing was changed. To start this run over, set checkpoint.resume=never (the old run file "
-                      "and checkpoint folder are then kept aside, renamed *.previous.<time>), or repair or remove "
-                      "the damaged checkpoints."));
-    }
-    for (const auto& note : skipped) log("[t5scale] " + note);
-  }
-  if (!loaded) {
-    // From step 0 where an earlier run left checkpoints or a run file (checkpoint.resume: never, or a run killed
-    // before its first checkpoint): they are kept beside, renamed *.previous.<time>, never overwritten.
-    const std::string kept = checkpoints_->keep_earlier_checkpoints_aside();
-    if (!kept.empty()) log("[t5scale] starting afresh: the earlier checkpoints are kept as " + kept);
-    record_->start(/*resumed_from_step=*/-1);
-    log(msg("[t5scale] run file ", record_->path(), "; checkpoints in ", checkpoints_->dir()));
-    return;
-  }
-  accept_config_changes(*loaded);
-  // Optimizer state (fp32 master weights and moments: the parameters are written back from them), RNG streams,
-  // the sampler's position and the loss scale: exactly the state the uninterrupted run had after this step. On
-  // another grid the optimizer state is cut again; the sampler's position and the global batches do not depend on
-  // the grid.
-  const std::string how = load_optimizer_state(*loaded, trainer_->optimizer());
-  restore_rng(*loaded);
-  log(msg("[t5scale] ", how, "; checkpoint verified and read in ", seconds_text(seconds_since(start))));
-  const nlohmann::json& s = loaded->state;
-  prefetcher_->restore(s.at("sampler").get<SamplerPosition>());
-  trainer_->set_loss_scale_state(s.at("loss_scale").get<double>(), s.at("steps_since_overflow").get<int64_t>());
-  step_ = loaded->step;
-  train_time_s_ = s.at("train_time_s").get<double>();
-  telemetry_time_s_ = s.value("telemetry_time_s", 0.0);  // kept since the card counts every attempt's steps
-  if (early_stopping_ && s.contains("early_stopping")) early_stopping_->from_json(s.at("early_stopping"));
-  last_checkpoint_step_ = step_;
-  record_->start(/*resumed_from_step=*/step_, config_changes_);
-  log(msg("[t5scale] resumed from ", loaded->folder, " at step ", step_, " (epoch ",
-          prefetcher_->position().epoch, ", step ", prefetcher_->position().step_in_epoch, " of it)"));
-}
-
-// The config this job resumes with against the checkpoint's: a change to what the data order or the record means
-// is refused unless checkpoint.allow_config_change; every change is logged and recorded (the run file's
 // config_changes, carried from checkpoint to checkpoint) with the step from which it holds.
-void TrainingJob::accept_config_changes(const LoadedCheckpoint& loaded) {
-  const nlohmann::json& state = loaded.state;
-  if (state.contains("config_changes")) config_changes_ = state.at("config_changes").get<std::vector<std::string>>();
-  if (!state.contains("config_yaml")) return;  // written before configs were kept: nothing to compare
-  const RunConfig saved =
-      parse_run_config(state.at("config_yaml").get<std::string>(), loaded.folder + "/manifest.json");
-  std::vector<std::string> refused;
-  // The global batch as each grid resolves it: the data order follows it, whatever the split over the grid.
-  const int64_t saved_global_batch = resolve_batch(saved, int64_t{loaded.saved.tp} * loaded.saved.dp).global_batch;
-  if (saved_global_batch != batch_.global_batch) {
-    const std::string change = msg("the global batch (resolved): ", saved_global_batch, " -> ", batch_.global_batch);
-    if (config_.checkpoint.allow_config_change) {
-      config_changes_.push_back(msg("step ", loaded.step, ": ", change));
-      log("[t5scale] config changed on resume: step " + std::to_string(loaded.step) + ": " + change);
-    } else {
-      refused.push_back(msg("the global batch: ", saved_global_batch, " in the checkpoint (tp ", loaded.saved.tp,
-                            " x dp ", loaded.saved.dp, "), ", batch_.global_batch, " on this grid"));
-    }
-  }
-  for (const ConfigChange& change : config_changes(saved, config_)) {
-    const std::string line = msg("step ", loaded.step, ": ", change.key, ": ", change.before, " -> ", change.after);
-    if (change.needs_permission && !config_.checkpoint.allow_config_change) {
-      refused.push_back(msg(change.key, ": ", change.before, " in the checkpoint, ", change.after, " now"));
-    } else {
-      config_changes_.push_back(line);
-      log("[t5scale] config changed on resume: " + line);
-    }
-  }
-  if (!refused.empty()) {
-    throw Error(msg("cannot resume from ", loaded.folder, " with this config: it differs from the checkpoint's in ",
-                    refused.size(), " key(s) that change the data order or what the run's record means:\n  ",
-                    join(refused, "\n  "), "\nResume with the checkpoint's values, or set "
-                    "checkpoint.allow_config_change=true to continue with the new ones (each change is recorded in "
-                    "the run file, with the step it took effect)."));
-  }
-}
 
 bool TrainingJob::train_step() {
   const auto step_start = Clock::now();
@@ -745,55 +457,11 @@ void TrainingJob::write_generations(const EvaluationResult& result) {
 }
 
 // Collective, at a point every rank reaches: when a rank met an error outside the model (`mine`, "" when none),
+
 // every rank writes the checkpoint of this step (unless there is one), then ends with that rank's error.
-void TrainingJob::checkpoint_then_fail_if_any_rank(const std::string& mine) {
-  const std::string problem = lowest_rank_text(*grid_.world, device_, mine);
-  if (problem.empty()) return;
-  if (!config_.eval.only && last_checkpoint_step_ != step_) {
-    log(msg("[t5scale] error outside the model at step ", step_, ": writing a checkpoint before the job ends"));
-    save_checkpoint();
-  }
-  // Every rank knows the error: rank 0 records it in the run file, the others leave no note of their own.
-  if (!rank0()) record_->leave_failure_to_rank0();
-  throw Error(problem);
-}
 
-NamedTensors TrainingJob::checkpoint_tensors() {
-  // Every rank writes its RNG streams; the optimizer state once per TP rank without ZeRO-1.
-  NamedTensors tensors = optimizer_checkpoint_tensors(trainer_->optimizer());
-  const ParallelRng::State rng = rng_->get_state();
-  tensors.emplace_back("rng.default", rng.default_generator);
-  tensors.emplace_back("rng.tensor_parallel", rng.tensor_parallel);
-  return tensors;
-}
-
-nlohmann::json TrainingJob::run_state() const {
-  nlohmann::json state = {{"sampler", prefetcher_->position()},
-                          {"loss_scale", trainer_->loss_scale()},
-                          {"steps_since_overflow", trainer_->steps_since_overflow()},
-                          {"train_time_s", train_time_s_},
-                          {"telemetry_time_s", telemetry_time_s_},
-                          {"config_yaml", to_yaml(config_)},
-                          {"config_changes", config_changes_}};
-  if (early_stopping_) state["early_stopping"] = early_stopping_->to_json();
-  return state;
-}
-
-void TrainingJob::save_checkpoint() {
-  phase_ = msg("writing the checkpoint of step ", step_);
-  const auto start = Clock::now();
-  const CheckpointIdentity identity = checkpoint_identity();
-  record_->flush();  // every step up to the checkpoint is on disk before it
-  const std::string folder = checkpoints_->save(step_, checkpoint_tensors(), identity, run_state(),
-                                                optimizer_layout(trainer_->optimizer()));
-  last_checkpoint_ = Clock::now();
-  last_checkpoint_step_ = step_;
-  log(msg("[t5scale] checkpoint ", folder, " written in ", seconds_text(seconds_since(start))));
-}
-
-// The exit code the job ends with, in <output_dir>/<run>.exit_code (rank 0): mpirun answers a SIGTERM sent to it
-// with exit code 1 whatever its ranks did, so a wrapper (the rendered sbatch scripts) reads the job's own code
 // there: 75 after a preemption checkpoint, 3 diverged, 2 failed, 0 completed.
+
 std::string TrainingJob::exit_code_path() const {
   return (fs::path(config_.run.output_dir.empty() ? "." : config_.run.output_dir) / (config_.run.name + ".exit_code"))
       .string();
@@ -828,7 +496,9 @@ std::string TrainingJob::decode(const std::vector<int32_t>& ids) const {
   return text;
 }
 
-}  // namespace
+}  // namespace training_job_internal
+
+using training_job_internal::TrainingJob;
 
 int run_training_job(const RunConfig& config, const std::string& config_source) {
   TrainingJob job(config, config_source);
