@@ -24,8 +24,11 @@
 
 #include "core/check.h"
 #include "core/text_file.h"
+#include "config/config_registry_internal.h"
 
 namespace t5scale {
+
+using namespace config_internal;
 
 // ---- Enum names ----
 
@@ -212,16 +215,7 @@ Range above(double lo) { return Range{lo, std::numeric_limits<double>::infinity(
 Range closed_open(double lo, double hi) { return Range{lo, hi, false, true}; }
 Range closed(double lo, double hi) { return Range{lo, hi, false, false}; }
 
-using Reason = std::optional<std::string>;  // nullopt = fine
 
-struct Entry {
-  ConfigKeyInfo info;
-  std::function<std::string(const RunConfig&)> text;               // unquoted
-  std::function<std::string(const RunConfig&)> yaml;               // as to_yaml writes it
-  std::function<Reason(RunConfig&, const std::string& text)> set;  // type check
-  std::function<Reason(const RunConfig&)> check;                   // range / allowed values
-  std::function<bool(const RunConfig&, const RunConfig&)> equal;
-};
 
 template <typename T>
 using Accessor = T& (*)(RunConfig&);
@@ -231,11 +225,6 @@ const T& read(Accessor<T> access, const RunConfig& config) {
   return access(const_cast<RunConfig&>(config));  // the accessor only forms a reference; nothing is written
 }
 
-std::pair<std::string, std::string> split_key(const std::string& key) {
-  const size_t dot = key.find('.');
-  if (dot == std::string::npos) return {"", key};
-  return {key.substr(0, dot), key.substr(dot + 1)};
-}
 
 template <typename T>
 Entry base_entry(const std::string& key, ConfigValueType type, Accessor<T> access, const std::string& doc) {
@@ -399,6 +388,10 @@ Reason valid_metric_list(const std::string& value) {
   if (!bad.empty()) return msg(join(bad, ", "), " not among loss, rouge, squad, classification");
   return std::nullopt;
 }
+
+}  // namespace
+
+namespace config_internal {
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = [] {
@@ -677,311 +670,6 @@ const std::vector<Entry>& registry() {
 
 #undef T5S_KEY
 
-const Entry* find_entry(const std::string& key) {
-  for (const Entry& e : registry()) {
-    if (e.info.key == key) return &e;
-  }
-  return nullptr;
-}
-
-bool is_section(const std::string& name) {
-  for (const auto& s : config_sections()) {
-    if (s.name == name && find_entry(name) == nullptr) return true;
-  }
-  return false;
-}
-
-std::string unknown_key_message(const std::string& key) {
-  const std::string suggestion = suggest_config_key(key);
-  return msg("unknown key '", key, "'", suggestion.empty() ? "" : " (did you mean '" + suggestion + "'?)");
-}
-
-// "<source>:<line>: " for messages about a node.
-std::string where(const std::string& source, const YAML::Node& node) {
-  const YAML::Mark mark = node.Mark();
-  if (mark.is_null()) return source + ": ";
-  return msg(source, ":", mark.line + 1, ": ");
-}
-
-// One key's value from YAML; appends "<source>:<line>: <key>: <reason>" on failure, with the key's line (a
-// missing value has no line of its own).
-void set_from_node(RunConfig& config, const Entry& entry, const YAML::Node& key, const YAML::Node& value,
-                   const std::string& source, std::vector<std::string>& errors) {
-  std::string text;
-  if (value.IsScalar()) {
-    text = value.Scalar();
-  } else if (value.IsNull() && entry.info.type == ConfigValueType::kString) {
-    text = "";  // "study:" with nothing after it
-  } else {
-    errors.push_back(msg(where(source, key), entry.info.key, ": expected ",
-                         entry.info.type == ConfigValueType::kEnum ? "one of " + entry.info.allowed
-                                                                   : "a value of type " + type_name(entry.info.type),
-                         ", got ", yaml_node_kind(value)));
-    return;
-  }
-  if (const Reason reason = entry.set(config, text)) {
-    errors.push_back(msg(where(source, key), entry.info.key, ": ", *reason));
-  }
-}
-
-[[noreturn]] void throw_load_errors(const std::string& source, const std::vector<std::string>& errors) {
-  if (errors.size() == 1) throw Error(errors[0]);
-  throw Error(msg(source, ": ", errors.size(), " problems in the run config:\n  ", join(errors, "\n  ")));
-}
-
-}  // namespace
-
-// ---- Public functions of the registry ----
-
-const std::vector<ConfigKeyInfo>& config_keys() {
-  static const std::vector<ConfigKeyInfo> keys = [] {
-    std::vector<ConfigKeyInfo> out;
-    for (const Entry& e : registry()) out.push_back(e.info);
-    return out;
-  }();
-  return keys;
-}
-
-const std::vector<ConfigSectionInfo>& config_sections() {
-  static const std::vector<ConfigSectionInfo> sections = {
-      {"run", "Identity of the run and where its files go."},
-      {"model", "Model shape and initialisation."},
-      {"data", "Training and evaluation data, batching by length."},
-      {"parallel", "Tensor and data parallelism, memory savers, collectives."},
-      {"precision", "Numeric precision (a key of its own at the top level)."},
-      {"train", "Length of the run, batch sizes, frozen parameters."},
-      {"optimizer", "AdamW or Adafactor and their hyperparameters."},
-      {"lr_schedule", "Learning-rate warmup and decay, step for step as Hugging Face's schedules."},
-      {"lr_scaling", "Learning rate as a function of the global batch."},
-      {"eval", "Evaluation during and after training, and the evaluation-only mode."},
-      {"early_stopping", "Stopping when an evaluation metric stops improving."},
-      {"checkpoint", "Checkpoints and resumption after preemption."},
-      {"export", "Export of the final model."},
-      {"telemetry", "Run file flushing, energy meters, MFU."},
-      {"cost", "Inputs of the cost and carbon figures."},
-  };
-  return sections;
-}
-
-std::optional<ConfigKeyInfo> find_config_key(const std::string& key) {
-  const Entry* e = find_entry(key);
-  if (e == nullptr) return std::nullopt;
-  return e->info;
-}
-
-std::string nearest_word(const std::string& word, const std::vector<std::string>& candidates, size_t max_distance) {
-  std::string best;
-  size_t best_distance = max_distance + 1;
-  for (const auto& candidate : candidates) {
-    const size_t d = edit_distance(word, candidate);
-    if (d < best_distance) best_distance = d, best = candidate;
-  }
-  return best;
-}
-
-std::string suggest_config_key(const std::string& unknown) {
-  // A known key in the wrong section ("optimizer.warmup_steps", "max_steps" at the top level) is found by its leaf.
-  const std::string leaf = split_key(unknown).second;
-  for (const Entry& e : registry()) {
-    if (split_key(e.info.key).second == leaf && e.info.key != unknown) return e.info.key;
-  }
-  std::vector<std::string> candidates;
-  for (const Entry& e : registry()) candidates.push_back(e.info.key);
-  for (const auto& s : config_sections()) candidates.push_back(s.name);
-  return nearest_word(unknown, candidates, std::max<size_t>(2, unknown.size() / 4));
-}
-
-std::string config_value_text(const RunConfig& config, const std::string& key) {
-  const Entry* e = find_entry(key);
-  if (e == nullptr) throw Error(unknown_key_message(key));
-  return e->text(config);
-}
-
-void set_config_value(RunConfig& config, const std::string& key, const std::string& value_text) {
-  const Entry* e = find_entry(key);
-  if (e == nullptr) {
-    if (is_section(key)) {
-      std::vector<std::string> keys;
-      for (const Entry& entry : registry()) {
-        if (entry.info.section == key) keys.push_back(entry.info.key);
-      }
-      throw Error(msg("'", key, "' is a section; set one of its keys: ", join(keys, ", ")));
-    }
-    throw Error(unknown_key_message(key));
-  }
-  if (const Reason reason = e->set(config, value_text)) throw Error(msg(key, ": ", *reason));
-}
-
-std::vector<ConfigError> check_key_ranges(const RunConfig& config) {
-  std::vector<ConfigError> errors;
-  for (const Entry& e : registry()) {
-    if (const Reason reason = e.check(config)) errors.push_back({e.info.key, *reason});
-  }
-  return errors;
-}
-
-std::vector<ConfigChange> config_changes(const RunConfig& before, const RunConfig& after) {
-  std::vector<ConfigChange> changes;
-  for (const ConfigKeyInfo& info : config_keys()) {
-    const std::string was = config_value_text(before, info.key), now = config_value_text(after, info.key);
-    if (was != now) changes.push_back({info.key, was, now, config_change_needs_permission(info.key)});
-  }
-  return changes;
-}
-
-bool config_change_needs_permission(const std::string& key) {
-  static const std::vector<std::string> free_sections = {"parallel.", "eval.",      "early_stopping.", "checkpoint.",
-                                                          "telemetry.", "cost.",     "export."};
-  // train.micro_batch and grad_accumulation split the global batch over the grid: what they change in the data
-  // order is the global batch, which the resuming job compares as resolved (on another grid it may stay the same).
-  static const std::vector<std::string> free_keys = {"run.name",         "run.study",         "run.output_dir",
-                                                      "run.planned_world_size", "train.log_every", "train.micro_batch",
-                                                      "train.grad_accumulation"};
-  for (const auto& section : free_sections) {
-    if (key.rfind(section, 0) == 0) return false;
-  }
-  return std::find(free_keys.begin(), free_keys.end(), key) == free_keys.end();
-}
-
-bool operator==(const RunConfig& a, const RunConfig& b) {
-  for (const Entry& e : registry()) {
-    if (!e.equal(a, b)) return false;
-  }
-  return true;
-}
-
-// ---- Loading, overrides, YAML output ----
-
-RunConfig parse_run_config(const std::string& yaml_text, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::ParserException& e) {
-    throw Error(msg(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax error: ", e.msg));
-  }
-  RunConfig config;
-  if (root.IsNull()) return config;  // an empty file: every default
-  if (!root.IsMap()) {
-    throw Error(msg(where(source, root), "a run config is a mapping of sections (run:, model:, train:, ...), got ",
-                    yaml_node_kind(root)));
-  }
-  std::vector<std::string> errors;
-  std::set<std::string> seen;
-  for (const auto& top : root) {
-    if (!top.first.IsScalar()) {
-      errors.push_back(msg(where(source, top.first), "a key must be a plain name, got ", yaml_node_kind(top.first)));
-      continue;
-    }
-    const std::string name = top.first.Scalar();
-    if (!seen.insert(name).second) {
-      errors.push_back(msg(where(source, top.first), name, ": duplicate key"));
-      continue;
-    }
-    if (const Entry* entry = find_entry(name)) {  // a top-level key (precision)
-      set_from_node(config, *entry, top.first, top.second, source, errors);
-      continue;
-    }
-    if (!is_section(name)) {
-      errors.push_back(where(source, top.first) + unknown_key_message(name));
-      continue;
-    }
-    if (top.second.IsNull()) continue;  // "train:" with no keys
-    if (!top.second.IsMap()) {
-      errors.push_back(msg(where(source, top.second), name, ": a section holds keys (", name,
-                           ": {key: value, ...}), got ", yaml_node_kind(top.second)));
-      continue;
-    }
-    for (const auto& item : top.second) {
-      if (!item.first.IsScalar()) {
-        errors.push_back(
-            msg(where(source, item.first), name, ": a key must be a plain name, got ", yaml_node_kind(item.first)));
-        continue;
-      }
-      const std::string key = name + "." + item.first.Scalar();
-      if (!seen.insert(key).second) {
-        errors.push_back(msg(where(source, item.first), key, ": duplicate key"));
-        continue;
-      }
-      const Entry* entry = find_entry(key);
-      if (entry == nullptr) {
-        errors.push_back(where(source, item.first) + unknown_key_message(key));
-        continue;
-      }
-      set_from_node(config, *entry, item.first, item.second, source, errors);
-    }
-  }
-  if (!errors.empty()) {
-    // The keys that loaded are range-checked too, so that one type error does not hide the file's other problems
-    // (a key that did not load keeps its default, which passes; checks across keys wait for --set overrides).
-    for (const ConfigError& e : check_key_ranges(config)) errors.push_back(msg(source, ": ", e.text()));
-    throw_load_errors(source, errors);
-  }
-  return config;
-}
-
-RunConfig load_run_config(const std::string& path) {
-  return parse_run_config(read_text_file(path, "the run config"), path);
-}
-
-namespace {
-
-std::string trim(const std::string& text) {
-  const size_t first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return "";
-  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
-}
-
-// The value of `--set key=value`: the text as typed, or unquoted when the whole of it is quoted YAML.
-std::string override_value(const std::string& raw) {
-  const std::string value = trim(raw);
-  if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front()) {
-    try {
-      const YAML::Node node = YAML::Load(value);
-      if (node.IsScalar()) return node.Scalar();
-    } catch (const YAML::Exception& e) {
-      throw Error(msg("the quoted value ", value, " is not a valid YAML string: ", e.msg));
-    }
-  }
-  return value;
-}
-
-}  // namespace
-
-void apply_override(RunConfig& config, const std::string& assignment) {
-  const size_t eq = assignment.find('=');
-  try {
-    if (eq == std::string::npos) throw Error("expected section.key=value");
-    set_config_value(config, trim(assignment.substr(0, eq)), override_value(assignment.substr(eq + 1)));
-  } catch (const Error& e) {
-    throw Error(msg("--set ", assignment, ": ", e.what()));
-  }
-}
-
-void apply_overrides(RunConfig& config, const std::vector<std::string>& assignments) {
-  std::vector<std::string> errors;
-  for (const auto& assignment : assignments) {
-    try {
-      apply_override(config, assignment);
-    } catch (const Error& e) {
-      errors.push_back(e.what());
-    }
-  }
-  if (!errors.empty()) throw_load_errors("--set", errors);
-}
-
-std::string to_yaml(const RunConfig& config) {
-  std::string out;
-  for (const auto& section : config_sections()) {
-    if (const Entry* top = find_entry(section.name)) {
-      out += section.name + ": " + top->yaml(config) + "\n";
-      continue;
-    }
-    out += section.name + ":\n";
-    for (const Entry& e : registry()) {
-      if (e.info.section == section.name) out += "  " + split_key(e.info.key).second + ": " + e.yaml(config) + "\n";
-    }
-  }
-  return out;
-}
+}  // namespace config_internal
 
 }  // namespace t5scale
