@@ -88,13 +88,10 @@ const std::vector<std::string>& option_names() {
 Arguments parse(int argc, char** argv) {
   Arguments a;
   StepBenchmarkOptions& o = a.options;
-  CommandLine line(argc, argv);
+  CommandLine line(argc, argv, kUsage);
   while (line.next()) {
     const std::string& flag = line.word();
-    if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (flag == "--model") {
+    if (flag == "--model") {
       o.model = line.value();
     } else if (flag == "--precision") {
       o.precision = parse_precision(line.value());

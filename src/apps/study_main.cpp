@@ -75,13 +75,10 @@ struct Arguments {
 Arguments parse(int argc, char** argv) {
   Arguments a;
   std::vector<std::string> positional;
-  CommandLine line(argc, argv);
+  CommandLine line(argc, argv, kUsage);
   while (line.next()) {
     const std::string& flag = line.word();
-    if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (flag == "--out") {
+    if (flag == "--out") {
       a.out_dir = line.value();
     } else if (flag == "--results-dir") {
       a.results_dir = line.value();

@@ -44,13 +44,10 @@ struct Arguments {
 
 Arguments parse(int argc, char** argv) {
   Arguments a;
-  CommandLine line(argc, argv);
+  CommandLine line(argc, argv, kUsage);
   while (line.next()) {
     const std::string& flag = line.word();
-    if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (flag == "--config-reference") {
+    if (flag == "--config-reference") {
       std::cout << config_reference_markdown();
       std::exit(0);
     } else if (flag == "--config") {

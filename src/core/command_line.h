@@ -24,6 +24,9 @@ struct UsageError : Error {
 class CommandLine {
  public:
   CommandLine(int argc, char** argv, int first = 1) : argc_(argc), argv_(argv), index_(first - 1) {}
+  // With the program's usage text: --help and -h print it and end the program (exit 0).
+  CommandLine(int argc, char** argv, const char* usage, int first = 1)
+      : argc_(argc), argv_(argv), index_(first - 1), usage_(usage) {}
 
   bool next() {
     if (has_inline_) throw UsageError(msg(word_, " takes no value"));
@@ -34,6 +37,10 @@ class CommandLine {
       inline_value_ = word_.substr(equals + 1);
       word_ = word_.substr(0, equals);
       has_inline_ = true;
+    }
+    if (usage_ != nullptr && (word_ == "--help" || word_ == "-h")) {
+      std::fputs(usage_, stdout);
+      std::exit(0);
     }
     return true;
   }
@@ -92,6 +99,7 @@ class CommandLine {
   int argc_;
   char** argv_;
   int index_;
+  const char* usage_ = nullptr;
   std::string word_, inline_value_;
   bool has_inline_ = false;
 };
