@@ -18,7 +18,6 @@
 #include "train/step_benchmark.h"
 #include "t5scale_git_revision.h"  // generated at build time: T5SCALE_GIT_REVISION
 
-
 namespace {
 
 using namespace t5scale;

@@ -33,7 +33,6 @@
 #include <nccl.h>
 #endif
 
-
 namespace t5scale {
 namespace {
 
