@@ -16,7 +16,8 @@
 #   --rows NAMES     only these benchmark rows in the bench and compare stages (comma-separated MODEL-SOURCE-TARGET
 #                    names of the list below, e.g. t5-3b-147-26,t5-v1_1-xxl-512-128; default: every row)
 #   --stage-cap S    no stage runs longer than S seconds (default: each stage's own limit)
-#   --profile-row NAME  the row the profile stage profiles (default t5-3b-147-26); it runs when the row is benchmarked
+#   --profile-row NAME  the benchmark row that is also profiled (default t5-3b-147-26): its bench stage runs
+#                    t5scale-bench --profile 2, whose table of kernels ends the row's log and JSON
 #   --dry-run        print the stages and their commands without running anything (the planner's micro-batches
 #                    are computed, on the CPU); nothing is written
 #   OUT_DIR          default results/gpu/<GPU name>/<UTC date and time>
@@ -30,7 +31,7 @@
 #   plan         the micro-batch of every benchmark row from the planner (t5scale-study)      plan/
 #   bench        t5scale-bench, bf16: T5-v1.1-base, -large, T5-3B (whole model), T5-v1.1-XXL (--tp-shard 8);
 #                lengths 512/128 and SAMSum-like 147/26                                       bench/*.json
-#   profile      t5scale-bench --profile 2 on --profile-row: device time per kernel and class     profile/
+#                the --profile-row also profiled: device time per kernel and class      bench/<row>.log
 #   compare      bench/compare.sh (or compare.py): t5scale-bench against transformers         compare/
 #   summary      one line per stage and the figures                                           summary.txt
 set -uo pipefail
