@@ -14,6 +14,7 @@
 #include "config/hf_config.h"
 #include "core/check.h"
 #include "core/command_line.h"
+#include "core/nearest_word.h"
 #include "plan/cost_model.h"
 #include "train/step_benchmark.h"
 #include "t5scale_git_revision.h"  // generated at build time: T5SCALE_GIT_REVISION

@@ -11,6 +11,7 @@
 #include "config/config_registry_internal.h"
 #include "config/yaml_node.h"
 #include "core/check.h"
+#include "core/nearest_word.h"
 #include "core/text_file.h"
 
 namespace t5scale {
@@ -111,15 +112,6 @@ std::optional<ConfigKeyInfo> find_config_key(const std::string& key) {
   return e->info;
 }
 
-std::string nearest_word(const std::string& word, const std::vector<std::string>& candidates, size_t max_distance) {
-  std::string best;
-  size_t best_distance = max_distance + 1;
-  for (const auto& candidate : candidates) {
-    const size_t d = edit_distance(word, candidate);
-    if (d < best_distance) best_distance = d, best = candidate;
-  }
-  return best;
-}
 
 std::string suggest_config_key(const std::string& unknown) {
   // A known key in the wrong section ("optimizer.warmup_steps", "max_steps" at the top level) is found by its leaf.

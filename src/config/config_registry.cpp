@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/nearest_word.h"
 #include "core/text_file.h"
 #include "config/config_registry_internal.h"
 
@@ -102,19 +103,6 @@ std::string type_name(ConfigValueType type) {
   return "?";
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> previous(b.size() + 1), current(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) previous[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    current[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t substitution = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, substitution});
-    }
-    std::swap(previous, current);
-  }
-  return previous[b.size()];
-}
 
 namespace {
 

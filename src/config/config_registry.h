@@ -44,10 +44,6 @@ void set_config_value(RunConfig& config, const std::string& key, const std::stri
 
 // The known key (or section) nearest to `unknown` by edit distance, or "" when none is close.
 std::string suggest_config_key(const std::string& unknown);
-// Levenshtein distance (insertions, deletions, substitutions).
-size_t edit_distance(const std::string& a, const std::string& b);
-// The first of `candidates` nearest to `word` by edit distance, if within max_distance edits; otherwise "".
-std::string nearest_word(const std::string& word, const std::vector<std::string>& candidates, size_t max_distance);
 
 // A key whose value differs between the config a checkpoint was written with and the config of a job resuming it.
 struct ConfigChange {

@@ -10,6 +10,7 @@
 
 #include "config/config_registry.h"
 #include "core/check.h"
+#include "core/nearest_word.h"
 
 namespace t5scale {
 
@@ -185,15 +186,7 @@ std::vector<ConfigError> validate(const RunConfig& c) {
     try {
       named_model_config(c.model.name);
     } catch (const Error&) {
-      const std::string suggestion = [&] {
-        std::string best;
-        size_t best_distance = 4;
-        for (const auto& name : named_model_names()) {
-          const size_t d = edit_distance(c.model.name, name);
-          if (d < best_distance) best_distance = d, best = name;
-        }
-        return best;
-      }();
+      const std::string suggestion = nearest_word(c.model.name, named_model_names(), 3);
       add("model.name", msg("'", c.model.name, "' is not tiny or a named shape (", join(named_model_names(), ", "), ")",
                             suggestion.empty() ? "" : "; did you mean '" + suggestion + "'?"));
     }

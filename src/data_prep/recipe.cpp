@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/nearest_word.h"
 #include "core/file_names.h"
 
 namespace t5scale {
@@ -172,21 +173,6 @@ const std::vector<std::string>& known_keys() {
   return keys;
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 class KeyReader {
  public:
   KeyReader(std::string where, std::string key) : where_(std::move(where)), key_(std::move(key)) {}
@@ -343,12 +329,7 @@ Recipe Recipe::parse(const std::string& yaml_text, const std::string& where, con
       if (value != "fail" && value != "skip") r.fail(msg("unknown policy '", value, "' (expected fail or skip)"));
       recipe.on_malformed = malformed_policy_from_name(value);
     } else {
-      std::string best;
-      size_t best_distance = 4;  // suggest only near misses
-      for (const std::string& known : known_keys()) {
-        const size_t d = edit_distance(key, known);
-        if (d < best_distance) best_distance = d, best = known;
-      }
+      const std::string best = nearest_word(key, known_keys(), 3);  // suggest only near misses
       throw Error(msg(where, ": unknown key '", key, "'",
                       best.empty() ? msg(" (known keys: ", join(known_keys(), ", "), ")")
                                    : msg(" (did you mean '", best, "'?)")));

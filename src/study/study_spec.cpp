@@ -16,6 +16,7 @@
 #include "config/yaml_node.h"
 #include "core/check.h"
 #include "core/file_names.h"
+#include "core/nearest_word.h"
 #include "core/text_file.h"
 #include "study/study_spec_internal.h"
 

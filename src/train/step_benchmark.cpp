@@ -15,6 +15,7 @@
 #include "config/config_registry.h"
 #include "config/hf_config.h"
 #include "core/check.h"
+#include "core/nearest_word.h"
 #include "core/utc_time.h"
 #include "core/units.h"
 #include "dist/local_shard_communicator.h"

@@ -1,6 +1,6 @@
 // libFuzzer harness of recipe loading: any bytes as a recipe's YAML text. A bad recipe may give a t5scale::Error;
 // nothing else may be thrown, and a recipe that loads must pass its own validation and render a record.
-// fuzz-sources: src/data_prep/text_records.cpp src/data_prep/recipe.cpp
+// fuzz-sources: src/data_prep/text_records.cpp src/data_prep/recipe.cpp src/core/nearest_word.cpp
 // fuzz-libs: -lyaml-cpp
 #include <cstddef>
 #include <cstdint>

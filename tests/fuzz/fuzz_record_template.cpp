@@ -2,7 +2,7 @@
 // second, and a JSONL record in the rest (when the reader does not take it, the rest becomes the value of "x").
 // The template is rendered alone, then as source and target of a recipe (with label_words when it is a single
 // placeholder). An invalid template may give a t5scale::Error, nothing else may be thrown.
-// fuzz-sources: src/data_prep/text_records.cpp src/data_prep/recipe.cpp
+// fuzz-sources: src/data_prep/text_records.cpp src/data_prep/recipe.cpp src/core/nearest_word.cpp
 // fuzz-libs: -lyaml-cpp
 #include <cstddef>
 #include <cstdint>
