@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include <torch/cuda.h>
 #include <unistd.h>
 
 #ifdef T5SCALE_WITH_NCCL
@@ -10,6 +11,10 @@
 #endif
 
 namespace t5scale {
+
+void synchronize_device(c10::Device device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
 
 std::string cuda_device_name(c10::Device device) {
 #ifdef T5SCALE_WITH_NCCL

@@ -12,6 +12,9 @@
 
 namespace t5scale {
 
+// Waits for the device's queued work (nothing on the CPU), so that a host clock brackets the device's work.
+void synchronize_device(c10::Device device);
+
 std::string cuda_device_name(c10::Device device);          // "NVIDIA H100 80GB HBM3"; "" off CUDA
 int64_t cuda_device_memory_bytes(c10::Device device);      // the device's total memory; 0 off CUDA
 bool cuda_device_has_bf16(c10::Device device);             // compute capability 8.0 or newer; false off CUDA

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "train/device_probe.h"
 
 namespace t5scale {
 
@@ -27,10 +28,6 @@ bool contains_any(const std::string& text, std::initializer_list<const char*> pa
     if (contains(text, part)) return true;
   }
   return false;
-}
-
-void synchronize(torch::Device device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
 // Total length of the union of [start, end) intervals: the time the device had at least one kernel running, so
@@ -90,13 +87,13 @@ KernelProfile profile_kernels(torch::Device device, int steps, const std::functi
   if (device.is_cuda()) activities.insert(ActivityType::CUDA);
   const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
 
-  synchronize(device);
+  synchronize_device(device);
   profiler::prepareProfiler(config, activities);
   profiler::enableProfiler(config, activities);
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) {
     step();
-    synchronize(device);
+    synchronize_device(device);
   }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();

@@ -69,11 +69,6 @@ Precision parse_precision(const std::string& text) {
 
 namespace {
 
-// Waits for the device's queued work, so that host time brackets the device's work.
-void synchronize(torch::Device device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
-}
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -192,10 +187,10 @@ double measure_matmul_flops(torch::Device device, torch::ScalarType dtype, int64
   torch::Tensor c = torch::mm(a, b);  // untimed: library selection, workspace
   std::vector<double> seconds;
   for (int i = 0; i < repeats; ++i) {
-    synchronize(device);
+    synchronize_device(device);
     const auto start = std::chrono::steady_clock::now();
     torch::mm_out(c, a, b);
-    synchronize(device);
+    synchronize_device(device);
     seconds.push_back(seconds_since(start));
   }
   return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / median_of(seconds);
@@ -279,10 +274,10 @@ json StepBenchmark::run() {
   std::vector<json> steps;
   int64_t skipped = 0;
   for (int64_t i = 0; i < o.warmup_steps + o.steps; ++i) {
-    synchronize(o.device);
+    synchronize_device(o.device);
     const auto start = std::chrono::steady_clock::now();
     const StepResult r = trainer_->step({batch_}, o.learning_rate);
-    synchronize(o.device);
+    synchronize_device(o.device);
     const double total_s = seconds_since(start);
     if (i < o.warmup_steps) continue;
     const double phases_s = r.forward_time_s + r.backward_time_s + r.comm_exposed_time_s + r.optimizer_time_s;

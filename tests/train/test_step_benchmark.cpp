@@ -222,5 +222,21 @@ TEST(Bench, BadInputIsRefusedByName) {
   EXPECT_NE(testing::error_of([] { parse_precision("fp8"); }).find("'fp8'"), std::string::npos);
 }
 
+// --profile: more steps after the timed ones, under the profiler; its report holds the optimizer's kernels.
+TEST(Bench, ProfileRunsAfterTheTimedSteps) {
+  StepBenchmarkOptions o = tiny_options();
+  o.steps = 1;
+  o.warmup_steps = 0;
+  o.profile_steps = 1;
+  StepBenchmark bench(o);
+  const json report = bench.run();
+  ASSERT_TRUE(report["profile"].is_object()) << report.dump(1);
+  EXPECT_EQ(report["profile"]["steps"], 1);
+  bool optimizer = false;
+  for (const auto& c : report["profile"]["classes"]) optimizer = optimizer || c["class"] == "optimizer";
+  EXPECT_TRUE(optimizer) << "a training step's profile holds its optimizer: " << report["profile"].dump(1);
+  EXPECT_EQ(report["steps"].size(), 1u) << "the profiled step is not one of the timed ones";
+}
+
 }  // namespace
 }  // namespace t5scale
