@@ -17,8 +17,8 @@ std::string gib_text(double bytes) {
 
 std::string resource_card(const ResourceCardFigures& f) {
   const double kwh = energy_kwh(f.gpu_energy_j, f.cpu_energy_j, f.pue);
-  const double steps = static_cast<double>(std::max<int64_t>(f.steps, 1));
-  const double step_time_sum_s = std::max(f.step_time_sum_s, 1e-12);
+  const double steps = static_cast<double>(std::max<int64_t>(f.totals.steps, 1));
+  const double step_time_sum_s = std::max(f.totals.step_time_s, 1e-12);
   std::ostringstream card;
   char line[256];
   card << "---- resource card: " << f.run_name << " (" << f.status << ") ----\n";
@@ -44,8 +44,9 @@ std::string resource_card(const ResourceCardFigures& f) {
     std::snprintf(line, sizeof(line),
                   "memory          %s average allocated (rank 0), %s peak allocated (max over GPUs); host peak "
                   "resident set %s (max over ranks)\n",
-                  f.steps > 0 ? gib_text(f.mean_memory_allocated_bytes).c_str() : "n/a (no steps)",
-                  f.steps > 0 ? gib_text(f.peak_memory_bytes).c_str() : "n/a", gib_text(f.host_peak_bytes).c_str());
+                  f.totals.steps > 0 ? gib_text(f.totals.memory_allocated_sum_bytes / steps).c_str() : "n/a (no steps)",
+                  f.totals.steps > 0 ? gib_text(f.totals.peak_memory_bytes).c_str() : "n/a",
+                  gib_text(f.host_peak_bytes).c_str());
   } else {
     std::snprintf(line, sizeof(line),
                   "memory          host peak resident set %s (max over %d CPU ranks; no device memory)\n",
@@ -67,11 +68,11 @@ std::string resource_card(const ResourceCardFigures& f) {
                 co2_kg(kwh, f.carbon_intensity_g_per_kwh), kwh / f.pue, f.pue, f.carbon_intensity_g_per_kwh);
   card << line;
   std::snprintf(line, sizeof(line), "throughput      %.1f samples/s, %.0f tokens/s, %.3f s per step (%lld steps)\n",
-                static_cast<double>(f.samples) / step_time_sum_s, static_cast<double>(f.tokens) / step_time_sum_s,
-                f.step_time_sum_s / steps, static_cast<long long>(f.steps));
+                static_cast<double>(f.totals.samples) / step_time_sum_s, static_cast<double>(f.totals.tokens) / step_time_sum_s,
+                f.totals.step_time_s / steps, static_cast<long long>(f.totals.steps));
   card << line;
-  std::snprintf(line, sizeof(line), "FLOPs           %.3e model FLOPs in total, MFU %s\n", f.model_flops,
-                f.peak_flops_per_device > 0 ? (std::to_string(100.0 * f.mfu_sum / steps) + "%").c_str()
+  std::snprintf(line, sizeof(line), "FLOPs           %.3e model FLOPs in total, MFU %s\n", f.totals.model_flops,
+                f.peak_flops_per_device > 0 ? (std::to_string(100.0 * f.totals.mfu_sum / steps) + "%").c_str()
                                             : "n/a (no peak known for this device)");
   card << line;
   std::snprintf(line, sizeof(line), "telemetry       %.0f us per step, %.3f%% of the step time\n",

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "telemetry/step_record.h"
+
 namespace t5scale {
 
 struct ResourceCardFigures {
@@ -16,13 +18,11 @@ struct ResourceCardFigures {
   double wall_time_s = 0.0, train_time_s = 0.0, eval_time_s = 0.0;
   double price_per_node_hour_usd = 0.0, low_priority_price_per_node_hour_usd = 0.0;
   double host_peak_bytes = 0.0;           // max over ranks
-  double mean_memory_allocated_bytes = 0.0;  // rank 0, over the steps (GPU)
-  double peak_memory_bytes = 0.0;            // max over GPUs and steps
   std::string gpu_energy_source, cpu_energy_source;  // "none": not measured
   double gpu_energy_j = 0.0, cpu_energy_j = 0.0;  // summed over the ranks that read a value
   double pue = 1.0, carbon_intensity_g_per_kwh = 0.0;
-  int64_t steps = 0, samples = 0, tokens = 0;
-  double step_time_sum_s = 0.0, model_flops = 0.0, mfu_sum = 0.0, peak_flops_per_device = 0.0;
+  StepTotals totals;  // over the run's steps, every attempt's
+  double peak_flops_per_device = 0.0;
   double telemetry_time_s = 0.0;          // spent recording, over the attempt
   std::string run_file_path;
 };

@@ -129,7 +129,7 @@ struct RunFile::Impl {
   double last_wall_time_s = 0;
   std::vector<double> last_gpu_energy_j, last_cpu_energy_j;
   int64_t last_step = -1;
-  KeptStepTotals kept;  // the kept /steps rows' sums
+  StepTotals kept;  // the kept /steps rows' sums
 
   Impl(const std::string& path_, const RunAttributes& attributes_, const RunFileOptions& options)
       : path(path_),
@@ -270,24 +270,7 @@ struct RunFile::Impl {
       if (step.i64[row] > keep_through_step) continue;
       for (size_t c = 0; c < table.specs.size(); ++c) table.pending[c].append_row_of(rows.columns[c], row);
       ++table.pending_rows;
-      if (table.group == "steps") add_to_kept_totals(rows, table, row);
-    }
-  }
-
-  void add_to_kept_totals(const TableRows& rows, const Table& table, size_t row) {
-    auto value = [&](const char* column, size_t rank = 0) {
-      return rows.columns[table.column_index(column)].value(row, rank);
-    };
-    kept.steps += 1;
-    kept.samples += static_cast<int64_t>(value("samples"));
-    kept.tokens += static_cast<int64_t>(value("source_tokens") + value("target_tokens"));
-    kept.step_time_s += value("step_time_s");
-    kept.model_flops += value("model_flops");
-    if (std::isfinite(value("mfu"))) kept.mfu_sum += value("mfu");
-    if (std::isfinite(value("memory_allocated_bytes"))) kept.memory_allocated_sum_bytes += value("memory_allocated_bytes");
-    for (size_t r = 0; r < world; ++r) {
-      const double peak = value("memory_peak_bytes", r);
-      if (std::isfinite(peak)) kept.peak_memory_bytes = std::max(kept.peak_memory_bytes, peak);
+      if (table.group == "steps") kept.add(record_of_row(step_columns(), rows, row));
     }
   }
 
@@ -519,7 +502,7 @@ int64_t RunFile::steps_buffered() const { return static_cast<int64_t>(impl_->ste
 int64_t RunFile::evals_written() const { return static_cast<int64_t>(impl_->evals.rows_written); }
 double RunFile::last_wall_time_s() const { return impl_->last_wall_time_s; }
 int64_t RunFile::last_step() const { return impl_->last_step; }
-const KeptStepTotals& RunFile::kept_step_totals() const { return impl_->kept; }
+const StepTotals& RunFile::kept_step_totals() const { return impl_->kept; }
 
 double RunFile::last_gpu_energy_j(int rank) const {
   T5S_CHECK(rank >= 0 && static_cast<size_t>(rank) < impl_->world, "rank ", rank, " is not in world_size ",

@@ -58,14 +58,12 @@
 #include <vector>
 
 #include "core/hdf5_attributes.h"
+#include "telemetry/step_record.h"
 
 namespace t5scale {
 
 // The room for the text of root attribute `error` (longer messages are cut).
 inline constexpr size_t kErrorCapacityBytes = 1024;
-
-// The value of an unknown float in the run file.
-inline constexpr double kUnknownValue = std::numeric_limits<double>::quiet_NaN();
 
 using AttributeValue = Hdf5Value;  // core/hdf5_attributes.h
 // Root attributes in the order they are written.
@@ -85,60 +83,6 @@ const std::vector<std::pair<std::string, AttributeKind>>& run_file_caller_attrib
 // update_run_file_schema).
 std::string run_file_schema_json();
 
-// One optimizer step, gathered over all ranks. Per-rank vectors hold world_size values in rank order.
-struct StepRecord {
-  int64_t step = 0;
-  double epoch = kUnknownValue;         // fractional: samples seen / samples per epoch
-  double wall_time_s = kUnknownValue;   // since the run's first start (add last_wall_time_s() after a resume)
-  double loss = kUnknownValue;          // mean cross-entropy per target token, nats
-  double lr = kUnknownValue;
-  double grad_norm = kUnknownValue;     // global L2 norm before clipping
-  double loss_scale = kUnknownValue;    // fp16 dynamic loss scale; 1 without scaling
-  bool skipped = false;                 // fp16 overflow: the update was skipped
-  int64_t samples = 0;                  // in this step's global batch
-  int64_t source_tokens = 0;            // non-padding tokens in this step's global batch
-  int64_t target_tokens = 0;
-  double step_time_s = kUnknownValue;
-  double data_time_s = kUnknownValue;
-  double forward_time_s = kUnknownValue;
-  double backward_time_s = kUnknownValue;
-  double optimizer_time_s = kUnknownValue;
-  double comm_exposed_time_s = kUnknownValue;  // communication not hidden behind compute
-  double tokens_per_s = kUnknownValue;         // (source + target tokens) / step_time_s
-  double samples_per_s = kUnknownValue;
-  double model_flops = kUnknownValue;          // model FLOPs of this step, all ranks together
-  double mfu = kUnknownValue;                  // model_flops / (step_time_s * peak * world_size), a fraction
-  std::vector<double> memory_allocated_bytes;  // (world_size,) NaN where not measured
-  std::vector<double> memory_reserved_bytes;
-  std::vector<double> memory_peak_bytes;
-  std::vector<double> host_memory_bytes;       // each rank's process: peak resident set size so far
-  std::vector<double> gpu_power_w;
-  std::vector<double> gpu_energy_j;            // cumulative since the run's first start
-  std::vector<double> cpu_energy_j;            // cumulative since the first start (the node's packages, RAPL)
-};
-
-// One evaluation. Metrics not computed stay NaN; rouge*, exact_match, f1, accuracy and macro_f1 are fractions
-// in [0, 1].
-struct EvalRecord {
-  int64_t step = 0;
-  double epoch = kUnknownValue;
-  double wall_time_s = kUnknownValue;
-  double loss = kUnknownValue;
-  double rouge1 = kUnknownValue;
-  double rouge2 = kUnknownValue;
-  double rougeL = kUnknownValue;
-  double rougeLsum = kUnknownValue;
-  double exact_match = kUnknownValue;
-  double f1 = kUnknownValue;
-  double accuracy = kUnknownValue;
-  double macro_f1 = kUnknownValue;
-  int64_t num_examples = 0;
-  double eval_time_s = kUnknownValue;
-  // Generated ids that the data's vocabulary (the tokenizer) does not hold: the model's embedding has more rows.
-  // They are decoded as placeholders ("<id_613>") in the generations.
-  int64_t generated_ids_beyond_vocab = 0;
-};
-
 // The eval metrics of /summary's final_<m>, best_<m>, best_<m>_step (lower is better for loss only).
 const std::vector<std::string>& run_file_eval_metrics();
 
@@ -156,15 +100,6 @@ struct RunSummaryInputs {
   std::vector<double> gpu_energy_j;    // (world_size,) cumulative at the end, or empty
   std::vector<double> cpu_energy_j;    // (world_size,) or empty
   std::vector<double> host_memory_bytes;  // (world_size,) each rank's peak resident set at the end, or empty
-};
-
-// The sums a resumed run continues from: its kept /steps rows (see RunFile::kept_step_totals).
-struct KeptStepTotals {
-  int64_t steps = 0, samples = 0, tokens = 0;  // tokens: source + target
-  double step_time_s = 0.0, model_flops = 0.0;
-  double mfu_sum = 0.0;                        // over the rows whose MFU is known
-  double memory_allocated_sum_bytes = 0.0;     // rank 0's, over the rows where it is known
-  double peak_memory_bytes = 0.0;              // the largest of every rank's
 };
 
 class RunFile {
@@ -221,7 +156,7 @@ class RunFile {
   int64_t last_step() const;              // its largest step (-1 when it had none)
   // Totals over the /steps rows a resumed file kept (the steps before the resume; zeros for a new file), so that
   // the run's figures count every attempt.
-  const KeptStepTotals& kept_step_totals() const;
+  const StepTotals& kept_step_totals() const;
 
  private:
   struct Impl;

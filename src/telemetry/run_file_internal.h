@@ -40,62 +40,21 @@ struct Column {
   Field<Record> field;
 };
 
+#define T5SCALE_COLUMN_OF_FIELD(name, type, unit, initial) {#name, unit, &R::name},
+
 inline const std::vector<Column<StepRecord>>& step_columns() {
   using R = StepRecord;
-  static const std::vector<Column<StepRecord>> columns = {
-      {"step", "step", &R::step},
-      {"epoch", "epoch", &R::epoch},
-      {"wall_time_s", "s", &R::wall_time_s},
-      {"loss", "nat/token", &R::loss},
-      {"lr", "1", &R::lr},
-      {"grad_norm", "1", &R::grad_norm},
-      {"loss_scale", "1", &R::loss_scale},
-      {"skipped", "bool", &R::skipped},
-      {"samples", "samples", &R::samples},
-      {"source_tokens", "tokens", &R::source_tokens},
-      {"target_tokens", "tokens", &R::target_tokens},
-      {"step_time_s", "s", &R::step_time_s},
-      {"data_time_s", "s", &R::data_time_s},
-      {"forward_time_s", "s", &R::forward_time_s},
-      {"backward_time_s", "s", &R::backward_time_s},
-      {"optimizer_time_s", "s", &R::optimizer_time_s},
-      {"comm_exposed_time_s", "s", &R::comm_exposed_time_s},
-      {"tokens_per_s", "tokens/s", &R::tokens_per_s},
-      {"samples_per_s", "samples/s", &R::samples_per_s},
-      {"model_flops", "FLOP", &R::model_flops},
-      {"mfu", "fraction", &R::mfu},
-      {"memory_allocated_bytes", "B", &R::memory_allocated_bytes},
-      {"memory_reserved_bytes", "B", &R::memory_reserved_bytes},
-      {"memory_peak_bytes", "B", &R::memory_peak_bytes},
-      {"host_memory_bytes", "B", &R::host_memory_bytes},
-      {"gpu_power_w", "W", &R::gpu_power_w},
-      {"gpu_energy_j", "J", &R::gpu_energy_j},
-      {"cpu_energy_j", "J", &R::cpu_energy_j},
-  };
+  static const std::vector<Column<StepRecord>> columns = {T5SCALE_STEP_FIELDS(T5SCALE_COLUMN_OF_FIELD)};
   return columns;
 }
 
 inline const std::vector<Column<EvalRecord>>& eval_columns() {
   using R = EvalRecord;
-  static const std::vector<Column<EvalRecord>> columns = {
-      {"step", "step", &R::step},
-      {"epoch", "epoch", &R::epoch},
-      {"wall_time_s", "s", &R::wall_time_s},
-      {"loss", "nat/token", &R::loss},
-      {"rouge1", "fraction", &R::rouge1},
-      {"rouge2", "fraction", &R::rouge2},
-      {"rougeL", "fraction", &R::rougeL},
-      {"rougeLsum", "fraction", &R::rougeLsum},
-      {"exact_match", "fraction", &R::exact_match},
-      {"f1", "fraction", &R::f1},
-      {"accuracy", "fraction", &R::accuracy},
-      {"macro_f1", "fraction", &R::macro_f1},
-      {"num_examples", "examples", &R::num_examples},
-      {"eval_time_s", "s", &R::eval_time_s},
-      {"generated_ids_beyond_vocab", "tokens", &R::generated_ids_beyond_vocab},
-  };
+  static const std::vector<Column<EvalRecord>> columns = {T5SCALE_EVAL_FIELDS(T5SCALE_COLUMN_OF_FIELD)};
   return columns;
 }
+
+#undef T5SCALE_COLUMN_OF_FIELD
 
 struct ColumnSpec {
   std::string name;
@@ -232,6 +191,32 @@ void append_record(const std::vector<Column<Record>>& columns, const Record& rec
         columns[i].field);
   }
   ++table.pending_rows;
+}
+
+// Row `row` of rows read back from a file, as the record it was written from (append_record's inverse).
+template <typename Record>
+Record record_of_row(const std::vector<Column<Record>>& columns, const TableRows& rows, size_t row) {
+  Record record;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const ColumnData& in = rows.columns[i];
+    std::visit(
+        [&](auto member) {
+          auto& value = record.*member;
+          using Value = std::decay_t<decltype(value)>;
+          if constexpr (std::is_same_v<Value, int64_t>) {
+            value = in.i64[row];
+          } else if constexpr (std::is_same_v<Value, bool>) {
+            value = in.i8[row] != 0;
+          } else if constexpr (std::is_same_v<Value, double>) {
+            value = in.f64[row];
+          } else {
+            const auto begin = in.f64.begin() + static_cast<std::ptrdiff_t>(row * in.width);
+            value.assign(begin, begin + static_cast<std::ptrdiff_t>(in.width));
+          }
+        },
+        columns[i].field);
+  }
+  return record;
 }
 
 // ---- The tables in the file (run_file_tables.cpp) ----

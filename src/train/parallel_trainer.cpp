@@ -269,7 +269,7 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
   result.target_tokens = static_cast<int64_t>(token_count);
   result.grad_norm = figures[2].item<double>();
   result.loss_scale = loss_scale_;
-  result.learning_rate = outcome.learning_rate;
+  result.lr = outcome.learning_rate;
   const auto phase_s = clock.seconds();
   result.forward_time_s = phase_s[kForward];
   result.backward_time_s = phase_s[kBackward];

@@ -18,6 +18,7 @@
 #include "config/run_config.h"
 #include "dist/process_grid.h"
 #include "model/t5_model.h"
+#include "telemetry/step_record.h"
 #include "train/distributed_adafactor.h"
 #include "train/distributed_adamw.h"
 #include "train/gradient_buckets.h"
@@ -51,18 +52,12 @@ struct ParallelTrainingOptions {
 // The training options a run config asks for (optimizer, freezing, clipping, ZeRO-1, buckets, precision).
 ParallelTrainingOptions training_options_for(const RunConfig& config);
 
-struct StepResult {
-  double loss = 0.0;       // mean token cross-entropy over the global batch
-  double grad_norm = 0.0;  // before clipping
-  double learning_rate = 0.0;  // as used: the given rate, or Adafactor's relative step (StepOutcome)
-  bool skipped = false;    // fp16 overflow: no update was made
-  double loss_scale = 1.0;
-  int64_t target_tokens = 0;  // over the global batch
-  // Where the step's time went on this rank. On a GPU: CUDA events on the compute stream at each boundary, read
-  // after the step's one host synchronisation, so each phase holds the time of its own kernels on the stream.
-  // comm_exposed: waiting for the DP reductions after the last backward, the part of the communication that
-  // backward did not hide.
-  double forward_time_s = 0.0, backward_time_s = 0.0, comm_exposed_time_s = 0.0, optimizer_time_s = 0.0;
+// A step as the trainer saw it: the StepRecord fields the trainer fills (telemetry/step_record.h: loss, lr as
+// used, grad_norm before clipping, loss_scale, skipped, the global batch's target_tokens, and this rank's four
+// phase times), plus what only a benchmark reads. The phase times on a GPU: CUDA events on the compute stream at
+// each boundary, read after the step's one host synchronisation, so each phase holds the time of its own kernels;
+// comm_exposed is the wait for the DP reductions after the last backward, the part backward did not hide.
+struct StepResult : StepRecord {
   // The peak of live tensor bytes in each phase (the reductions after backward count with the optimizer), where a
   // CpuMemoryTracker counts them (t5scale-bench on the CPU); -1 elsewhere.
   int64_t forward_peak_bytes = -1, backward_peak_bytes = -1, optimizer_peak_bytes = -1;

@@ -159,15 +159,7 @@ void RunRecord::start(int64_t resumed_from_step, const std::vector<std::string>&
       if (!warning.empty()) std::printf("[t5scale] run file: %s\n", warning.c_str());
       // Time and energy go on from where the kept rows end; the totals of the steps count the kept rows too.
       wall_offset_s_ = std::isfinite(file_->last_wall_time_s()) ? file_->last_wall_time_s() : 0.0;
-      const KeptStepTotals& kept = file_->kept_step_totals();
-      steps_observed_ = kept.steps;
-      step_time_sum_s_ = kept.step_time_s;
-      flops_sum_ = kept.model_flops;
-      samples_sum_ = kept.samples;
-      tokens_sum_ = kept.tokens;
-      mfu_sum_ = kept.mfu_sum;
-      memory_allocated_sum_ = kept.memory_allocated_sum_bytes;
-      peak_memory_bytes_ = kept.peak_memory_bytes;
+      totals_ = file_->kept_step_totals();
       for (int r = 0; r < world; ++r) {
         const double gpu = file_->last_gpu_energy_j(r), cpu = file_->last_cpu_energy_j(r);
         gpu_energy_offset_j_[static_cast<size_t>(r)] = std::isfinite(gpu) ? gpu : 0.0;
@@ -236,16 +228,16 @@ namespace {
 enum Column { kSamples, kSourceTokens, kFlops, kAllocated, kReserved, kPeak, kHost, kPower, kGpuJ, kCpuJ, kCount };
 }  // namespace
 
-StepSummary RunRecord::observe_step(const StepObservation& o, bool gather_now) {
+StepSummary RunRecord::observe_step(const StepRecord& step, bool gather_now) {
   // Samples, tokens and FLOPs are per replica: counted by the first TP rank of each replica only.
   const bool counts = grid_.tp_rank == 0;
   // Between flushes the energy is the meters' newest background sample (an NVML call can take milliseconds);
   // the step that flushes the rows reads it fresh.
   const StepReading reading = meter_->read(/*fresh=*/gather_now);
   std::vector<double> mine(kCount);
-  mine[kSamples] = counts ? static_cast<double>(o.samples) : 0.0;
-  mine[kSourceTokens] = counts ? static_cast<double>(o.source_tokens) : 0.0;
-  mine[kFlops] = counts ? o.model_flops : 0.0;
+  mine[kSamples] = counts ? static_cast<double>(step.samples) : 0.0;
+  mine[kSourceTokens] = counts ? static_cast<double>(step.source_tokens) : 0.0;
+  mine[kFlops] = counts ? step.model_flops : 0.0;
   mine[kAllocated] = reading.memory_allocated_bytes;
   mine[kReserved] = reading.memory_reserved_bytes;
   mine[kPeak] = reading.memory_peak_bytes;
@@ -254,9 +246,8 @@ StepSummary RunRecord::observe_step(const StepObservation& o, bool gather_now) {
   mine[kGpuJ] = reading.gpu_energy_j;
   mine[kCpuJ] = reading.cpu_energy_j;
   pending_measurements_.push_back(std::move(mine));
-  StepObservation stamped = o;
-  stamped.wall_time_s = wall_time_s();
-  pending_observations_.push_back(stamped);
+  pending_rows_.push_back(step);
+  pending_rows_.back().wall_time_s = wall_time_s();
   return gather_now ? gather_buffered_steps() : StepSummary{};
 }
 
@@ -269,23 +260,24 @@ StepSummary RunRecord::gather_buffered_steps() {
   for (const auto& row : pending_measurements_) mine.insert(mine.end(), row.begin(), row.end());
   const std::vector<double> all = gather(mine);  // (world, rows, kCount)
   pending_measurements_.clear();
-  const std::vector<StepObservation> observations = std::move(pending_observations_);
-  pending_observations_.clear();
+  std::vector<StepRecord> own_rows = std::move(pending_rows_);
+  pending_rows_.clear();
   if (grid_.world_rank() != 0) return summary;
 
   for (size_t k = 0; k < rows; ++k) {
-    const StepRecord row = step_row(observations[k], all, rows, k);
+    StepRecord& row = own_rows[k];
+    complete_row(row, all, rows, k);
     file_->append_step(row);
     add_to_totals(row);
     summary = log_figures(row);
   }
-  summary.mean_step_time_s = step_time_sum_s_ / static_cast<double>(std::max<int64_t>(steps_observed_, 1));
+  summary.mean_step_time_s = totals_.step_time_s / static_cast<double>(std::max<int64_t>(totals_.steps, 1));
   return summary;
 }
 
-// Row k of the gathered measurements (world, rows, kCount) with rank 0's observation of that step: the per-replica
-// counts summed, the per-rank columns as they are, energy continued across resumes.
-StepRecord RunRecord::step_row(const StepObservation& o, const std::vector<double>& all, size_t rows, size_t k) {
+// Completes rank 0's row of step k with the gathered measurements (world, rows, kCount): the per-replica counts
+// summed, the per-rank columns as they are, energy continued across resumes, and the rates.
+void RunRecord::complete_row(StepRecord& row, const std::vector<double>& all, size_t rows, size_t k) {
   const int world = in_.world_size;
   auto column = [&](Column c) {
     std::vector<double> values(static_cast<size_t>(world));
@@ -299,28 +291,12 @@ StepRecord RunRecord::step_row(const StepObservation& o, const std::vector<doubl
     for (double x : v) s += x;
     return s;
   };
-  StepRecord row;
-  row.step = o.step;
-  row.epoch = o.epoch;
-  row.wall_time_s = o.wall_time_s;
-  row.loss = o.loss;
-  row.lr = o.lr;
-  row.grad_norm = o.grad_norm;
-  row.loss_scale = o.loss_scale;
-  row.skipped = o.skipped;
   row.samples = static_cast<int64_t>(sum(column(kSamples)));
   row.source_tokens = static_cast<int64_t>(sum(column(kSourceTokens)));
-  row.target_tokens = o.target_tokens;
-  row.step_time_s = o.step_time_s;
-  row.data_time_s = o.data_time_s;
-  row.forward_time_s = o.forward_time_s;
-  row.backward_time_s = o.backward_time_s;
-  row.optimizer_time_s = o.optimizer_time_s;
-  row.comm_exposed_time_s = o.comm_exposed_time_s;
-  row.tokens_per_s = static_cast<double>(row.source_tokens + row.target_tokens) / o.step_time_s;
-  row.samples_per_s = static_cast<double>(row.samples) / o.step_time_s;
   row.model_flops = sum(column(kFlops));
-  row.mfu = model_flops_utilization(row.model_flops, o.step_time_s, peak_flops_per_device_, world);
+  row.tokens_per_s = static_cast<double>(row.source_tokens + row.target_tokens) / row.step_time_s;
+  row.samples_per_s = static_cast<double>(row.samples) / row.step_time_s;
+  row.mfu = model_flops_utilization(row.model_flops, row.step_time_s, peak_flops_per_device_, world);
   row.memory_allocated_bytes = column(kAllocated);
   row.memory_reserved_bytes = column(kReserved);
   row.memory_peak_bytes = column(kPeak);
@@ -333,7 +309,6 @@ StepRecord RunRecord::step_row(const StepObservation& o, const std::vector<doubl
     row.gpu_energy_j[i] += gpu_energy_offset_j_[i];
     row.cpu_energy_j[i] += cpu_energy_offset_j_[i];
   }
-  return row;
 }
 
 // Rank 0's running totals, for the resource card and the summary of a run that ends without one.
@@ -341,17 +316,8 @@ void RunRecord::add_to_totals(const StepRecord& row) {
   for (size_t i = 0; i < row.gpu_energy_j.size(); ++i) {
     if (std::isfinite(row.gpu_energy_j[i])) last_gpu_energy_j_[i] = row.gpu_energy_j[i];
     if (std::isfinite(row.cpu_energy_j[i])) last_cpu_energy_j_[i] = row.cpu_energy_j[i];
-    if (std::isfinite(row.memory_peak_bytes[i])) {
-      peak_memory_bytes_ = std::max(peak_memory_bytes_, row.memory_peak_bytes[i]);
-    }
   }
-  steps_observed_ += 1;
-  step_time_sum_s_ += row.step_time_s;
-  flops_sum_ += row.model_flops;
-  samples_sum_ += row.samples;
-  tokens_sum_ += row.source_tokens + row.target_tokens;
-  if (std::isfinite(row.mfu)) mfu_sum_ += row.mfu;
-  if (std::isfinite(row.memory_allocated_bytes[0])) memory_allocated_sum_ += row.memory_allocated_bytes[0];
+  totals_.add(row);
 }
 
 // The log line's figures of a step.
@@ -445,20 +411,13 @@ ResourceCardFigures RunRecord::card_figures(const RunOutcome& outcome, const Run
   card.price_per_node_hour_usd = config_.cost.price_per_node_hour_usd;
   card.low_priority_price_per_node_hour_usd = config_.cost.low_priority_price_per_node_hour_usd;
   card.host_peak_bytes = *std::max_element(inputs.host_memory_bytes.begin(), inputs.host_memory_bytes.end());
-  card.mean_memory_allocated_bytes = memory_allocated_sum_ / static_cast<double>(std::max<int64_t>(steps_observed_, 1));
-  card.peak_memory_bytes = peak_memory_bytes_;
   card.gpu_energy_source = meter_->gpu_energy_source();
   card.cpu_energy_source = meter_->cpu_energy_source();
   card.gpu_energy_j = gpu_j;
   card.cpu_energy_j = cpu_j;
   card.pue = config_.cost.pue;
   card.carbon_intensity_g_per_kwh = config_.cost.carbon_intensity_g_per_kwh;
-  card.steps = steps_observed_;
-  card.samples = samples_sum_;
-  card.tokens = tokens_sum_;
-  card.step_time_sum_s = step_time_sum_s_;
-  card.model_flops = flops_sum_;
-  card.mfu_sum = mfu_sum_;
+  card.totals = totals_;
   card.peak_flops_per_device = peak_flops_per_device_;
   card.telemetry_time_s = outcome.telemetry_time_s;
   card.run_file_path = path_;

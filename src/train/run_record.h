@@ -38,20 +38,6 @@ struct RunRecordInputs {
   std::string attention_kernels;        // T5Model::attention_kernels()
 };
 
-// What one rank saw in one step.
-struct StepObservation {
-  int64_t step = 0;  // optimizer steps completed, this one included
-  double epoch = 0.0;
-  double loss = 0.0, lr = 0.0, grad_norm = 0.0, loss_scale = 1.0;
-  bool skipped = false;
-  int64_t samples = 0, source_tokens = 0, target_tokens = 0;  // this replica's (target_tokens: the global batch's)
-  double step_time_s = 0.0, data_time_s = 0.0;
-  double forward_time_s = kUnknownValue, backward_time_s = kUnknownValue, optimizer_time_s = kUnknownValue,
-         comm_exposed_time_s = kUnknownValue;
-  double model_flops = 0.0;  // this replica's micro-batches
-  double wall_time_s = 0.0;  // set by the record: since the run's first start
-};
-
 // Figures for the log line (rank 0; NaN or "n/a" elsewhere).
 struct StepSummary {
   double tokens_per_s = 0.0, samples_per_s = 0.0, mean_step_time_s = 0.0;
@@ -78,10 +64,11 @@ class RunRecord {
   void start(int64_t resumed_from_step, const std::vector<std::string>& config_changes = {});
   const std::string& path() const { return path_; }
 
-  // Measures this rank's step into the buffer. With gather_now (every rank alike), gathers the buffered rows
+  // Measures this rank's step into the buffer: `step` as the trainer and the job filled it (step_record.h says
+  // who fills what); the gather completes it. With gather_now (every rank alike), gathers the buffered rows
   // (one all-gather over the world), appends them to the run file and returns the figures of the last one;
   // otherwise returns an empty summary and runs no collective.
-  StepSummary observe_step(const StepObservation& observation, bool gather_now);
+  StepSummary observe_step(const StepRecord& step, bool gather_now);
   // Rank 0 appends the evaluation row (the figures are the same on every rank).
   void observe_evaluation(int64_t step, double epoch, const EvaluationResult& result);
   // Collective: gathers what is buffered and flushes the run file (before a checkpoint, so that every step up to
@@ -102,16 +89,15 @@ class RunRecord {
  private:
   std::vector<double> gather(const std::vector<double>& mine);  // (world x n) row-major on every rank
   StepSummary gather_buffered_steps();                           // collective; appends on rank 0
-  StepRecord step_row(const StepObservation& observation, const std::vector<double>& gathered, size_t rows,
-                      size_t k);
+  void complete_row(StepRecord& row, const std::vector<double>& gathered, size_t rows, size_t k);
   void add_to_totals(const StepRecord& row);
   StepSummary log_figures(const StepRecord& row) const;
   ResourceCardFigures card_figures(const RunOutcome& outcome, const RunSummaryInputs& inputs, double gpu_j,
                                    double cpu_j) const;
 
-  // This rank's measurements since the last gather, one row each; rank 0 also keeps the observations.
+  // This rank's measurements since the last gather, one row each; rank 0 also keeps the rows to complete.
   std::vector<std::vector<double>> pending_measurements_;
-  std::vector<StepObservation> pending_observations_;
+  std::vector<StepRecord> pending_rows_;
   RunAttributes attributes() const;
   double wall_time_s() const;
 
@@ -134,9 +120,7 @@ class RunRecord {
   std::vector<double> gpu_energy_offset_j_, cpu_energy_offset_j_;
   std::vector<double> last_gpu_energy_j_, last_cpu_energy_j_;
   // Over every attempt: a resumed run starts from the kept rows' totals (RunFile::kept_step_totals).
-  double step_time_sum_s_ = 0.0, flops_sum_ = 0.0, mfu_sum_ = 0.0;
-  int64_t steps_observed_ = 0, samples_sum_ = 0, tokens_sum_ = 0;
-  double peak_memory_bytes_ = 0.0, memory_allocated_sum_ = 0.0;  // device memory (GPU ranks)
+  StepTotals totals_;
 };
 
 }  // namespace t5scale

@@ -347,28 +347,19 @@ bool TrainingJob::train_step() {
   train_time_s_ += step_time_s;
   if (!result.skipped && !std::isfinite(result.loss)) return false;
 
-  StepObservation observation;
+  // The trainer filled its fields (loss, lr, phase times, ...); the job adds what it alone knows.
+  StepRecord observation = result;
   observation.step = step_;
   observation.epoch = data.epoch_after;
-  observation.loss = result.loss;
-  observation.lr = result.learning_rate;
-  observation.grad_norm = result.grad_norm;
-  observation.loss_scale = result.loss_scale;
-  observation.skipped = result.skipped;
-  observation.samples = data.samples;
-  observation.source_tokens = data.source_tokens;
-  observation.target_tokens = result.target_tokens;
+  observation.samples = data.samples;              // this replica's; the record sums over replicas
+  observation.source_tokens = data.source_tokens;  // likewise
   observation.step_time_s = step_time_s;
   observation.data_time_s = data_time_s;
-  observation.forward_time_s = result.forward_time_s;
-  observation.backward_time_s = result.backward_time_s;
-  observation.optimizer_time_s = result.optimizer_time_s;
-  observation.comm_exposed_time_s = result.comm_exposed_time_s;
-  double flops = 0.0;
+  observation.model_flops = 0.0;  // this replica's micro-batches; likewise
   for (const auto& b : micro_batches) {
-    flops += training_flops(model_config_, BatchShape{b.input_ids.size(0), b.input_ids.size(1), b.labels.size(1)});
+    observation.model_flops +=
+        training_flops(model_config_, BatchShape{b.input_ids.size(0), b.input_ids.size(1), b.labels.size(1)});
   }
-  observation.model_flops = flops;  // this replica's; the record sums over replicas
   // The buffered telemetry is gathered for a log line and at each run-file flush.
   const bool log_now = step_ % config_.train.log_every == 0 || step_ == total_steps_;
   const bool gather_now = log_now || step_ % config_.telemetry.flush_every_steps == 0;
@@ -383,7 +374,7 @@ bool TrainingJob::train_step() {
                   "step %lld/%lld | epoch %.2f | loss %.4f | lr %.3e | grad %.3f | %.0f tok/s | %.0f samples/s | "
                   "MFU %s | mem %s | ETA %s%s",
                   static_cast<long long>(step_), static_cast<long long>(total_steps_), observation.epoch, result.loss,
-                  result.learning_rate, result.grad_norm, summary.tokens_per_s, summary.samples_per_s,
+                  result.lr, result.grad_norm, summary.tokens_per_s, summary.samples_per_s,
                   summary.mfu_text.c_str(), summary.memory_text.c_str(), format_duration(remaining_s).c_str(),
                   result.skipped ? " | skipped (fp16 overflow)" : "");
     log(line);

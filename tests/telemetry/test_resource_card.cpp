@@ -25,19 +25,19 @@ ResourceCardFigures two_gpu_nodes() {
   f.eval_time_s = 500.0;
   f.price_per_node_hour_usd = 2.5;  // 2 nodes x 1 h: 5 USD
   f.host_peak_bytes = 3.0 * 1024 * 1024 * 1024;
-  f.mean_memory_allocated_bytes = 40.0 * 1024 * 1024 * 1024;
-  f.peak_memory_bytes = 60.5 * 1024 * 1024 * 1024;
+  f.totals.memory_allocated_sum_bytes = 100 * 40.0 * 1024 * 1024 * 1024;  // 40 GiB a step
+  f.totals.peak_memory_bytes = 60.5 * 1024 * 1024 * 1024;
   f.gpu_energy_source = "nvml_energy_counter";
   f.cpu_energy_source = "none";
   f.gpu_energy_j = 3.6e6;  // 1 kWh, x PUE 1.5 = 1.5 kWh, x 400 g/kWh = 0.6 kg
   f.pue = 1.5;
   f.carbon_intensity_g_per_kwh = 400.0;
-  f.steps = 100;
-  f.samples = 1000;
-  f.tokens = 512000;
-  f.step_time_sum_s = 10.0;  // 100 samples/s, 51200 tokens/s, 0.1 s per step
-  f.model_flops = 1.5e15;
-  f.mfu_sum = 40.0;  // 0.4 per step on average: 40%
+  f.totals.steps = 100;
+  f.totals.samples = 1000;
+  f.totals.tokens = 512000;
+  f.totals.step_time_s = 10.0;  // 100 samples/s, 51200 tokens/s, 0.1 s per step
+  f.totals.model_flops = 1.5e15;
+  f.totals.mfu_sum = 40.0;  // 0.4 per step on average: 40%
   f.peak_flops_per_device = 989e12;
   f.telemetry_time_s = 0.01;  // 100 us per step, 0.1% of the step time
   f.run_file_path = "results/xl/xl-4n.h5";
@@ -77,7 +77,7 @@ TEST(ResourceCard, CpuRanksWithoutMetersOrPrices) {
   f.gpu_energy_source = "none";
   f.gpu_energy_j = 0.0;
   f.peak_flops_per_device = 0.0;
-  f.steps = 0;
+  f.totals.steps = 0;
   const std::string card = resource_card(f);
   EXPECT_TRUE(has_line(card, "cost            unknown (cost.price_per_node_hour_usd not set)")) << card;
   EXPECT_TRUE(
