@@ -409,8 +409,12 @@ const std::vector<Entry>& registry() {
                            "Model shape: tiny (a small model for demos and tests, vocabulary from the data) or a "
                            "named shape (also with a google/ prefix)."));
     k.push_back(string_key(T5S_KEY(model, init_from),
-                           "Hugging Face T5 folder (config.json + model.safetensors) to start from; its config.json "
-                           "gives the shape and model.name is only a label. \"\" = initialise from run.seed."));
+                           "Hugging Face T5 model to start from: a folder (config.json + model.safetensors, "
+                           "sharded safetensors or pytorch_model.bin) or a model name (google/t5-v1_1-base, "
+                           "t5-small) found in the local Hugging Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else "
+                           "$XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub; nothing is downloaded). "
+                           "Its config.json gives the shape and model.name is only a label. \"\" = initialise from "
+                           "run.seed."));
     k.push_back([] {
       Entry e = float_key(T5S_KEY(model, dropout_rate), Range{},
                           "Dropout probability; -1 = the shape's own (tiny 0, named shapes 0.1, init_from its "

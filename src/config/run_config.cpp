@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "config/config_registry.h"
+#include "config/hf_model_folder.h"
 #include "core/check.h"
 #include "core/nearest_word.h"
 
@@ -315,15 +316,23 @@ std::vector<ConfigError> check_files(const RunConfig& c) {
   if (!c.data.tokenizer.empty()) require_file("data.tokenizer", c.data.tokenizer);
   if (!c.model.init_from.empty()) {
     std::error_code ec;
-    if (!fs::is_directory(c.model.init_from, ec)) {
-      errors.push_back({"model.init_from", msg("'", c.model.init_from, "' is not a folder")});
-    } else if (!fs::is_regular_file(fs::path(c.model.init_from) / "config.json", ec)) {
-      errors.push_back({"model.init_from", msg("'", c.model.init_from,
-                                               "' has no config.json (a Hugging Face T5 folder has config.json and "
-                                               "model.safetensors)")});
+    const HfModelLookup lookup = find_hf_model_folder(c.model.init_from);
+    if (lookup.folder.empty()) {
+      errors.push_back({"model.init_from", hf_model_not_found(c.model.init_from, lookup)});
+    } else if (!fs::is_regular_file(fs::path(lookup.folder) / "config.json", ec)) {
+      const std::string where = lookup.folder == c.model.init_from ? "" : msg(" (found as ", lookup.folder, ")");
+      errors.push_back({"model.init_from", msg("'", c.model.init_from, "'", where,
+                                               " has no config.json (a Hugging Face T5 folder has config.json and "
+                                               "model.safetensors or pytorch_model.bin)")});
     }
   }
   return errors;
+}
+
+std::string init_from_folder(const RunConfig& config) {
+  if (config.model.init_from.empty()) return "";
+  const HfModelLookup lookup = find_hf_model_folder(config.model.init_from);
+  return lookup.folder.empty() ? config.model.init_from : lookup.folder;
 }
 
 void throw_if_errors(const std::vector<ConfigError>& errors, const std::string& source) {
@@ -428,7 +437,9 @@ Each is reported on the key named first.
 - At start-up, with the world size known: the world size is divisible by `parallel.tp` (dp = world / tp), and the
   batch splits as `train.batch_mode` says.
 - Files, checked at start-up (not when a study is planned, before its data exists): `data.dataset` unless
-  `synthetic`, `data.tokenizer` if set, `model.init_from` if set (a folder with `config.json`).
+  `synthetic`, `data.tokenizer` if set, `model.init_from` if set (a folder with `config.json`, or a model name
+  found in the Hugging Face cache as `models--<org>--<name>/snapshots/<commit>/`, the commit that `refs/main` names
+  or else the newest; the error lists every place looked).
 
 ## Learning rate, steps and epochs
 

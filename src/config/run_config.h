@@ -31,7 +31,7 @@ struct RunSettings {
 
 struct ModelSettings {
   std::string name = "tiny";   // "tiny" or a named shape (named_model_names())
-  std::string init_from;       // Hugging Face T5 folder; "" = initialise from the seed
+  std::string init_from;       // Hugging Face T5 folder or model name; "" = initialise from the seed
   double dropout_rate = -1.0;  // -1 = the model's own
 };
 
@@ -262,8 +262,12 @@ struct ConfigError {
 std::vector<ConfigError> validate(const RunConfig& config);
 // validate() plus what the world size decides: world % tp, and the batch split (resolve_batch's checks).
 std::vector<ConfigError> validate_for_world(const RunConfig& config, int64_t world_size);
-// The paths that must exist: data.dataset (unless "synthetic"), data.tokenizer and model.init_from if set.
+// The paths that must exist: data.dataset (unless "synthetic"), data.tokenizer and model.init_from if set
+// (a folder with config.json, or a model name found in the Hugging Face cache: config/hf_model_folder.h).
 std::vector<ConfigError> check_files(const RunConfig& config);
+// model.init_from as a folder: itself, or the Hugging Face cache's snapshot of the model it names; the value as
+// it is when neither is there (check_files() says why), "" when unset.
+std::string init_from_folder(const RunConfig& config);
 // Throws t5scale::Error with every error of `errors`, one per line, under "<source>: invalid run config:".
 void throw_if_errors(const std::vector<ConfigError>& errors, const std::string& source);
 

@@ -777,7 +777,7 @@ TEST(RunConfigValidate, FilesThatMustExist) {
                                           "model.init_from: '" +
                                           (dir / "not_hf") +
                                           "' has no config.json (a Hugging Face T5 folder has config.json "
-                                          "and model.safetensors)\n");
+                                          "and model.safetensors or pytorch_model.bin)\n");
   EXPECT_EQ(all_text(validate(c)), "");  // validate() touches no file
 }
 
