@@ -1,13 +1,26 @@
 // Memory sizes as users write them (GiB, in configs and on the command line) and as the code counts them (bytes).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 
 namespace t5scale {
 
-inline constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
+inline constexpr double kBytesPerMiB = 1024.0 * 1024.0;
+inline constexpr double kBytesPerGiB = 1024.0 * kBytesPerMiB;
 
 inline int64_t gib_to_bytes(double gib) { return static_cast<int64_t>(gib * kBytesPerGiB); }
+inline int64_t mib_to_bytes(double mib) { return static_cast<int64_t>(mib * kBytesPerMiB); }
 inline double bytes_to_gib(double bytes) { return bytes / kBytesPerGiB; }
+
+// "1.25 GiB"; "n/a" for NaN (not measured).
+inline std::string gib_text(double bytes) {
+  if (!std::isfinite(bytes)) return "n/a";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", bytes_to_gib(bytes));
+  return text;
+}
 
 }  // namespace t5scale

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/units.h"
 
 namespace t5scale {
 
@@ -23,13 +24,13 @@ inline torch::Tensor allocate_parameter(const std::string& what, const std::vect
   }
   auto failure = [&](const std::string& why) {
     return OutOfMemoryError(msg("cannot allocate ", what, " of shape (", dims, ") ", options.dtype().name(), " on ",
-                                options.device().str(), " (", bytes / (1024.0 * 1024.0 * 1024.0), " GiB): ", why));
+                                options.device().str(), " (", bytes_to_gib(bytes), " GiB): ", why));
   };
   // LibTorch's CPU allocator ends the process (a fatal enforce) when the host refuses an allocation, so a tensor
   // larger than the host's memory is refused here, where it can still be reported.
   const double host_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
   if (options.device().is_cpu() && host_bytes > 0 && bytes > host_bytes) {
-    throw failure(msg("more than this host's ", host_bytes / (1024.0 * 1024.0 * 1024.0), " GiB of memory"));
+    throw failure(msg("more than this host's ", bytes_to_gib(host_bytes), " GiB of memory"));
   }
   try {
     return torch::empty(shape, options);

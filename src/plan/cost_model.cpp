@@ -308,11 +308,7 @@ std::string CheckpointingChoice::describe() const {
 }
 
 std::string MemoryPrediction::describe() const {
-  auto gib = [](int64_t bytes) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
-    return std::string(text);
-  };
+  auto gib = [](int64_t bytes) { return gib_text(static_cast<double>(bytes)); };
   return msg("weights ", gib(weights_bytes), " + gradients ", gib(gradients_bytes), " + optimizer ",
              gib(optimizer_bytes), " + activations ", gib(activations_bytes), " + workspace ", gib(workspace_bytes),
              " = ", gib(total_bytes()));

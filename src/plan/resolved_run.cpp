@@ -5,6 +5,7 @@
 
 #include "config/hf_config.h"
 #include "core/check.h"
+#include "core/units.h"
 
 namespace t5scale {
 namespace {
@@ -106,7 +107,13 @@ void resolve_model(const RunConfig& c, const RunData& data, ResolvedRun& r) {
     } else if (c.model.name == "tiny") {
       if (data.vocab_size > 0) r.model = resolve_model_config(c, data.vocab_size);
     } else {
-      r.model = data.vocab_size > 0 ? resolve_model_config(c, data.vocab_size) : named_model_config(c.model.name);
+      if (data.vocab_size > 0) {
+        r.model = resolve_model_config(c, data.vocab_size);
+      } else {  // the data's vocabulary unknown yet: the named shape, with the model section's settings
+        ModelConfig model = named_model_config(c.model.name);
+        apply_model_settings(c, model);
+        r.model = model;
+      }
     }
   } catch (const Error& e) {
     r.model_error = e.what();
@@ -128,7 +135,7 @@ void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, Resolve
       resolve_precision(c.precision, world.on_gpu, /*gpu_has_bf16=*/true) == RunConfig::Precision::kFp32 ? 4 : 2;
   m.zero1 = c.parallel.zero1;
   m.zero2 = c.parallel.zero2;
-  m.bucket_bytes = static_cast<int64_t>(c.parallel.bucket_mib * 1024 * 1024);
+  m.bucket_bytes = mib_to_bytes(c.parallel.bucket_mib);
   m.adafactor = c.optimizer.name == OptimizerSettings::Name::kAdafactor;
   m.checkpoint_every_blocks = requested_checkpoint_every_blocks(c.parallel);
   m.micro_batch = planned_micro_batch(c, *r.batch);

@@ -101,19 +101,19 @@ std::string summary_comment(const StudyPlan& plan, const RunPlan& p) {
   const auto& c = p.run.config;
   std::string out;
   out += msg("# ", p.run.nodes, " node(s) x ", p.run.gpus_per_node, " task(s) = world ", p.run.world(), ": tp ",
-             c.parallel.tp, " x dp ", p.batch.dp, "; micro batch ", p.batch.micro_batch, " x accumulation ",
-             p.batch.grad_accumulation, " -> global batch ", p.batch.global_batch, "\n");
-  std::string lr = p.lr_known ? msg("lr ", number(p.lr.base_lr)) : "lr ?";
-  if (p.lr_known && p.lr.rule != LrScalingSettings::Rule::kNone) lr += " -> " + number(p.lr.effective_lr);
+             c.parallel.tp, " x dp ", p.resolved.batch->dp, "; micro batch ", p.resolved.batch->micro_batch, " x accumulation ",
+             p.resolved.batch->grad_accumulation, " -> global batch ", p.resolved.batch->global_batch, "\n");
+  std::string lr = p.resolved.lr.has_value() ? msg("lr ", number(p.resolved.lr->base_lr)) : "lr ?";
+  if (p.resolved.lr.has_value() && p.resolved.lr->rule != LrScalingSettings::Rule::kNone) lr += " -> " + number(p.resolved.lr->effective_lr);
   lr += " (lr_scaling " + enum_name(c.lr_scaling.rule) + ")";
-  const std::string steps = p.steps_known ? msg(p.total_steps, " steps") : "steps ?";
-  const std::string epochs = std::isfinite(p.epochs) ? msg(" (", number(p.epochs), " epochs)") : "";
+  const std::string steps = p.resolved.steps_known ? msg(p.resolved.total_steps, " steps") : "steps ?";
+  const std::string epochs = std::isfinite(p.resolved.epochs) ? msg(" (", number(p.resolved.epochs), " epochs)") : "";
   out += msg("# ", lr, ", ", steps, epochs, "; ", comment_text(c.model.name), ", ", enum_name(c.precision), "\n");
-  if (p.memory_known) {
+  if (p.resolved.memory_inputs.has_value()) {
     out += msg("# predicted memory per ", plan.spec.slurm.cpu_only() ? "rank " : "GPU ",
-               format_memory(p.memory.total_bytes()),
+               format_memory(p.resolved.checkpointing.memory.total_bytes()),
                plan.device_memory_gib > 0 ? msg(" of ", plan.device_memory_gib, " GiB (fits: ", p.fits, ")") : "",
-               "; ", format_flops(p.flops_per_step), " per step\n");
+               "; ", format_flops(p.resolved.flops_per_step), " per step\n");
   }
   return out;
 }

@@ -128,7 +128,9 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
   run_world.on_gpu = !study.spec.slurm.cpu_only();
   run_world.device_share_bytes = device_bytes;
   const RunData data = run_data(p, datasets);
-  ResolvedRun r = resolve_run(c, run_world, data);
+  p.train_examples = data.train_examples;
+  p.resolved = resolve_run(c, run_world, data);
+  const ResolvedRun& r = p.resolved;
   // An unknown model.name is among the run's own errors already.
   const bool model_name_reported = std::any_of(p.run.errors.begin(), p.run.errors.end(),
                                                [](const std::string& x) { return x.rfind("model.name", 0) == 0; });
@@ -137,55 +139,32 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
   }
   for (const auto& n : r.notes) p.notes.push_back(n);
 
-  p.batch_known = r.batch.has_value();
-  if (r.batch) p.batch = *r.batch;
-  p.train_examples = data.train_examples;
-  p.steps_per_epoch = r.steps_per_epoch;
-  p.lr_known = r.lr.has_value();
-  if (r.lr) p.lr = *r.lr;
-  p.steps_known = r.steps_known;
-  p.warmup_known = r.warmup_known;
-  p.total_steps = r.total_steps;
-  p.epochs = r.epochs;
-  if (r.model) {
-    p.model_known = true;
-    p.model_name = r.model->name;
-    p.parameter_count = parameter_count(*r.model);
-  }
-  const bool fits_device = r.checkpointing.fits;  // with 5% to spare
-  if (r.memory_inputs) {
-    p.memory_known = true;
-    p.memory = r.checkpointing.memory;
-    p.checkpoint_every_blocks = r.checkpointing.checkpoint_every_blocks;
-    p.flops_per_step = r.flops_per_step;
-    if (c.parallel.activation_checkpointing == ParallelSettings::ActivationCheckpointing::kAuto) {
-      p.notes.push_back(device_bytes > 0
-                            ? "activation checkpointing auto: " + r.checkpointing.describe_against(device_bytes)
-                            : std::string("activation checkpointing auto: none predicted (the device's memory is "
-                                          "unknown to the plan; the job chooses from the memory it sees)"));
-    }
+  if (r.memory_inputs && c.parallel.activation_checkpointing == ParallelSettings::ActivationCheckpointing::kAuto) {
+    p.notes.push_back(device_bytes > 0
+                          ? "activation checkpointing auto: " + r.checkpointing.describe_against(device_bytes)
+                          : std::string("activation checkpointing auto: none predicted (the device's memory is "
+                                        "unknown to the plan; the job chooses from the memory it sees)"));
   }
   if (p.device_memory_gib <= 0) {
     p.fits = "-";
-  } else if (p.memory_known) {
-    p.fits = fits_device ? "yes" : "NO";
+  } else if (r.memory_inputs) {
+    p.fits = r.checkpointing.fits ? "yes" : "NO";  // with 5% to spare
     if (p.fits == "NO") {
       // The least activation checkpointing that would fit, when one does: the planner's choice to try first.
       const bool chosen_already =
           c.parallel.activation_checkpointing == ParallelSettings::ActivationCheckpointing::kAuto;
       std::string try_first = chosen_already ? "" : "parallel.activation_checkpointing, ";
-      if (r.model && p.memory_known && !chosen_already) {
+      if (r.model && !chosen_already) {
         const CheckpointingChoice choice = choose_activation_checkpointing(*r.model, *r.memory_inputs, device_bytes);
         if (choice.fits) {
           try_first = msg("parallel.activation_checkpointing=true with parallel.checkpoint_every_blocks=",
                           choice.checkpoint_every_blocks, " (", choice.describe(), ", predicted ",
-                          static_cast<double>(choice.memory.total_bytes()) / (1024.0 * 1024.0 * 1024.0),
-                          " GiB) or auto, ");
+                          bytes_to_gib(choice.memory.total_bytes()), " GiB) or auto, ");
         }
       }
-      p.notes.push_back(msg("predicted ", p.memory.describe(), " per GPU does not fit ", p.device_memory_gib,
-                            " GiB with 5% to spare: try ", try_first, "parallel.zero1, a larger parallel.tp "
-                            "or a smaller micro-batch (train.grad_accumulation)"));
+      p.notes.push_back(msg("predicted ", r.checkpointing.memory.describe(), " per GPU does not fit ",
+                            p.device_memory_gib, " GiB with 5% to spare: try ", try_first,
+                            "parallel.zero1, a larger parallel.tp or a smaller micro-batch (train.grad_accumulation)"));
     }
   }
 }
@@ -198,11 +177,11 @@ std::string csv_field(const std::string& text) {
 }
 
 std::string lr_text(const RunPlan& p) {
-  if (!p.lr_known) return "?";
-  if (p.lr.adafactor_relative_step) return "relative step";
-  std::string text = format_number(p.lr.base_lr);
-  if (p.lr.rule != LrScalingSettings::Rule::kNone) text += "->" + format_number(p.lr.effective_lr);
-  return text + " " + enum_name(p.lr.rule);
+  if (!p.resolved.lr.has_value()) return "?";
+  if (p.resolved.lr->adafactor_relative_step) return "relative step";
+  std::string text = format_number(p.resolved.lr->base_lr);
+  if (p.resolved.lr->rule != LrScalingSettings::Rule::kNone) text += "->" + format_number(p.resolved.lr->effective_lr);
+  return text + " " + enum_name(p.resolved.lr->rule);
 }
 
 }  // namespace
@@ -283,22 +262,22 @@ std::string format_plan(const StudyPlan& plan) {
   for (const auto& p : plan.runs) {
     const auto& c = p.run.config;
     auto known = [&](bool k, int64_t v) { return k ? msg(v) : std::string("?"); };
-    std::string epochs = std::isfinite(p.epochs) ? format_number(p.epochs) : "?";
+    std::string epochs = std::isfinite(p.resolved.epochs) ? format_number(p.resolved.epochs) : "?";
     rows.push_back({p.run.name + (p.valid() ? "" : " (INVALID)"),
                     msg(p.run.nodes, "x", p.run.gpus_per_node),
                     msg(p.run.world()),
                     msg(c.parallel.tp),
-                    known(p.batch_known, p.batch.dp),
-                    known(p.batch_known, p.batch.micro_batch),
-                    known(p.batch_known, p.batch.grad_accumulation),
-                    known(p.batch_known, p.batch.global_batch),
+                    known(p.resolved.batch.has_value(), p.resolved.batch->dp),
+                    known(p.resolved.batch.has_value(), p.resolved.batch->micro_batch),
+                    known(p.resolved.batch.has_value(), p.resolved.batch->grad_accumulation),
+                    known(p.resolved.batch.has_value(), p.resolved.batch->global_batch),
                     lr_text(p),
-                    known(p.lr_known && p.warmup_known, p.lr.warmup_steps),
-                    known(p.steps_known, p.total_steps),
+                    known(p.resolved.lr.has_value() && p.resolved.warmup_known, p.resolved.lr->warmup_steps),
+                    known(p.resolved.steps_known, p.resolved.total_steps),
                     epochs,
-                    p.memory_known ? format_memory(p.memory.total_bytes()) : "?",
+                    p.resolved.memory_inputs.has_value() ? format_memory(p.resolved.checkpointing.memory.total_bytes()) : "?",
                     p.fits,
-                    format_flops(p.flops_per_step)});
+                    format_flops(p.resolved.flops_per_step)});
   }
   std::vector<size_t> width(header.size());
   for (size_t i = 0; i < header.size(); ++i) {
@@ -377,25 +356,25 @@ std::string plan_csv(const StudyPlan& plan) {
         msg(p.run.gpus_per_node),
         msg(p.run.world()),
         msg(c.parallel.tp),
-        p.batch_known ? msg(p.batch.dp) : "",
-        p.batch_known ? msg(p.batch.micro_batch) : "",
-        p.batch_known ? msg(p.batch.grad_accumulation) : "",
-        p.batch_known ? msg(p.batch.global_batch) : "",
+        p.resolved.batch.has_value() ? msg(p.resolved.batch->dp) : "",
+        p.resolved.batch.has_value() ? msg(p.resolved.batch->micro_batch) : "",
+        p.resolved.batch.has_value() ? msg(p.resolved.batch->grad_accumulation) : "",
+        p.resolved.batch.has_value() ? msg(p.resolved.batch->global_batch) : "",
         num(c.optimizer.lr),
-        p.lr_known ? num(p.lr.effective_lr) : "",
+        p.resolved.lr.has_value() ? num(p.resolved.lr->effective_lr) : "",
         enum_name(c.lr_scaling.rule),
-        p.lr_known && p.warmup_known ? msg(p.lr.warmup_steps) : "",
-        p.steps_known ? msg(p.total_steps) : "",
-        p.steps_per_epoch > 0 ? msg(p.steps_per_epoch) : "",
-        num(p.epochs),
+        p.resolved.lr.has_value() && p.resolved.warmup_known ? msg(p.resolved.lr->warmup_steps) : "",
+        p.resolved.steps_known ? msg(p.resolved.total_steps) : "",
+        p.resolved.steps_per_epoch > 0 ? msg(p.resolved.steps_per_epoch) : "",
+        num(p.resolved.epochs),
         p.train_examples >= 0 ? msg(p.train_examples) : "",
-        p.model_known ? p.model_name : "",
-        p.model_known ? msg(p.parameter_count) : "",
-        p.memory_known ? msg(p.checkpoint_every_blocks) : "",
-        p.memory_known ? msg(p.memory.total_bytes()) : "",
+        p.resolved.model.has_value() ? p.model_name() : "",
+        p.resolved.model.has_value() ? msg(p.parameter_count()) : "",
+        p.resolved.memory_inputs.has_value() ? msg(p.resolved.checkpointing.checkpoint_every_blocks) : "",
+        p.resolved.memory_inputs.has_value() ? msg(p.resolved.checkpointing.memory.total_bytes()) : "",
         plan.device_memory_gib > 0 ? num(plan.device_memory_gib) : "",
         p.fits,
-        num(p.flops_per_step),
+        num(p.resolved.flops_per_step),
         msg(c.run.seed),
         join(varied, ";"),
         p.valid() ? "true" : "false",

@@ -12,6 +12,7 @@
 
 #include "plan/cost_model.h"
 #include "plan/lr_schedule.h"
+#include "plan/resolved_run.h"
 #include "study/study_spec.h"
 
 namespace t5scale {
@@ -24,29 +25,15 @@ struct RunPlan {
   std::vector<std::string> notes;
   bool valid() const { return errors.empty(); }
 
-  bool batch_known = false;
-  BatchPlan batch;
-
-  bool lr_known = false;
-  LrPlan lr;             // effective LR; its total_steps only when steps_known
-  bool steps_known = false;
-  bool warmup_known = false;
-  int64_t total_steps = 0;
+  // What the job will do, as resolve_run (plan/resolved_run.h) answers for it; its errors and notes are among the
+  // run's above.
+  ResolvedRun resolved;
   int64_t train_examples = -1;  // -1 = unknown (the dataset file does not exist yet)
-  int64_t steps_per_epoch = 0;  // 0 = unknown
-  double epochs = std::numeric_limits<double>::quiet_NaN();
-
-  bool model_known = false;
-  std::string model_name;
-  int64_t parameter_count = 0;
-
-  bool memory_known = false;
-  int64_t checkpoint_every_blocks = 0;  // activation checkpointing as the job will run it (auto resolved)
-  MemoryPrediction memory;
   double device_memory_gib = 0.0;  // what the memory is checked against; 0 = no check (CPU jobs)
   std::string fits = "?";          // "yes", "NO", "?" (unknown), "-" (no check)
 
-  double flops_per_step = std::numeric_limits<double>::quiet_NaN();  // model FLOPs of one optimizer step
+  std::string model_name() const { return resolved.model ? resolved.model->name : std::string(); }
+  int64_t parameter_count() const { return resolved.model ? t5scale::parameter_count(*resolved.model) : 0; }
 };
 
 struct StudyPlan {

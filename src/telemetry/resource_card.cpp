@@ -8,13 +8,6 @@
 #include "telemetry/cost.h"
 
 namespace t5scale {
-std::string gib_text(double bytes) {
-  if (!std::isfinite(bytes)) return "n/a";
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  return text;
-}
-
 std::string resource_card(const ResourceCardFigures& f) {
   const double kwh = energy_kwh(f.gpu_energy_j, f.cpu_energy_j, f.pue);
   const double steps = static_cast<double>(std::max<int64_t>(f.totals.steps, 1));

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/units.h"  // gib_text
 #include "telemetry/step_record.h"
 
 namespace t5scale {
@@ -28,8 +29,5 @@ struct ResourceCardFigures {
 };
 
 std::string resource_card(const ResourceCardFigures& figures);
-
-// "1.25 GiB"; "n/a" for NaN (not measured).
-std::string gib_text(double bytes);
 
 }  // namespace t5scale

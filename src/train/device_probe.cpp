@@ -10,6 +10,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "core/units.h"
+
 namespace t5scale {
 
 void synchronize_device(c10::Device device) {
@@ -79,11 +81,7 @@ bool is_out_of_memory(const c10::Error& error) {
 }
 
 std::string memory_figures(c10::Device device) {
-  auto gib = [](int64_t bytes) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
-    return std::string(text);
-  };
+  auto gib = [](int64_t bytes) { return gib_text(static_cast<double>(bytes)); };
   std::string figures = device.str() + " holds " + gib(device_memory_bytes(device));
   if (const auto stats = cuda_allocator_stats(device)) {
     figures += "; allocated " + gib(stats->allocated_bytes) + ", reserved " + gib(stats->reserved_bytes) +

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "core/check.h"
+#include "core/units.h"
 #include "model/vocab_parallel_cross_entropy.h"
 #include "train/cpu_memory_tracker.h"
 
@@ -40,7 +41,7 @@ ParallelTrainingOptions training_options_for(const RunConfig& config) {
   options.max_grad_norm = config.train.max_grad_norm;
   options.zero1 = config.parallel.zero1;
   options.zero2 = config.parallel.zero2;
-  options.bucket_bytes = static_cast<int64_t>(config.parallel.bucket_mib * 1024 * 1024);
+  options.bucket_bytes = mib_to_bytes(config.parallel.bucket_mib);
   options.precision = config.precision;
   return options;
 }

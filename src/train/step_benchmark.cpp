@@ -96,17 +96,31 @@ std::string device_name(torch::Device device) {
   return device.is_cuda() ? cuda_device_name(device) : cpu_model_name();
 }
 
-// The planner's inputs for one step of this benchmark (checkpoint_every_blocks as given: kChooseCheckpointing
-// until the constructor has resolved it).
-MemoryInputs benchmark_memory_inputs(const StepBenchmarkOptions& o) {
-  MemoryInputs in;
-  in.tp = o.tp_shard;
-  in.compute_bytes_per_element = o.precision == Precision::kFp32 ? 4 : 2;
-  in.adafactor = o.optimizer == OptimizerKind::kAdafactor;
-  in.checkpoint_every_blocks = o.checkpoint_every_blocks;
-  in.micro_batch = BatchShape{o.micro_batch, o.source_length, o.target_length};
-  in.on_gpu = o.device.is_cuda();
-  return in;
+// The run one benchmark step is a step of, as t5scale-train would be given it: the model, one DP replica of tp_shard
+// ranks (this process is one of them), a global batch of one micro-batch padded to the given lengths.
+RunConfig benchmark_run_config(const StepBenchmarkOptions& o) {
+  RunConfig c;
+  c.model.name = o.model;
+  c.model.dropout_rate = o.dropout_rate;
+  c.precision = o.precision;
+  c.train.global_batch = o.micro_batch;
+  c.train.max_steps = o.warmup_steps + o.steps;
+  c.train.max_grad_norm = o.max_grad_norm;
+  c.data.max_source_length = o.source_length;
+  c.data.max_target_length = o.target_length;
+  c.parallel.tp = o.tp_shard;
+  using Checkpointing = ParallelSettings::ActivationCheckpointing;
+  if (o.checkpoint_every_blocks == kChooseCheckpointing) {
+    c.parallel.activation_checkpointing = Checkpointing::kAuto;
+  } else if (o.checkpoint_every_blocks > 0) {
+    c.parallel.activation_checkpointing = Checkpointing::kOn;
+    c.parallel.checkpoint_every_blocks = o.checkpoint_every_blocks;
+  }
+  const bool adafactor = o.optimizer == OptimizerKind::kAdafactor;
+  c.optimizer.name = adafactor ? OptimizerSettings::Name::kAdafactor : OptimizerSettings::Name::kAdamw;
+  c.optimizer.weight_decay = adafactor ? 0.0 : o.weight_decay;  // Adafactor without decay: T5's recipe
+  c.optimizer.lr = o.learning_rate;
+  return c;
 }
 
 // The device's allocated bytes now (CUDA) or this process's resident set (CPU).
@@ -207,23 +221,35 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   T5S_CHECK(o.checkpoint_every_blocks >= kChooseCheckpointing,
             "--checkpoint-every-blocks must be auto or at least 0, got ", o.checkpoint_every_blocks);
   T5S_CHECK(o.device_memory_gib >= 0.0, "--device-memory-gib must be positive, got ", o.device_memory_gib);
+  // The options' own problems first, each named by its option; then the run as the job resolves it.
   model_config_ = benchmark_model_config(o.model, o.tiny_vocab_size, o.dropout_rate);
-  if (o.checkpoint_every_blocks == kChooseCheckpointing) {
-    const int64_t memory_bytes = o.device_memory_gib > 0.0
-                                     ? gib_to_bytes(o.device_memory_gib)
-                                     : device_memory_bytes(o.device);
-    T5S_CHECK(memory_bytes > 0, "the memory of ", o.device.str(), " is unknown to this build: give --device-memory-gib");
-    const CheckpointingChoice choice =
-        resolve_activation_checkpointing(model_config_, benchmark_memory_inputs(o), memory_bytes);
-    options_.checkpoint_every_blocks = choice.checkpoint_every_blocks;
-    checkpointing_note_ = "activation checkpointing chosen by the planner: " + choice.describe_against(memory_bytes);
-  }
   const auto problems = ProcessGrid::validate(o.tp_shard, o.tp_shard, model_config_);
   if (!problems.empty()) {
     std::string text;
     for (const auto& p : problems) text += "\n  " + p;
     throw Error(msg("--tp-shard ", o.tp_shard, ": ", model_config_.name, " cannot be split so:", text));
   }
+  const int64_t memory_bytes =
+      o.device_memory_gib > 0.0 ? gib_to_bytes(o.device_memory_gib) : device_memory_bytes(o.device);
+  T5S_CHECK(o.checkpoint_every_blocks != kChooseCheckpointing || memory_bytes > 0, "the memory of ", o.device.str(),
+            " is unknown to this build: give --device-memory-gib");
+  config_ = benchmark_run_config(o);
+  RunWorld world;
+  world.world_size = o.tp_shard;
+  world.on_gpu = o.device.is_cuda();
+  world.device_share_bytes = memory_bytes;
+  RunData data;
+  data.vocab_size = o.model == "tiny" ? o.tiny_vocab_size : 0;
+  resolved_ = resolve_run(config_, world, data);
+  if (!resolved_.errors.empty() || !resolved_.model || !resolved_.memory_inputs) {
+    throw Error(msg("the benchmark's run cannot be planned: ", join(resolved_.errors, "; ")));
+  }
+  model_config_ = *resolved_.model;
+  if (o.checkpoint_every_blocks == kChooseCheckpointing) {
+    checkpointing_note_ =
+        "activation checkpointing chosen by the planner: " + resolved_.checkpointing.describe_against(memory_bytes);
+  }
+  options_.checkpoint_every_blocks = resolved_.checkpointing.checkpoint_every_blocks;
 
   // On the CPU every tensor from here on is counted: the step's peak is measured, not read from the resident set.
   if (o.device.is_cpu()) CpuMemoryTracker::install();
@@ -249,12 +275,7 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   if (o.checkpoint_every_blocks > 0) model->set_activation_checkpointing(o.checkpoint_every_blocks);
   torch::manual_seed(o.seed);
 
-  ParallelTrainingOptions training;
-  training.optimizer = o.optimizer;
-  training.adamw.weight_decay = o.weight_decay;  // Adafactor keeps its default, none (T5's recipe)
-  training.max_grad_norm = o.max_grad_norm;
-  training.precision = o.precision;
-  trainer_ = std::make_unique<ParallelTrainer>(model, grid, training);
+  trainer_ = std::make_unique<ParallelTrainer>(model, grid, training_options_for(config_));
 
   // Random ordinary tokens (ids 2 onward: neither pad nor eos), on the host as the data loader delivers them.
   auto generator = at::detail::createCPUGenerator(o.seed);
@@ -355,10 +376,9 @@ json StepBenchmark::run() {
   report["median"] = median;
   report["min"] = minimum;
 
-  const BatchShape shape{o.micro_batch, o.source_length, o.target_length};
   const int64_t tokens = o.micro_batch * (o.source_length + o.target_length);
   const double step_s = median["total_s"].get<double>();
-  const double flops = training_flops(model_config_, shape) / static_cast<double>(o.tp_shard);
+  const double flops = resolved_.flops_per_step / static_cast<double>(o.tp_shard);  // this rank's share
   report["tokens_per_step"] = tokens;
   report["samples_per_step"] = o.micro_batch;
   report["tokens_per_s"] = static_cast<double>(tokens) / step_s;
@@ -381,7 +401,7 @@ json StepBenchmark::run() {
                         {"fraction_of_peak", nullable(peak > 0 ? matmul_flops / peak : NAN)}};
   }
 
-  const MemoryPrediction prediction = predict_memory(model_config_, benchmark_memory_inputs(o));
+  const MemoryPrediction& prediction = resolved_.checkpointing.memory;
   const PeakMemory peak_memory_now = peak_memory(o.device);
   // The planner's tensors against the peak of the tensors this process made for the model, its optimizer and
   // its steps (the CPU's tracking allocator, or the CUDA caching allocator's peak of allocated bytes).
@@ -418,7 +438,7 @@ std::string fixed(const json& value, const char* format, double scale = 1.0) {
   return text;
 }
 
-std::string gib(const json& value) { return fixed(value, "%.2f", 1.0 / (1024.0 * 1024.0 * 1024.0)); }
+std::string gib(const json& value) { return fixed(value, "%.2f", 1.0 / kBytesPerGiB); }
 
 }  // namespace
 

@@ -26,6 +26,7 @@
 
 #include "config/model_config.h"
 #include "model/seq2seq_batch.h"
+#include "plan/resolved_run.h"
 #include "train/parallel_trainer.h"
 
 namespace t5scale {
@@ -87,6 +88,8 @@ class StepBenchmark {
 
  private:
   StepBenchmarkOptions options_;
+  RunConfig config_;      // the run a t5scale-train job of this step would be given
+  ResolvedRun resolved_;  // resolve_run's answer for it: the model, checkpointing, predicted memory and FLOPs
   ModelConfig model_config_;
   std::unique_ptr<ParallelTrainer> trainer_;
   Seq2SeqBatch batch_;

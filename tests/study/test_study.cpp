@@ -454,13 +454,13 @@ axes:
   const double expected[] = {1e-4, 1e-4, 1e-4, 1e-4, 4e-4, 2e-4};  // k = 1 for one GPU, 4 for four
   for (size_t i = 0; i < 6; ++i) {
     const RunPlan& p = plan.runs[i];
-    ASSERT_TRUE(p.lr_known) << p.run.name;
-    EXPECT_DOUBLE_EQ(p.lr.effective_lr, expected[i]) << p.run.name;
-    EXPECT_DOUBLE_EQ(p.lr.base_lr, 1e-4);
-    EXPECT_EQ(p.lr.warmup_steps, 10);
-    EXPECT_EQ(p.total_steps, 100);
+    ASSERT_TRUE(p.resolved.lr.has_value()) << p.run.name;
+    EXPECT_DOUBLE_EQ(p.resolved.lr->effective_lr, expected[i]) << p.run.name;
+    EXPECT_DOUBLE_EQ(p.resolved.lr->base_lr, 1e-4);
+    EXPECT_EQ(p.resolved.lr->warmup_steps, 10);
+    EXPECT_EQ(p.resolved.total_steps, 100);
   }
-  EXPECT_EQ(plan.runs[4].batch.global_batch, 32);
+  EXPECT_EQ(plan.runs[4].resolved.batch->global_batch, 32);
   const std::string csv = plan_csv(plan);
   EXPECT_TRUE(contains(csv, "\ng4-linear,lr,1,4,4,1,4,8,1,32,0.0001,0.0004,linear,10,100,")) << csv;
 }
@@ -481,13 +481,13 @@ runs:
   const StudyPlan plan = plan_study(spec);
   ASSERT_EQ(plan.runs.size(), 3u);
   EXPECT_EQ(plan.runs[0].train_examples, 1000);
-  EXPECT_EQ(plan.runs[0].steps_per_epoch, 10);
-  EXPECT_EQ(plan.runs[0].total_steps, 20);
-  EXPECT_DOUBLE_EQ(plan.runs[0].epochs, 2.0);
-  EXPECT_EQ(plan.runs[1].total_steps, 25);
-  EXPECT_DOUBLE_EQ(plan.runs[1].epochs, 2.5);
-  EXPECT_EQ(plan.runs[2].steps_per_epoch, 4);  // 1000 / 300 without drop_last: 4 steps
-  EXPECT_EQ(plan.runs[2].total_steps, 4);
+  EXPECT_EQ(plan.runs[0].resolved.steps_per_epoch, 10);
+  EXPECT_EQ(plan.runs[0].resolved.total_steps, 20);
+  EXPECT_DOUBLE_EQ(plan.runs[0].resolved.epochs, 2.0);
+  EXPECT_EQ(plan.runs[1].resolved.total_steps, 25);
+  EXPECT_DOUBLE_EQ(plan.runs[1].resolved.epochs, 2.5);
+  EXPECT_EQ(plan.runs[2].resolved.steps_per_epoch, 4);  // 1000 / 300 without drop_last: 4 steps
+  EXPECT_EQ(plan.runs[2].resolved.total_steps, 4);
 }
 
 TEST(StudyPlan, ADatasetFileIsCountedAndAMissingOneIsUnknown) {
@@ -512,14 +512,14 @@ axes:
   const StudyPlan plan = plan_study(spec);
   ASSERT_EQ(plan.runs.size(), 2u);
   EXPECT_EQ(plan.runs[0].train_examples, 50);
-  EXPECT_EQ(plan.runs[0].steps_per_epoch, 6);
-  EXPECT_EQ(plan.runs[0].total_steps, 18);
-  ASSERT_TRUE(plan.runs[0].model_known);  // tiny, with the file's vocabulary
-  EXPECT_EQ(plan.runs[0].parameter_count, parameter_count(tiny_model_config(100)));
+  EXPECT_EQ(plan.runs[0].resolved.steps_per_epoch, 6);
+  EXPECT_EQ(plan.runs[0].resolved.total_steps, 18);
+  ASSERT_TRUE(plan.runs[0].resolved.model.has_value());  // tiny, with the file's vocabulary
+  EXPECT_EQ(plan.runs[0].parameter_count(), parameter_count(tiny_model_config(100)));
   EXPECT_TRUE(plan.runs[1].valid());
   EXPECT_EQ(plan.runs[1].train_examples, -1);
-  EXPECT_FALSE(plan.runs[1].steps_known);
-  EXPECT_TRUE(std::isnan(plan.runs[1].epochs) || plan.runs[1].epochs == 3.0);
+  EXPECT_FALSE(plan.runs[1].resolved.steps_known);
+  EXPECT_TRUE(std::isnan(plan.runs[1].resolved.epochs) || plan.runs[1].resolved.epochs == 3.0);
   const std::string table = format_plan(plan);
   EXPECT_TRUE(contains(table, "missing.h5' does not exist here yet")) << table;
 }
@@ -545,23 +545,23 @@ slurm: {gpu: A100-80GB}
   EXPECT_DOUBLE_EQ(plan.device_memory_gib, 80.0);
   const ModelConfig xxl = named_model_config("t5-v1_1-xxl");
   for (const RunPlan& p : plan.runs) {
-    ASSERT_TRUE(p.memory_known) << p.run.name;
+    ASSERT_TRUE(p.resolved.memory_inputs.has_value()) << p.run.name;
     MemoryInputs in;
     in.tp = static_cast<int>(p.run.config.parallel.tp);
-    in.dp = static_cast<int>(p.batch.dp);
+    in.dp = static_cast<int>(p.resolved.batch->dp);
     in.compute_bytes_per_element = 2;
     in.zero1 = p.run.config.parallel.zero1;
     in.checkpoint_every_blocks = requested_checkpoint_every_blocks(p.run.config.parallel);
     in.micro_batch = BatchShape{4, 512, 32};
-    EXPECT_EQ(p.memory.total_bytes(), predict_memory(xxl, in).total_bytes()) << p.run.name;
-    EXPECT_DOUBLE_EQ(p.flops_per_step, training_flops(xxl, BatchShape{4, 512, 32}) * 2.0 * p.batch.dp);
-    const double gib = static_cast<double>(p.memory.total_bytes()) / (1024.0 * 1024.0 * 1024.0);
+    EXPECT_EQ(p.resolved.checkpointing.memory.total_bytes(), predict_memory(xxl, in).total_bytes()) << p.run.name;
+    EXPECT_DOUBLE_EQ(p.resolved.flops_per_step, training_flops(xxl, BatchShape{4, 512, 32}) * 2.0 * p.resolved.batch->dp);
+    const double gib = static_cast<double>(p.resolved.checkpointing.memory.total_bytes()) / (1024.0 * 1024.0 * 1024.0);
     EXPECT_EQ(p.fits, gib <= 0.95 * 80.0 ? "yes" : "NO") << p.run.name;  // 5% left to the allocator
   }
   // 11B parameters on one GPU with AdamW: far beyond 80 GiB; TP 8 with checkpointing and ZeRO-1 fits.
   EXPECT_EQ(plan.runs[0].fits, "NO");
   EXPECT_EQ(plan.runs[1].fits, "yes");
-  EXPECT_EQ(plan.runs[1].batch.dp, 2);
+  EXPECT_EQ(plan.runs[1].resolved.batch->dp, 2);
 }
 
 // A run that does not fit is told the least activation checkpointing that would, by the cost model's choice.
@@ -582,7 +582,7 @@ slurm: {gpu: H100-80GB}
   const StudyPlan plan = plan_study(spec);
   ASSERT_EQ(plan.runs.size(), 1u);
   const RunPlan& p = plan.runs[0];
-  ASSERT_EQ(p.fits, "NO") << p.memory.describe();
+  ASSERT_EQ(p.fits, "NO") << p.resolved.checkpointing.memory.describe();
   MemoryInputs in;
   in.compute_bytes_per_element = 2;
   in.micro_batch = BatchShape{48, 512, 128};
@@ -630,7 +630,7 @@ slurm: {gpu: H100-80GB, gpus_per_node: 1}
   EXPECT_EQ(plan.runs[1].run.name, "noac");
   const RunPlan& chosen = plan.runs[0];
   EXPECT_EQ(chosen.fits, "yes");
-  EXPECT_EQ(chosen.memory.total_bytes(), choice.memory.total_bytes());
+  EXPECT_EQ(chosen.resolved.checkpointing.memory.total_bytes(), choice.memory.total_bytes());
   std::string notes;
   for (const auto& note : chosen.notes) notes += note + "\n";
   EXPECT_TRUE(contains(notes, "activation checkpointing auto: " + choice.describe_against(h100_bytes))) << notes;
@@ -638,7 +638,7 @@ slurm: {gpu: H100-80GB, gpus_per_node: 1}
 
   const StudyPlan cpu = plan_study(spec_from(
       "study: cpu\nbase: {train.max_steps: 3, parallel.activation_checkpointing: auto}\nslurm: {gpu: none}\n"));
-  ASSERT_TRUE(cpu.runs[0].memory_known);
+  ASSERT_TRUE(cpu.runs[0].resolved.memory_inputs.has_value());
   std::string cpu_notes;
   for (const auto& note : cpu.runs[0].notes) cpu_notes += note + "\n";
   EXPECT_TRUE(contains(cpu_notes, "activation checkpointing auto: none predicted")) << cpu_notes;
@@ -690,12 +690,12 @@ runs:
 slurm: {gpu: H100-80GB, gpus_per_node: 1}
 )"));
   ASSERT_EQ(plan.runs.size(), 2u);
-  ASSERT_TRUE(plan.runs[0].memory_known && plan.runs[1].memory_known);
+  ASSERT_TRUE(plan.runs[0].resolved.memory_inputs.has_value() && plan.runs[1].resolved.memory_inputs.has_value());
   FreezeOptions encoder;
   encoder.encoder = true;
   const int64_t frozen = frozen_parameters_per_rank(named_model_config("t5-v1_1-base"), 1, encoder);
   // No fp32 gradient and no AdamW state (masters, moments, decay mask) for a frozen parameter.
-  EXPECT_EQ(plan.runs[0].memory.total_bytes() - plan.runs[1].memory.total_bytes(), frozen * (4 + 13));
+  EXPECT_EQ(plan.runs[0].resolved.checkpointing.memory.total_bytes() - plan.runs[1].resolved.checkpointing.memory.total_bytes(), frozen * (4 + 13));
 }
 
 TEST(StudyPlan, GpuMemoryComesFromTheTableTheOverrideOrNothingOnCpu) {
@@ -719,7 +719,7 @@ TEST(StudyPlan, GpuMemoryComesFromTheTableTheOverrideOrNothingOnCpu) {
 
   const StudyPlan cpu = plan_study(spec_from("study: cpu\nbase: {train.max_steps: 3}\nslurm: {gpu: none}\n"));
   EXPECT_EQ(cpu.runs[0].fits, "-");
-  EXPECT_FALSE(cpu.runs[0].memory.workspace_bytes > 0);  // no CUDA context on CPU
+  EXPECT_FALSE(cpu.runs[0].resolved.checkpointing.memory.workspace_bytes > 0);  // no CUDA context on CPU
 }
 
 // ---- Rendering ----
@@ -1372,7 +1372,7 @@ TEST(StudyExamples, TheSeed003StudyShardsTheGradientsOverTheEightV100s) {
     by_name[p.run.name] = &p;
     EXPECT_EQ(p.run.config.model.name, "t5-3b");
     EXPECT_EQ(p.run.world(), 8);
-    EXPECT_EQ(p.batch.global_batch, 16);
+    EXPECT_EQ(p.resolved.batch->global_batch, 16);
     EXPECT_EQ(p.run.config.precision, RunConfig::Precision::kFp16);
     EXPECT_EQ(p.device_memory_gib, 32.0);
   }
@@ -1381,14 +1381,14 @@ TEST(StudyExamples, TheSeed003StudyShardsTheGradientsOverTheEightV100s) {
   const RunPlan& zero1 = *by_name.at("zero1");
   EXPECT_TRUE(zero2.run.config.parallel.zero2);
   EXPECT_FALSE(zero1.run.config.parallel.zero2);
-  const int64_t n = zero2.memory.parameters_per_rank;
+  const int64_t n = zero2.resolved.checkpointing.memory.parameters_per_rank;
   const int64_t bucket_bytes = 25 * 1024 * 1024;  // parallel.bucket_mib's default
   // ZeRO-1 keeps the whole buckets and its reduced chunk; ZeRO-2 the chunk and the buckets in flight.
-  EXPECT_EQ(zero1.memory.gradients_bytes - zero2.memory.gradients_bytes,
+  EXPECT_EQ(zero1.resolved.checkpointing.memory.gradients_bytes - zero2.resolved.checkpointing.memory.gradients_bytes,
             n * 4 + (n + 7) / 8 * 4 - ((n + 7) / 8 * 4 + kZero2BucketsHeld * bucket_bytes));
-  EXPECT_EQ(zero1.memory.optimizer_bytes, zero2.memory.optimizer_bytes);
-  EXPECT_EQ(zero2.memory.activations_bytes, plan.runs[0].memory.activations_bytes);
-  EXPECT_LT(zero2.memory.total_bytes(), zero1.memory.total_bytes());
+  EXPECT_EQ(zero1.resolved.checkpointing.memory.optimizer_bytes, zero2.resolved.checkpointing.memory.optimizer_bytes);
+  EXPECT_EQ(zero2.resolved.checkpointing.memory.activations_bytes, plan.runs[0].resolved.checkpointing.memory.activations_bytes);
+  EXPECT_LT(zero2.resolved.checkpointing.memory.total_bytes(), zero1.resolved.checkpointing.memory.total_bytes());
 }
 
 TEST(StudyExamples, TheXxlStudyIsTp8InsideANodeAndDpOverNodes) {
@@ -1398,7 +1398,7 @@ TEST(StudyExamples, TheXxlStudyIsTp8InsideANodeAndDpOverNodes) {
     EXPECT_EQ(p.run.config.model.name, "t5-v1_1-xxl");
     EXPECT_EQ(p.run.config.parallel.tp, 8);
     EXPECT_EQ(p.run.gpus_per_node, 8);
-    EXPECT_EQ(p.batch.dp, p.run.nodes);
+    EXPECT_EQ(p.resolved.batch->dp, p.run.nodes);
     EXPECT_EQ(p.run.config.parallel.activation_checkpointing, ParallelSettings::ActivationCheckpointing::kOn);
     EXPECT_EQ(p.run.config.precision, RunConfig::Precision::kBf16);
     nodes.push_back(p.run.nodes);
