@@ -332,9 +332,9 @@ int command_status(const Context& c) {
   print(header);
   for (const auto& row : rows) print(row);
   std::cout << "\n";
-  std::string summary;
-  for (const auto& [state, n] : counts) summary += (summary.empty() ? "" : ", ") + msg(n, " ", state);
-  std::cout << "summary: " << summary << "\n";
+  std::vector<std::string> summary;
+  for (const auto& [state, n] : counts) summary.push_back(msg(n, " ", state));
+  std::cout << "summary: " << join(summary, ", ") << "\n";
   for (const auto& note : notes) std::cout << "note: " << note << "\n";
   return 0;
 }

@@ -117,9 +117,9 @@ ModelConfig named_model_config(const std::string& name) {
   const auto& models = named_models();
   auto it = models.find(key);
   if (it == models.end()) {
-    std::string known;
-    for (const auto& [n, c] : models) known += (known.empty() ? "" : ", ") + n;
-    throw Error(msg("unknown model name '", name, "'; known names: ", known));
+    std::vector<std::string> known;
+    for (const auto& [n, c] : models) known.push_back(n);
+    throw Error(msg("unknown model name '", name, "'; known names: ", join(known, ", ")));
   }
   return it->second;
 }

@@ -73,11 +73,20 @@ inline std::string debug_text(const std::exception& e) {
   return trace == std::string::npos ? "" : text.substr(trace + 1);
 }
 
-// "a, b, c": the items in order with `separator` between them.
+// "a, b, c": the items in order, as a stream writes them, with `separator` between them.
+template <typename Items>
+std::string join(const Items& items, const std::string& separator) {
+  std::ostringstream out;
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) out << separator;
+    out << item;
+    first = false;
+  }
+  return out.str();
+}
 inline std::string join(const std::vector<std::string>& items, const std::string& separator) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
-  return out;
+  return join<std::vector<std::string>>(items, separator);
 }
 
 }  // namespace t5scale

@@ -268,10 +268,8 @@ std::vector<std::string> TokenizedDataset::split_names() const { return split_or
 const TokenizedSplit& TokenizedDataset::split(const std::string& name) const {
   const auto found = splits_.find(name);
   if (found == splits_.end()) {
-    std::string available;
-    for (const std::string& split : split_order_) available += (available.empty() ? "" : ", ") + split;
     throw Error(msg("tokenized dataset '", path_, "': no split '", name,
-                    "' (it has: ", available.empty() ? "none" : available, ")"));
+                    "' (it has: ", split_order_.empty() ? "none" : join(split_order_, ", "), ")"));
   }
   return *found->second;
 }

@@ -294,13 +294,11 @@ void TokenizedDatasetWriter::finish() {
   write_attribute(file_, "max_target_length", static_cast<int64_t>(info_.max_target_length), file);
   write_attribute(file_, "created_by", info_.created_by, file);
   write_attribute(file_, "input_files", info_.input_files, file);
-  std::string added;
   for (const std::string& token : info_.added_tokens) {
     T5S_CHECK(token.find('\n') == std::string::npos, "tokenized dataset '", path_, "': added token '", token,
               "' holds a line break");
-    added += (added.empty() ? "" : "\n") + token;
   }
-  write_attribute(file_, "added_tokens", added, file);
+  write_attribute(file_, "added_tokens", join(info_.added_tokens, "\n"), file);
   for (auto& split : splits_) {
     flush(*split, true);
     const SplitStatistics stats = statistics(split->name);

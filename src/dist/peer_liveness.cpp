@@ -108,14 +108,12 @@ std::string describe_unresponsive(const std::vector<int>& ranks) {
     if (by_host.empty() || by_host.back().first != host) by_host.push_back({host, {}});
     by_host.back().second.push_back(r);
   }
-  std::string text;
+  std::vector<std::string> per_host;
   for (const auto& [host, host_ranks] : by_host) {
-    if (!text.empty()) text += "; ";
-    text += host_ranks.size() == 1 ? "world rank " : "world ranks ";
-    for (size_t i = 0; i < host_ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(host_ranks[i]);
-    text += " on " + host;
+    per_host.push_back(msg(host_ranks.size() == 1 ? "world rank " : "world ranks ", join(host_ranks, ", "), " on ",
+                           host));
   }
-  return text + (ranks.size() == 1 ? " does" : " do") +
+  return join(per_host, "; ") + (ranks.size() == 1 ? " does" : " do") +
          " not answer: lost (a node down, a process killed) or hung outside any collective";
 }
 

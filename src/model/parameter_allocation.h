@@ -17,11 +17,8 @@ namespace t5scale {
 inline torch::Tensor allocate_parameter(const std::string& what, const std::vector<int64_t>& shape,
                                         const torch::TensorOptions& options) {
   double bytes = static_cast<double>(c10::elementSize(c10::typeMetaToScalarType(options.dtype())));
-  std::string dims;
-  for (const int64_t d : shape) {
-    bytes *= static_cast<double>(d);
-    dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-  }
+  for (const int64_t d : shape) bytes *= static_cast<double>(d);
+  const std::string dims = join(shape, ", ");
   auto failure = [&](const std::string& why) {
     return OutOfMemoryError(msg("cannot allocate ", what, " of shape (", dims, ") ", options.dtype().name(), " on ",
                                 options.device().str(), " (", bytes_to_gib(bytes), " GiB): ", why));

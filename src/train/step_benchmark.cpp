@@ -49,10 +49,8 @@ ModelConfig benchmark_model_config(const std::string& name, int64_t tiny_vocab_s
     } catch (const Error&) {
       names.insert(names.begin(), "tiny");
       const std::string nearest = nearest_word(name, names, std::max<size_t>(3, name.size() / 3));
-      std::string known;
-      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
       throw Error(msg("--model: unknown model '", name, "'", nearest.empty() ? "" : " (did you mean '" + nearest + "'?)",
-                      "; known: ", known));
+                      "; known: ", join(names, ", ")));
     }
   }
   if (dropout_rate >= 0.0) config.dropout_rate = dropout_rate;

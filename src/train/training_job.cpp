@@ -482,9 +482,7 @@ int TrainingJob::finish(const std::string& status) {
 
 std::string TrainingJob::decode(const std::vector<int32_t>& ids) const {
   if (tokenizer_) return tokenizer_->decode(ids);
-  std::string text;
-  for (int32_t id : ids) text += (text.empty() ? "" : " ") + std::to_string(id);
-  return text;
+  return join(ids, " ");
 }
 
 }  // namespace training_job_internal
