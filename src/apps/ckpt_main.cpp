@@ -15,7 +15,7 @@ using namespace t5scale;
 
 const char* kUsage = R"(usage: t5scale-ckpt inspect CKPT
        t5scale-ckpt reshard CKPT --tp N --dp M [--zero1 true|false] --out DIR
-       t5scale-ckpt export CKPT --hf DIR
+       t5scale-ckpt export CKPT --hf DIR [--tokenizer FILE|none]
 
 CKPT is a checkpoint step folder (RUN.ckpt/step_00000100) or a checkpoint folder (RUN.ckpt: its newest complete
 step). Every file is checked against the manifest (size and checksum) first.
@@ -26,13 +26,17 @@ step). Every file is checked against the manifest (size and checksum) first.
             turn in this process: its peak memory is about one rank's weights and optimizer state plus one full
             parameter's (printed at the end). A job also resumes on another grid directly: this writes the files
             that grid would have written, to copy or archive.
-  export    the model as a Hugging Face folder (config.json + model.safetensors, fp32), loadable by transformers'
-            T5ForConditionalGeneration; holds the whole model in memory
+  export    the model as a Hugging Face folder (config.json + model.safetensors, fp32) with the run's SentencePiece
+            tokenizer beside it (spiece.model, tokenizer_config.json, special_tokens_map.json), loadable whole by
+            transformers' AutoTokenizer and AutoModelForSeq2SeqLM; holds the whole model in memory. The tokenizer
+            is the run's data.tokenizer, else the file its dataset names (either checked against the dataset's
+            SHA-256); --tokenizer FILE gives another, --tokenizer none leaves it out. A run on synthetic data has
+            no tokenizer: the model is exported alone, and the output says so
   --help    this text
 )";
 
 struct Arguments {
-  std::string command, checkpoint, out, hf;
+  std::string command, checkpoint, out, hf, tokenizer;
   int tp = 0, dp = 0, zero1 = -1;
 };
 
@@ -57,6 +61,8 @@ Arguments parse(int argc, char** argv) {
       a.out = line.value();
     } else if (flag == "--hf") {
       a.hf = line.value();
+    } else if (flag == "--tokenizer") {
+      a.tokenizer = line.value();
     } else if (flag.rfind("--", 0) == 0) {
       throw Error(msg("unknown option ", flag, " (--help lists them)"));
     } else {
@@ -74,7 +80,7 @@ Arguments parse(int argc, char** argv) {
   T5S_CHECK(reshard || (a.tp == 0 && a.dp == 0 && a.zero1 < 0 && a.out.empty()),
             "--tp, --dp, --zero1 and --out belong to reshard");
   T5S_CHECK(!export_hf || !a.hf.empty(), "export needs --hf DIR");
-  T5S_CHECK(export_hf || a.hf.empty(), "--hf belongs to export");
+  T5S_CHECK(export_hf || (a.hf.empty() && a.tokenizer.empty()), "--hf and --tokenizer belong to export");
   return a;
 }
 
@@ -93,9 +99,10 @@ int run(int argc, char** argv) {
                 result.folder.c_str(), a.tp, a.dp, static_cast<long long>(result.bytes),
                 static_cast<double>(result.peak_resident_bytes) / (1024.0 * 1024.0));
   } else {
-    export_checkpoint_hf(checkpoint, a.hf);
-    std::printf("wrote %s/config.json and %s/model.safetensors (step %lld of %s)\n", a.hf.c_str(), a.hf.c_str(),
-                static_cast<long long>(checkpoint.loaded.step), checkpoint.loaded.folder.c_str());
+    const ExportResult result = export_checkpoint_hf(checkpoint, a.hf, a.tokenizer);
+    std::printf("wrote %s: %s (step %lld of %s)\ntokenizer: %s\n", a.hf.c_str(), join(result.files, ", ").c_str(),
+                static_cast<long long>(checkpoint.loaded.step), checkpoint.loaded.folder.c_str(),
+                result.tokenizer.c_str());
   }
   return 0;
 }

@@ -110,7 +110,8 @@ HfModelLookup find_hf_model_folder(const std::string& name_or_folder) {
     return lookup;
   }
   const fs::path as_folder = fs::absolute(name_or_folder, ec);
-  lookup.looked.push_back(msg(as_folder.string(), fs::exists(as_folder, ec) ? " (a file, not a folder)" : " (no such folder)"));
+  const bool exists = fs::exists(as_folder, ec);
+  lookup.looked.push_back(as_folder.string() + (exists ? " (a file, not a folder)" : " (no such folder)"));
   if (!is_model_name(name_or_folder)) {
     lookup.looked.push_back("not the Hugging Face cache: '" + name_or_folder + "' is not a model name (org/name)");
     return lookup;

@@ -44,7 +44,8 @@ std::vector<std::pair<std::string, torch::Tensor>> read_torch_state_dict(const s
                                               /*type_resolver=*/std::nullopt, /*obj_loader=*/std::nullopt,
                                               /*device=*/torch::Device(torch::kCPU), reader);
   } catch (const c10::Error& e) {
-    throw Error(msg(path, ": cannot be read as a torch.save state dict: ", e.what_without_backtrace(), " (", kResave, ")"));
+    throw Error(
+        msg(path, ": cannot be read as a torch.save state dict: ", e.what_without_backtrace(), " (", kResave, ")"));
   }
   T5S_CHECK(value.isGenericDict(), path, ": holds a ", value.tagKind(), ", not a state dict (a dict of tensors)");
   std::vector<std::pair<std::string, torch::Tensor>> tensors;

@@ -7,6 +7,7 @@
 
 #include "config/hf_config.h"
 #include "core/check.h"
+#include "data/hf_tokenizer_files.h"
 #include "dist/local_shard_communicator.h"
 #include "io/hf_checkpoint.h"
 #include "telemetry/probes.h"
@@ -156,10 +157,23 @@ ReshardResult reshard_checkpoint(const OpenedCheckpoint& checkpoint, const Resha
   return result;
 }
 
-void export_checkpoint_hf(const OpenedCheckpoint& checkpoint, const std::string& folder) {
+ExportResult export_checkpoint_hf(const OpenedCheckpoint& checkpoint, const std::string& folder,
+                                  const std::string& tokenizer) {
   std::error_code error;
   T5S_CHECK(!fs::exists(folder) || fs::is_empty(folder, error), folder,
             " exists and is not empty; it is left as it is (choose another folder)");
+  const RunConfig run = run_config_of(checkpoint);
+  RunTokenizer run_tokenizer;
+  if (tokenizer == "none") {
+    run_tokenizer.description = "--tokenizer none";
+  } else {
+    try {
+      run_tokenizer = find_run_tokenizer(run, tokenizer);
+    } catch (const Error& e) {
+      throw Error(msg(e.what(), ". Give the SentencePiece model with --tokenizer FILE, or export the model alone with "
+                                "--tokenizer none"));
+    }
+  }
   const SavedOptimizerState saved(checkpoint.loaded.folder, layout_of(checkpoint));
   const ModelConfig model_config = model_config_of(checkpoint);
   const ProcessGrid solo = ProcessGrid::solo();
@@ -167,7 +181,6 @@ void export_checkpoint_hf(const OpenedCheckpoint& checkpoint, const std::string&
   auto params = model->named_parameters();
   if (saved.parameters().size() < params.size()) {
     // Frozen parameters never changed: they are what the run started from.
-    const RunConfig run = run_config_of(checkpoint);
     if (run.model.init_from.empty()) {
       model->initialize_weights(static_cast<uint64_t>(run.run.seed));
     } else {
@@ -180,7 +193,18 @@ void export_checkpoint_hf(const OpenedCheckpoint& checkpoint, const std::string&
               "', which model '", model_config.name, "' does not have");
     params[layout.name].copy_(saved.full_bucket_state("master", layout.name));
   }
+  ExportResult result;
+  fs::create_directories(folder);
+  if (!run_tokenizer.model_path.empty()) {
+    // First: a tokenizer with more ids than the model has rows is refused before the model is written.
+    result.files = write_hf_tokenizer_files(run_tokenizer, model_config.vocab_size, folder);
+    result.tokenizer = run_tokenizer.description;
+  } else {
+    result.tokenizer = "no tokenizer written: " + run_tokenizer.description;
+  }
   export_hf_checkpoint(*model, folder);
+  result.files.insert(result.files.begin(), {"config.json", "model.safetensors"});
+  return result;
 }
 
 }  // namespace t5scale

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "io/sharded_checkpoint.h"
 
@@ -32,9 +33,19 @@ struct ReshardResult {
 // holds that step, and a format 1 checkpoint.
 ReshardResult reshard_checkpoint(const OpenedCheckpoint& checkpoint, const ReshardOptions& options);
 
+struct ExportResult {
+  std::vector<std::string> files;  // the files written into the folder
+  std::string tokenizer;           // where the tokenizer came from, or why none was written
+};
+
 // The model as a Hugging Face folder (config.json + model.safetensors, fp32): the trained parameters from the fp32
-// master weights, frozen ones (which the optimizer does not hold) initialised as the run initialised them. Holds
-// the whole model in memory. Refuses a folder that exists and is not empty.
-void export_checkpoint_hf(const OpenedCheckpoint& checkpoint, const std::string& folder);
+// master weights, frozen ones (which the optimizer does not hold) initialised as the run initialised them; beside
+// them the run's SentencePiece tokenizer as transformers' T5Tokenizer files (data/hf_tokenizer_files.h), so that
+// AutoTokenizer and AutoModelForSeq2SeqLM load the folder whole. `tokenizer`: "" = the run's (find_run_tokenizer),
+// a .model file instead, or "none". A run without a tokenizer (synthetic data) exports the model alone and says
+// so in the result. Holds the whole model in memory. Refuses, before writing anything, a folder that exists and is
+// not empty and a run whose tokenizer is not found.
+ExportResult export_checkpoint_hf(const OpenedCheckpoint& checkpoint, const std::string& folder,
+                                  const std::string& tokenizer = "");
 
 }  // namespace t5scale

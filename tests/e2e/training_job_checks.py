@@ -43,6 +43,9 @@
   bounds        an absurd config.json; a model too large refused before allocation; a failed allocation reported;
                 a manifest naming a file outside its checkpoint refused by t5scale-ckpt; a recipe and a study spec
                 naming files outside their folders refused by t5scale-prep and t5scale-study
+  export_whole  t5scale-ckpt export of a run with a trained SentencePiece tokenizer: transformers' AutoTokenizer and
+                AutoModelForSeq2SeqLM load the folder, encode as the dataset and generate the run's own greedy text;
+                a synthetic run's export holds the model alone and says why
   disk_full     the disk fills at the first checkpoint, or under the run file while the job trains (1 and 2 ranks):
                 the job exits 2 and the failure is on record, in the run file or in a whole failure note
 
@@ -476,6 +479,86 @@ def scenario_prep_to_train(job):
     check(len(rows) == 48 and all(r["reference"] for r in rows), f"{len(rows)} generations written")
     check(any("anna" in r["source"].lower() for r in rows), "generations hold the decoded source text")
     print(f"prep to train: rouge1 {rouge[0]:.3f} -> {rouge[1]:.3f}; {len(rows)} generations decoded")
+
+
+def scenario_export_whole(job):
+    """t5scale-ckpt export writes the run's tokenizer beside the model: transformers' AutoTokenizer (fast, converted
+    from spiece.model, and slow) and AutoModelForSeq2SeqLM load the folder, the tokenizer encodes the evaluation
+    sources to the dataset's ids and the model generates (greedy) the text that the run generated itself; its
+    tokenizer files are T5Tokenizer.save_pretrained's. A run on synthetic data exports the model alone and says so."""
+    import json
+    import torch
+    import transformers
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, T5Tokenizer
+    max_new_tokens = 16
+    tokenizer_file = prep_dialogues(job, pieces=60)
+    job.run(1, "whole", "train.max_steps=60", "optimizer.lr=3e-3", "model.dropout_rate=0",
+            f"data.tokenizer={tokenizer_file}", "checkpoint.every_steps=60", "eval.at_end=true",
+            "eval.max_examples=8", "eval.metrics=loss,rouge", f"eval.max_new_tokens={max_new_tokens}")
+    with open(os.path.join(job.work, "whole.eval.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    check(len(rows) == 8, f"{len(rows)} generations written")
+
+    exported = os.path.join(job.work, "exported")
+    text = ckpt_tool(job, "export", os.path.join(job.work, "whole.ckpt"), "--hf", exported)
+    check(f"tokenizer: {tokenizer_file} (data.tokenizer; the tokenizer that made {job.dataset})" in text,
+          f"export says:\n{text}")
+    for name in ("config.json", "model.safetensors", "spiece.model", "tokenizer_config.json",
+                 "special_tokens_map.json"):
+        check(os.path.exists(os.path.join(exported, name)), f"the export has no {name}: {os.listdir(exported)}")
+
+    # The files T5Tokenizer itself writes for this spiece.model, less the two keys the export leaves at their
+    # defaults.
+    reference = os.path.join(job.work, "t5tokenizer_saved")
+    T5Tokenizer(os.path.join(exported, "spiece.model"), extra_ids=100, legacy=True).save_pretrained(reference)
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        with open(os.path.join(exported, name)) as f:
+            ours = json.load(f)
+        with open(os.path.join(reference, name)) as f:
+            theirs = {k: v for k, v in json.load(f).items() if k not in ("model_max_length", "extra_special_tokens")}
+        differing = [k for k in ours if k in theirs and ours[k] != theirs[k]]
+        check(ours == theirs, f"{name} differs from T5Tokenizer.save_pretrained's: keys only in the export "
+                              f"{sorted(set(ours) - set(theirs))}, only in T5Tokenizer's "
+                              f"{sorted(set(theirs) - set(ours))}, other values {differing}")
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(exported).eval()
+    with h5py.File(job.dataset, "r") as f:
+        offsets = f["validation/source_offsets"][:]
+        tokens = f["validation/source_tokens"]
+        sources = [list(tokens[offsets[r["index"]]:offsets[r["index"] + 1]]) for r in rows]
+    trailing_space = 0
+    for use_fast in (True, False):
+        tokenizer = AutoTokenizer.from_pretrained(exported, use_fast=use_fast)
+        kind = type(tokenizer).__name__
+        for row, source in zip(rows, sources):
+            ids = tokenizer(row["source"]).input_ids
+            check(ids == source, f"{kind} encodes {row['source']!r} to {ids}, the dataset holds {source}")
+            with torch.no_grad():
+                generated = model.generate(input_ids=torch.tensor([ids]), do_sample=False, num_beams=1,
+                                           max_new_tokens=max_new_tokens, min_length=0)[0].tolist()
+            # t5scale's decode skips pad (the decoder start) and eos, and writes sentinels as text.
+            pieces = [t for t in generated if t not in (0, 1)]
+            words = tokenizer.decode(pieces, skip_special_tokens=False)
+            # A generation cut after a lone "▁" piece: SentencePiece and T5Tokenizer drop that space, as t5scale
+            # does; the fast tokenizer's Metaspace decoder keeps it (transformers' own slow/fast difference).
+            if use_fast and words == row["prediction"] + " " and tokenizer.convert_ids_to_tokens(pieces[-1]) == "▁":
+                trailing_space += 1
+                words = words[:-1]
+            check(words == row["prediction"], f"{kind}, example {row['index']}: transformers generates {words!r}, "
+                                              f"t5scale generated {row['prediction']!r}")
+    print(f"export whole: transformers {transformers.__version__} loads the export; T5TokenizerFast and T5Tokenizer "
+          f"encode {len(rows)} sources to the dataset's ids and the model generates t5scale's text for each "
+          f"(the fast tokenizer with a trailing space after a final '▁' in {trailing_space}), e.g. "
+          f"{rows[0]['prediction']!r}")
+
+    job.prep()  # a synthetic dataset file in place of the dialogues
+    job.run(1, "on_synthetic", "train.max_steps=2", "checkpoint.every_steps=2")
+    alone = os.path.join(job.work, "synthetic_export")
+    text = ckpt_tool(job, "export", os.path.join(job.work, "on_synthetic.ckpt"), "--hf", alone)
+    check("tokenizer: no tokenizer written: the run's dataset" in text and "holds synthetic ids" in text,
+          f"a synthetic run's export says:\n{text}")
+    check(sorted(os.listdir(alone)) == ["config.json", "model.safetensors"], f"synthetic export: {os.listdir(alone)}")
+    print("export whole: a synthetic run's export holds the model alone and says why")
 
 
 def scenario_eval_only(job):
@@ -1132,7 +1215,7 @@ def main():
     parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse", "prep_to_train", "eval_only",
                                              "diverge", "vocab_beyond", "failures", "checkpointing_auto",
                                              "resume_replicated", "reshard", "plan_matches_job", "trust",
-                                             "bounds", "disk_full"])
+                                             "bounds", "disk_full", "export_whole"])
     parser.add_argument("--bin", required=True)
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--work", required=True)

@@ -10,7 +10,8 @@ saved by transformers in a layout that t5scale reads besides a plain model.safet
   bin_sharded  pytorch_model-0000N-of-0000M.bin and pytorch_model.bin.index.json (a small max_shard_size), untied
   bin_bf16     pytorch_model.bin of bfloat16 tensors (the reference is the same weights in fp32)
 For each case, OUT/<case>/reference.safetensors holds the inputs and transformers' fp32 logits; its metadata records
-the format version and the versions of everything that made it. OUT/cases.txt has one "case name|folder init_from" per line (a folder relative to OUT).
+the format version and the versions of everything that made it. OUT/cases.txt has one "case name|folder init_from"
+per line (a folder relative to OUT).
 
 usage: make_format_fixtures.py OUT_DIR
 """
