@@ -67,9 +67,9 @@ const std::vector<std::string>& valid_statuses() {
 }
 
 // What create() and resume() refuse before they touch a file.
-void check_run_file_arguments(const RunAttributes& attributes, const RunFileOptions& options,
+void check_run_file_arguments(const RunDescription& description, const RunFileOptions& options,
                               const std::string& path) {
-  validate_caller_attributes(attributes, path);
+  validate_caller_attributes(description, path);
   T5S_CHECK(options.flush_every_steps >= 1, "run file '", path, "': flush_every_steps must be >= 1, got ",
             options.flush_every_steps);
 }
@@ -402,20 +402,20 @@ RunFile::RunFile(RunFile&&) noexcept = default;
 RunFile& RunFile::operator=(RunFile&&) noexcept = default;
 RunFile::~RunFile() = default;
 
-RunFile RunFile::create(const std::string& path, const RunAttributes& attributes, const RunFileOptions& options) {
+RunFile RunFile::create(const std::string& path, const RunDescription& description, const RunFileOptions& options) {
   Hdf5Quiet quiet;
-  check_run_file_arguments(attributes, options, path);
-  auto impl = std::make_unique<Impl>(path, attributes, options);
+  check_run_file_arguments(description, options, path);
+  auto impl = std::make_unique<Impl>(path, description_attributes(description), options);
   impl->build_and_open();
   return RunFile(std::move(impl));
 }
 
-RunFile RunFile::resume(const std::string& path, const RunAttributes& attributes, int64_t keep_through_step,
+RunFile RunFile::resume(const std::string& path, const RunDescription& description, int64_t keep_through_step,
                         const RunFileOptions& options, std::string* warning) {
   Hdf5Quiet quiet;
-  check_run_file_arguments(attributes, options, path);
+  check_run_file_arguments(description, options, path);
   if (warning != nullptr) warning->clear();
-  auto impl = std::make_unique<Impl>(path, attributes, options);
+  auto impl = std::make_unique<Impl>(path, description_attributes(description), options);
   impl->resumed_from_step = keep_through_step;
   // A resumed run had at least one attempt before; without a readable file that is all that is known.
   impl->attempt = 1;

@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "core/hdf5_attributes.h"
+#include "telemetry/run_description.h"
 #include "telemetry/step_record.h"
 
 namespace t5scale {
@@ -71,9 +72,9 @@ using RunAttributes = std::vector<std::pair<std::string, AttributeValue>>;
 
 enum class AttributeKind { kInt64, kFloat64, kString };
 
-// The root attributes the caller must give to create()/resume(), with their kinds, in the spec's order: every
-// one of them, and no others. (format, schema_version, start_time_utc, status, attempt, resumed_from_step are
-// the run file's own.) Strings are stored as fixed-length UTF-8 HDF5 strings.
+// The root attributes the caller gives to create()/resume() (RunDescription's fields), with their kinds, in the
+// order they are written. (format, schema_version, start_time_utc, status, attempt, resumed_from_step are the run
+// file's own.)
 const std::vector<std::pair<std::string, AttributeKind>>& run_file_caller_attributes();
 
 // The schema as data, generated from the tables the writer uses: format and schema_version, the root attributes
@@ -104,17 +105,17 @@ struct RunSummaryInputs {
 
 class RunFile {
  public:
-  // Creates `path` (replacing a file there) with attempt 0. Throws t5scale::Error naming the attribute, file
-  // or folder at fault: a missing/extra/mistyped attribute, world_size < 1, nodes not dividing world_size, a
-  // folder that does not exist.
-  static RunFile create(const std::string& path, const RunAttributes& attributes,
+  // Creates `path` (replacing a file there) with attempt 0. Throws t5scale::Error naming every attribute at fault
+  // (world_size or nodes < 1, nodes not dividing world_size, tp x dp != world_size, an unknown energy source) or
+  // the folder that does not exist.
+  static RunFile create(const std::string& path, const RunDescription& description,
                         const RunFileOptions& options = {});
   // Continues the run file at `path` after resuming training from the checkpoint of step keep_through_step
   // (see the header comment). When `path` cannot be opened at all it is renamed to
   // `<path>.unreadable.<UTC time>` (never deleted) and a new file is started with attempt 1; when there is no
   // file, a new one is started with attempt 1; both are described in *warning (empty otherwise). A file of
   // another format or schema, or made for another world size, is refused with an Error and left as it is.
-  static RunFile resume(const std::string& path, const RunAttributes& attributes, int64_t keep_through_step,
+  static RunFile resume(const std::string& path, const RunDescription& description, int64_t keep_through_step,
                         const RunFileOptions& options = {}, std::string* warning = nullptr);
 
   RunFile(RunFile&&) noexcept;

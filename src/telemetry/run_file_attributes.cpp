@@ -69,55 +69,28 @@ const AttributeValue* find_attribute(const RunAttributes& attributes, const std:
   return nullptr;
 }
 
-// Every problem of the caller's attributes at once, each naming the attribute.
-void validate_caller_attributes(const RunAttributes& attributes, const std::string& path) {
+// Every problem of the caller's values at once, each naming the attribute. (Their names and kinds are
+// RunDescription's: the compiler checks them.)
+void validate_caller_attributes(const RunDescription& d, const std::string& path) {
   std::vector<std::string> errors;
-  std::set<std::string> seen;
-  const auto& expected = run_file_caller_attributes();
-  for (const auto& [name, value] : attributes) {
-    if (!seen.insert(name).second) {
-      errors.push_back(msg("attribute '", name, "' is given twice"));
-      continue;
-    }
-    const auto& own = own_attribute_names();
-    if (std::find(own.begin(), own.end(), name) != own.end()) {
-      errors.push_back(msg("attribute '", name, "' is set by the run file itself"));
-      continue;
-    }
-    auto it = std::find_if(expected.begin(), expected.end(), [&](const auto& entry) { return entry.first == name; });
-    if (it == expected.end()) {
-      errors.push_back(msg("attribute '", name, "' is not in schema ", kSchemaVersion));
-    } else if (kind_of(value) != it->second) {
-      errors.push_back(msg("attribute '", name, "' must be ", kind_name(it->second), ", got ",
-                           kind_name(kind_of(value))));
-    }
+  const int64_t world = d.world_size, nodes = d.nodes;
+  if (world < 1) errors.push_back(msg("attribute 'world_size' must be >= 1, got ", world));
+  if (nodes < 1) errors.push_back(msg("attribute 'nodes' must be >= 1, got ", nodes));
+  if (world >= 1 && nodes >= 1 && world % nodes != 0) {
+    errors.push_back(msg("attribute 'world_size' ", world, " is not divisible by 'nodes' ", nodes,
+                         " (ranks are placed node by node, world_size / nodes on each)"));
   }
-  for (const auto& [name, kind] : expected) {
-    if (!seen.count(name)) errors.push_back(msg("attribute '", name, "' (", kind_name(kind), ") is missing"));
+  if (d.tp * d.dp != world) {
+    errors.push_back(msg("attributes 'tp' ", d.tp, " x 'dp' ", d.dp, " != 'world_size' ", world));
   }
-  if (errors.empty()) {
-    const int64_t world = std::get<int64_t>(*find_attribute(attributes, "world_size"));
-    const int64_t nodes = std::get<int64_t>(*find_attribute(attributes, "nodes"));
-    const int64_t tp = std::get<int64_t>(*find_attribute(attributes, "tp"));
-    const int64_t dp = std::get<int64_t>(*find_attribute(attributes, "dp"));
-    if (world < 1) errors.push_back(msg("attribute 'world_size' must be >= 1, got ", world));
-    if (nodes < 1) errors.push_back(msg("attribute 'nodes' must be >= 1, got ", nodes));
-    if (world >= 1 && nodes >= 1 && world % nodes != 0) {
-      errors.push_back(msg("attribute 'world_size' ", world, " is not divisible by 'nodes' ", nodes,
-                           " (ranks are placed node by node, world_size / nodes on each)"));
-    }
-    if (tp * dp != world) {
-      errors.push_back(msg("attributes 'tp' ", tp, " x 'dp' ", dp, " != 'world_size' ", world));
-    }
-    const auto& gpu = std::get<std::string>(*find_attribute(attributes, "energy_source_gpu"));
-    if (gpu != "nvml_energy_counter" && gpu != "nvml_power_integrated" && gpu != "none") {
-      errors.push_back(msg("attribute 'energy_source_gpu' is '", gpu,
-                           "'; one of nvml_energy_counter, nvml_power_integrated, none is expected"));
-    }
-    const auto& cpu = std::get<std::string>(*find_attribute(attributes, "energy_source_cpu"));
-    if (cpu != "rapl" && cpu != "none") {
-      errors.push_back(msg("attribute 'energy_source_cpu' is '", cpu, "'; one of rapl, none is expected"));
-    }
+  const std::string& gpu = d.energy_source_gpu;
+  if (gpu != "nvml_energy_counter" && gpu != "nvml_power_integrated" && gpu != "none") {
+    errors.push_back(msg("attribute 'energy_source_gpu' is '", gpu,
+                         "'; one of nvml_energy_counter, nvml_power_integrated, none is expected"));
+  }
+  const std::string& cpu = d.energy_source_cpu;
+  if (cpu != "rapl" && cpu != "none") {
+    errors.push_back(msg("attribute 'energy_source_cpu' is '", cpu, "'; one of rapl, none is expected"));
   }
   if (errors.empty()) return;
   std::string text = msg("run file '", path, "': ", errors.size(), " problem(s) with the root attributes:");
@@ -132,52 +105,11 @@ using namespace run_file_internal;
 // ---- Public tables ----
 
 const std::vector<std::pair<std::string, AttributeKind>>& run_file_caller_attributes() {
-  using K = AttributeKind;
-  static const std::vector<std::pair<std::string, AttributeKind>> attributes = {
-      {"run_id", K::kString},
-      {"study", K::kString},
-      {"git_revision", K::kString},
-      {"slurm_job_id", K::kString},         // "" outside Slurm
-      {"slurm_array_task_id", K::kString},  // "" outside a job array
-      {"hosts", K::kString},
-      {"nodes", K::kInt64},
-      {"gpus_per_node", K::kInt64},
-      {"world_size", K::kInt64},
-      {"tp", K::kInt64},
-      {"dp", K::kInt64},
-      {"model_name", K::kString},
-      {"parameter_count", K::kInt64},
-      {"global_batch", K::kInt64},
-      {"micro_batch", K::kInt64},
-      {"grad_accumulation", K::kInt64},
-      {"base_lr", K::kFloat64},
-      {"effective_lr", K::kFloat64},
-      {"lr_scaling_rule", K::kString},
-      {"reference_global_batch", K::kInt64},
-      {"warmup_steps", K::kInt64},
-      {"max_steps", K::kInt64},
-      {"steps_per_epoch", K::kInt64},
-      {"epochs", K::kFloat64},  // max_steps / steps_per_epoch: fractional
-      {"precision", K::kString},
-      {"optimizer", K::kString},
-      {"device_names", K::kString},
-      {"driver_version", K::kString},
-      {"cuda_version", K::kString},
-      {"nccl_version", K::kString},
-      {"torch_version", K::kString},
-      {"peak_flops_per_device", K::kFloat64},
-      {"price_per_node_hour_usd", K::kFloat64},
-      {"carbon_intensity_g_per_kwh", K::kFloat64},
-      {"pue", K::kFloat64},
-      {"predicted_memory_bytes_per_device", K::kInt64},
-      {"predicted_flops_per_step", K::kFloat64},
-      {"checkpoint_every_blocks", K::kInt64},  // activation checkpointing as run: 0 none, k every k-th block
-      {"attention_kernels", K::kString},       // "explicit", or each call site's SDPA kernel (T5Model::attention_kernels)
-      {"energy_source_gpu", K::kString},
-      {"energy_source_cpu", K::kString},
-      {"config_yaml", K::kString},
-      {"config_changes", K::kString},  // on resume, "step N: key: before -> after", one a line; "" when none
-  };
+  static const std::vector<std::pair<std::string, AttributeKind>> attributes = [] {
+    std::vector<std::pair<std::string, AttributeKind>> kinds;
+    for (const auto& [name, value] : description_attributes(RunDescription{})) kinds.emplace_back(name, kind_of(value));
+    return kinds;
+  }();
   return attributes;
 }
 

@@ -243,6 +243,6 @@ const std::vector<std::string>& own_attribute_names();
 const std::vector<AttributeKind>& own_attribute_kinds();
 const AttributeValue* find_attribute(const RunAttributes& attributes, const std::string& name);
 // Every problem of the caller's attributes at once, each naming the attribute.
-void validate_caller_attributes(const RunAttributes& attributes, const std::string& path);
+void validate_caller_attributes(const RunDescription& description, const std::string& path);
 
 }  // namespace t5scale::run_file_internal

@@ -79,7 +79,7 @@ RunRecord::RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid)
 
 RunRecord::~RunRecord() = default;
 
-RunAttributes RunRecord::attributes() const {
+RunDescription RunRecord::description() const {
   const auto& c = config_;
   const int64_t gpus_per_node = c.cost.gpus_per_node > 0 ? c.cost.gpus_per_node : in_.world_size / nodes_;
   std::string nccl_version;
@@ -89,51 +89,51 @@ RunAttributes RunRecord::attributes() const {
     if (ncclGetVersion(&version) == ncclSuccess) nccl_version = std::to_string(version);
   }
 #endif
-  return {
-      {"run_id", c.run.name},
-      {"study", c.run.study},
-      {"git_revision", std::string(T5SCALE_GIT_REVISION)},
-      {"slurm_job_id", environment("SLURM_JOB_ID")},
-      {"slurm_array_task_id", environment("SLURM_ARRAY_TASK_ID")},
-      {"hosts", hosts_},
-      {"nodes", nodes_},
-      {"gpus_per_node", gpus_per_node},
-      {"world_size", static_cast<int64_t>(in_.world_size)},
-      {"tp", static_cast<int64_t>(grid_.tp_size)},
-      {"dp", static_cast<int64_t>(grid_.dp_size)},
-      {"model_name", in_.model.name},
-      {"parameter_count", parameter_count(in_.model)},
-      {"global_batch", in_.batch.global_batch},
-      {"micro_batch", in_.batch.micro_batch},
-      {"grad_accumulation", in_.batch.grad_accumulation},
-      {"base_lr", in_.lr_plan.base_lr},
-      {"effective_lr", in_.lr_plan.effective_lr},
-      {"lr_scaling_rule", enum_name(c.lr_scaling.rule)},
-      {"reference_global_batch", c.lr_scaling.reference_global_batch},
-      {"warmup_steps", in_.lr_plan.warmup_steps},
-      {"max_steps", in_.lr_plan.total_steps},
-      {"steps_per_epoch", in_.steps_per_epoch},
-      {"epochs", in_.lr_plan.epochs},
-      {"precision", enum_name(c.precision)},
-      {"optimizer", enum_name(c.optimizer.name)},
-      {"device_names", device_names_},
-      {"driver_version", driver_version_},
-      {"cuda_version", cuda_version_},
-      {"nccl_version", nccl_version},
-      {"torch_version", std::string(TORCH_VERSION)},
-      {"peak_flops_per_device", peak_flops_per_device_},
-      {"price_per_node_hour_usd", c.cost.price_per_node_hour_usd},
-      {"carbon_intensity_g_per_kwh", c.cost.carbon_intensity_g_per_kwh},
-      {"pue", c.cost.pue},
-      {"predicted_memory_bytes_per_device", in_.predicted_memory_bytes},
-      {"predicted_flops_per_step", in_.predicted_flops_per_step},
-      {"checkpoint_every_blocks", in_.checkpoint_every_blocks},
-      {"attention_kernels", in_.attention_kernels},
-      {"energy_source_gpu", meter_->gpu_energy_source()},
-      {"energy_source_cpu", meter_->cpu_energy_source()},
-      {"config_yaml", to_yaml(c)},
-      {"config_changes", config_changes_},
-  };
+  RunDescription d;
+  d.run_id = c.run.name;
+  d.study = c.run.study;
+  d.git_revision = T5SCALE_GIT_REVISION;
+  d.slurm_job_id = environment("SLURM_JOB_ID");
+  d.slurm_array_task_id = environment("SLURM_ARRAY_TASK_ID");
+  d.hosts = hosts_;
+  d.nodes = nodes_;
+  d.gpus_per_node = gpus_per_node;
+  d.world_size = in_.world_size;
+  d.tp = grid_.tp_size;
+  d.dp = grid_.dp_size;
+  d.model_name = in_.model.name;
+  d.parameter_count = parameter_count(in_.model);
+  d.global_batch = in_.batch.global_batch;
+  d.micro_batch = in_.batch.micro_batch;
+  d.grad_accumulation = in_.batch.grad_accumulation;
+  d.base_lr = in_.lr_plan.base_lr;
+  d.effective_lr = in_.lr_plan.effective_lr;
+  d.lr_scaling_rule = enum_name(c.lr_scaling.rule);
+  d.reference_global_batch = c.lr_scaling.reference_global_batch;
+  d.warmup_steps = in_.lr_plan.warmup_steps;
+  d.max_steps = in_.lr_plan.total_steps;
+  d.steps_per_epoch = in_.steps_per_epoch;
+  d.epochs = in_.lr_plan.epochs;
+  d.precision = enum_name(c.precision);
+  d.optimizer = enum_name(c.optimizer.name);
+  d.device_names = device_names_;
+  d.driver_version = driver_version_;
+  d.cuda_version = cuda_version_;
+  d.nccl_version = nccl_version;
+  d.torch_version = TORCH_VERSION;
+  d.peak_flops_per_device = peak_flops_per_device_;
+  d.price_per_node_hour_usd = c.cost.price_per_node_hour_usd;
+  d.carbon_intensity_g_per_kwh = c.cost.carbon_intensity_g_per_kwh;
+  d.pue = c.cost.pue;
+  d.predicted_memory_bytes_per_device = in_.predicted_memory_bytes;
+  d.predicted_flops_per_step = in_.predicted_flops_per_step;
+  d.checkpoint_every_blocks = in_.checkpoint_every_blocks;
+  d.attention_kernels = in_.attention_kernels;
+  d.energy_source_gpu = meter_->gpu_energy_source();
+  d.energy_source_cpu = meter_->cpu_energy_source();
+  d.config_yaml = to_yaml(c);
+  d.config_changes = config_changes_;
+  return d;
 }
 
 void RunRecord::start(int64_t resumed_from_step, const std::vector<std::string>& config_changes) {
@@ -141,7 +141,7 @@ void RunRecord::start(int64_t resumed_from_step, const std::vector<std::string>&
   const int world = in_.world_size;
   gpu_energy_offset_j_.assign(static_cast<size_t>(world), 0.0);
   cpu_energy_offset_j_.assign(static_cast<size_t>(world), 0.0);
-  RunAttributes attributes = this->attributes();  // collective parts are done in the constructor
+  const RunDescription description = this->description();  // collective parts are done in the constructor
   if (grid_.world_rank() == 0) {
     fs::create_directories(fs::path(path_).parent_path().empty() ? fs::path(".") : fs::path(path_).parent_path());
     RunFileOptions options;
@@ -152,10 +152,10 @@ void RunRecord::start(int64_t resumed_from_step, const std::vector<std::string>&
         std::printf("[t5scale] starting afresh: the earlier run file is kept as %s\n",
                     set_aside(path_, "previous").c_str());
       }
-      file_.emplace(RunFile::create(path_, attributes, options));
+      file_.emplace(RunFile::create(path_, description, options));
     } else {
       std::string warning;
-      file_.emplace(RunFile::resume(path_, attributes, resumed_from_step, options, &warning));
+      file_.emplace(RunFile::resume(path_, description, resumed_from_step, options, &warning));
       if (!warning.empty()) std::printf("[t5scale] run file: %s\n", warning.c_str());
       // Time and energy go on from where the kept rows end; the totals of the steps count the kept rows too.
       wall_offset_s_ = std::isfinite(file_->last_wall_time_s()) ? file_->last_wall_time_s() : 0.0;

@@ -98,7 +98,7 @@ class RunRecord {
   // This rank's measurements since the last gather, one row each; rank 0 also keeps the rows to complete.
   std::vector<std::vector<double>> pending_measurements_;
   std::vector<StepRecord> pending_rows_;
-  RunAttributes attributes() const;
+  RunDescription description() const;  // the run file's root attributes
   double wall_time_s() const;
 
   RunRecordInputs in_;

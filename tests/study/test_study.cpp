@@ -1169,22 +1169,13 @@ TEST(StudyRender, ADryRunWritesNothing) {
 
 // ---- Status ----
 
-RunAttributes run_attributes(int64_t max_steps) {
-  RunAttributes attributes;
-  for (const auto& [name, kind] : run_file_caller_attributes()) {
-    if (name == "max_steps") {
-      attributes.emplace_back(name, max_steps);
-    } else if (name == "energy_source_gpu" || name == "energy_source_cpu") {
-      attributes.emplace_back(name, std::string("none"));
-    } else if (kind == AttributeKind::kInt64) {
-      attributes.emplace_back(name, int64_t{1});
-    } else if (kind == AttributeKind::kFloat64) {
-      attributes.emplace_back(name, 0.0);
-    } else {
-      attributes.emplace_back(name, std::string("x"));
-    }
-  }
-  return attributes;
+RunDescription run_attributes(int64_t max_steps) {
+  RunDescription d;
+  d.run_id = "x";
+  d.nodes = d.gpus_per_node = d.world_size = d.tp = d.dp = 1;
+  d.max_steps = max_steps;
+  d.energy_source_gpu = d.energy_source_cpu = "none";
+  return d;
 }
 
 StepRecord step_record(int64_t step) {

@@ -24,18 +24,13 @@ using t5scale::RunFile;
 
 constexpr int kWorld = 8;
 
-t5scale::RunAttributes attributes() {
-  t5scale::RunAttributes list;
-  for (const auto& [name, kind] : t5scale::run_file_caller_attributes()) {
-    if (kind == t5scale::AttributeKind::kInt64) list.emplace_back(name, int64_t{1});
-    if (kind == t5scale::AttributeKind::kFloat64) list.emplace_back(name, 1.0);
-    if (kind == t5scale::AttributeKind::kString) list.emplace_back(name, std::string("bench"));
-  }
-  for (auto& [name, value] : list) {
-    if (name == "world_size" || name == "dp") value = int64_t{kWorld};
-    if (name == "energy_source_gpu" || name == "energy_source_cpu") value = std::string("none");
-  }
-  return list;
+t5scale::RunDescription attributes() {
+  t5scale::RunDescription d;
+  d.run_id = "bench";
+  d.nodes = d.tp = 1;
+  d.world_size = d.dp = d.gpus_per_node = kWorld;
+  d.energy_source_gpu = d.energy_source_cpu = "none";
+  return d;
 }
 
 t5scale::StepRecord record() {

@@ -28,60 +28,58 @@
 namespace {
 
 using t5scale::EvalRecord;
-using t5scale::RunAttributes;
+using t5scale::RunDescription;
 using t5scale::RunFile;
 using t5scale::StepRecord;
 
 constexpr int kWorld = 4;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-RunAttributes probe_attributes(int64_t max_steps) {
-  return {
-      {"run_id", std::string("probe-run")},
-      {"study", std::string("telemetry")},
-      {"git_revision", std::string("0123abc")},
-      {"slurm_job_id", std::string("")},
-      {"slurm_array_task_id", std::string("")},
-      {"hosts", std::string("node-a,node-b")},
-      {"nodes", int64_t{2}},
-      {"gpus_per_node", int64_t{2}},
-      {"world_size", int64_t{kWorld}},
-      {"tp", int64_t{2}},
-      {"dp", int64_t{2}},
-      {"model_name", std::string("t5-small")},
-      {"parameter_count", int64_t{60506624}},
-      {"global_batch", int64_t{16}},
-      {"micro_batch", int64_t{8}},
-      {"grad_accumulation", int64_t{1}},
-      {"base_lr", 3e-4},
-      {"effective_lr", 6e-4},
-      {"lr_scaling_rule", std::string("linear")},
-      {"reference_global_batch", int64_t{8}},
-      {"warmup_steps", int64_t{5}},
-      {"max_steps", max_steps},
-      {"steps_per_epoch", int64_t{8}},
-      {"epochs", 0.0},
-      {"precision", std::string("bf16")},
-      {"optimizer", std::string("adamw")},
-      {"device_names", std::string("NVIDIA H100 80GB HBM3,NVIDIA H100 80GB HBM3,NVIDIA H100 80GB HBM3,"
-                                   "NVIDIA H100 80GB HBM3")},
-      {"driver_version", std::string("550.54.15")},
-      {"cuda_version", std::string("12.4")},
-      {"nccl_version", std::string("2.27.3")},
-      {"torch_version", std::string("2.11.0")},
-      {"peak_flops_per_device", 989.4e12},
-      {"price_per_node_hour_usd", 12.5},
-      {"carbon_intensity_g_per_kwh", 475.0},
-      {"pue", 1.25},
-      {"predicted_memory_bytes_per_device", int64_t{12345678901}},
-      {"predicted_flops_per_step", 1.5e12},
-      {"checkpoint_every_blocks", int64_t{2}},
-      {"attention_kernels", std::string("explicit")},
-      {"energy_source_gpu", std::string("nvml_energy_counter")},
-      {"energy_source_cpu", std::string("rapl")},
-      {"config_yaml", std::string("run: {name: probé, study: telemetry}\ntrain: {max_steps: 23}\n")},
-      {"config_changes", std::string("step 10: train.max_steps: 20 -> 23")},
-  };
+RunDescription probe_attributes(int64_t max_steps) {
+  RunDescription d;
+  d.run_id = "probe-run";
+  d.study = "telemetry";
+  d.git_revision = "0123abc";
+  d.slurm_job_id = d.slurm_array_task_id = "";  // outside Slurm
+  d.hosts = "node-a,node-b";
+  d.nodes = 2;
+  d.gpus_per_node = 2;
+  d.world_size = kWorld;
+  d.tp = 2;
+  d.dp = 2;
+  d.model_name = "t5-small";
+  d.parameter_count = 60506624;
+  d.global_batch = 16;
+  d.micro_batch = 8;
+  d.grad_accumulation = 1;
+  d.base_lr = 3e-4;
+  d.effective_lr = 6e-4;
+  d.lr_scaling_rule = "linear";
+  d.reference_global_batch = 8;
+  d.warmup_steps = 5;
+  d.max_steps = max_steps;
+  d.steps_per_epoch = 8;
+  d.epochs = 0.0;
+  d.precision = "bf16";
+  d.optimizer = "adamw";
+  d.device_names = "NVIDIA H100 80GB HBM3,NVIDIA H100 80GB HBM3,NVIDIA H100 80GB HBM3,NVIDIA H100 80GB HBM3";
+  d.driver_version = "550.54.15";
+  d.cuda_version = "12.4";
+  d.nccl_version = "2.27.3";
+  d.torch_version = "2.11.0";
+  d.peak_flops_per_device = 989.4e12;
+  d.price_per_node_hour_usd = 12.5;
+  d.carbon_intensity_g_per_kwh = 475.0;
+  d.pue = 1.25;
+  d.predicted_memory_bytes_per_device = 12345678901;
+  d.predicted_flops_per_step = 1.5e12;
+  d.checkpoint_every_blocks = 2;
+  d.attention_kernels = "explicit";
+  d.energy_source_gpu = "nvml_energy_counter";
+  d.energy_source_cpu = "rapl";
+  d.config_yaml = "run: {name: probé, study: telemetry}\ntrain: {max_steps: 23}\n";
+  d.config_changes = "step 10: train.max_steps: 20 -> 23";
+  return d;
 }
 
 // The row of step s (>= 1). check_run_file.py has the same formulas.

@@ -19,27 +19,20 @@ using testing::TempDir;
 
 constexpr int kWorld = 4;
 
-RunAttributes attributes(int64_t world = kWorld, int64_t nodes = 2) {
-  RunAttributes list;
-  for (const auto& [name, kind] : run_file_caller_attributes()) {
-    if (kind == AttributeKind::kInt64) list.emplace_back(name, int64_t{1});
-    if (kind == AttributeKind::kFloat64) list.emplace_back(name, 1.0);
-    if (kind == AttributeKind::kString) list.emplace_back(name, std::string("x"));
-  }
-  auto set = [&](const std::string& name, AttributeValue value) {
-    for (auto& [key, old] : list) {
-      if (key == name) old = std::move(value);
-    }
-  };
-  set("world_size", world);
-  set("nodes", nodes);
-  set("tp", int64_t{1});
-  set("dp", world);
-  set("energy_source_gpu", std::string("nvml_energy_counter"));
-  set("energy_source_cpu", std::string("rapl"));
-  set("price_per_node_hour_usd", 3.0);
-  set("pue", 1.5);
-  return list;
+RunDescription attributes(int64_t world = kWorld, int64_t nodes = 2) {
+  RunDescription d;
+  d.run_id = "x";
+  d.world_size = world;
+  d.nodes = nodes;
+  d.gpus_per_node = world / nodes;
+  d.tp = 1;
+  d.dp = world;
+  d.carbon_intensity_g_per_kwh = 1.0;
+  d.energy_source_gpu = "nvml_energy_counter";
+  d.energy_source_cpu = "rapl";
+  d.price_per_node_hour_usd = 3.0;
+  d.pue = 1.5;
+  return d;
 }
 
 StepRecord step(int64_t s, int world = kWorld) {
@@ -226,11 +219,9 @@ TEST(RunFile, RecordFailureSetsStatusErrorAndStepWithoutASummary) {
 TEST(RunFile, EnergyOfASourceThatIsNoneIsNotCounted) {
   TempDir dir;
   const std::string path = dir / "run.h5";
-  RunAttributes list = attributes();
-  for (auto& [name, value] : list) {
-    if (name == "energy_source_cpu") value = std::string("none");
-  }
-  RunFile file = RunFile::create(path, list);
+  RunDescription description = attributes();
+  description.energy_source_cpu = "none";
+  RunFile file = RunFile::create(path, description);
   StepRecord row = step(1);
   row.cpu_energy_j.assign(kWorld, kUnknownValue);
   file.append_step(row);
@@ -381,31 +372,24 @@ TEST(RunFile, ARowWithTheWrongNumberOfRanksIsRefusedAndNotWritten) {
 
 TEST(RunFile, AttributesAreCheckedAllAtOnce) {
   TempDir dir;
-  RunAttributes list = attributes();
-  list.erase(std::remove_if(list.begin(), list.end(), [](const auto& a) { return a.first == "hosts"; }), list.end());
-  for (auto& [name, value] : list) {
-    if (name == "base_lr") value = int64_t{1};
-    if (name == "energy_source_gpu") value = std::string("nvml");
-  }
-  list.emplace_back("attempt", int64_t{3});
-  list.emplace_back("world_sise", int64_t{3});
-  const std::string message = error_of([&] { RunFile::create(dir / "run.h5", list); });
+  // Names and kinds are RunDescription's (the compiler checks them); the values are checked all at once.
+  RunDescription description = attributes(4, 3);
+  description.dp = 3;
+  description.energy_source_gpu = "nvml";
+  description.energy_source_cpu = "powercap";
+  const std::string message = error_of([&] { RunFile::create(dir / "run.h5", description); });
   for (const char* expected :
-       {"attribute 'hosts' (string) is missing", "attribute 'base_lr' must be float64, got int64",
-        "attribute 'attempt' is set by the run file itself", "attribute 'world_sise' is not in schema 1"}) {
+       {"4 problem(s)", "attribute 'world_size' 4 is not divisible by 'nodes' 3", "attributes 'tp' 1 x 'dp' 3 != 'world_size' 4",
+        "attribute 'energy_source_gpu' is 'nvml'", "attribute 'energy_source_cpu' is 'powercap'"}) {
     EXPECT_NE(message.find(expected), std::string::npos) << expected << "\n" << message;
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "run.h5"));
-
-  RunAttributes uneven = attributes(4, 3);
-  EXPECT_NE(error_of([&] { RunFile::create(dir / "run.h5", uneven); }).find("'world_size' 4 is not divisible by 'nodes' 3"),
-            std::string::npos);
-  list = attributes();
-  for (auto& [name, value] : list) {
-    if (name == "energy_source_gpu") value = std::string("nvml");
-  }
-  EXPECT_NE(error_of([&] { RunFile::create(dir / "run.h5", list); }).find("'energy_source_gpu' is 'nvml'"),
-            std::string::npos);
+  description = attributes();
+  description.world_size = description.nodes = 0;
+  const std::string empty_world = error_of([&] { RunFile::create(dir / "run.h5", description); });
+  EXPECT_NE(empty_world.find("'world_size' must be >= 1, got 0"), std::string::npos) << empty_world;
+  EXPECT_NE(empty_world.find("'nodes' must be >= 1, got 0"), std::string::npos) << empty_world;
+  EXPECT_FALSE(std::filesystem::exists(dir / "run.h5"));
 }
 
 TEST(RunFile, OtherBadInput) {
