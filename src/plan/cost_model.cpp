@@ -251,15 +251,16 @@ MemoryPrediction predict_memory(const ModelConfig& c, const MemoryInputs& in) {
   return p;
 }
 
-namespace {
-// The share of a device's memory a prediction may fill: the rest for allocator fragmentation the model does not see.
-constexpr double kUsableMemoryFraction = 0.95;
-}  // namespace
+// namespace
+
+bool fits_device_memory(int64_t bytes, int64_t device_memory_bytes) {
+  return device_memory_bytes > 0 &&
+         static_cast<double>(bytes) <= kUsableMemoryFraction * static_cast<double>(device_memory_bytes);
+}
 
 CheckpointingChoice choose_activation_checkpointing(const ModelConfig& model, const MemoryInputs& inputs,
                                                     int64_t device_memory_bytes) {
   T5S_CHECK(device_memory_bytes > 0, "device memory must be positive, got ", device_memory_bytes, " bytes");
-  const double budget = kUsableMemoryFraction * static_cast<double>(device_memory_bytes);
   std::vector<int64_t> candidates{0};
   for (int64_t k = std::max(model.num_layers, model.num_decoder_layers); k >= 1; --k) candidates.push_back(k);
   CheckpointingChoice choice;
@@ -268,7 +269,7 @@ CheckpointingChoice choose_activation_checkpointing(const ModelConfig& model, co
     tried.checkpoint_every_blocks = k;
     choice.checkpoint_every_blocks = k;
     choice.memory = predict_memory(model, tried);
-    choice.fits = static_cast<double>(choice.memory.total_bytes()) <= budget;
+    choice.fits = fits_device_memory(choice.memory.total_bytes(), device_memory_bytes);
     if (choice.fits) break;
   }
   return choice;
@@ -286,8 +287,7 @@ CheckpointingChoice resolve_activation_checkpointing(const ModelConfig& model, c
   MemoryInputs with_it = inputs;
   with_it.checkpoint_every_blocks = given.checkpoint_every_blocks;
   given.memory = predict_memory(model, with_it);
-  given.fits = device_memory_bytes <= 0 ||
-               static_cast<double>(given.memory.total_bytes()) <= kUsableMemoryFraction * static_cast<double>(device_memory_bytes);
+  given.fits = device_memory_bytes <= 0 || fits_device_memory(given.memory.total_bytes(), device_memory_bytes);
   return given;
 }
 

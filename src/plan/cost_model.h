@@ -87,6 +87,12 @@ struct CheckpointingChoice {
 CheckpointingChoice choose_activation_checkpointing(const ModelConfig& model, const MemoryInputs& inputs,
                                                     int64_t device_memory_bytes);
 
+// The share of a device's memory a prediction may fill: the rest for allocator fragmentation the model does not see.
+inline constexpr double kUsableMemoryFraction = 0.95;
+// True when `bytes` fits `device_memory_bytes` with 5% to spare (false when that is unknown, 0): the planner's and
+// the job's rule.
+bool fits_device_memory(int64_t bytes, int64_t device_memory_bytes);
+
 // A requested checkpoint_every_blocks that asks the planner to choose (the config's `auto`).
 constexpr int64_t kChooseCheckpointing = -1;
 

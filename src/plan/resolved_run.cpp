@@ -84,7 +84,7 @@ void resolve_model(const RunConfig& c, const RunData& data, ResolvedRun& r) {
   const int64_t tp = c.parallel.tp;
   try {
     if (!c.model.init_from.empty()) {
-      const fs::path config_json = fs::path(c.model.init_from) / "config.json";
+      const fs::path config_json = fs::path(init_from_folder(c)) / "config.json";
       std::error_code ec;
       if (fs::is_regular_file(config_json, ec)) {
         ModelConfig model = read_hf_config(config_json.string());

@@ -100,11 +100,14 @@ std::string number(double value) {
 std::string summary_comment(const StudyPlan& plan, const RunPlan& p) {
   const auto& c = p.run.config;
   std::string out;
+  const BatchPlan batch = p.resolved.batch.value_or(BatchPlan{});  // rendered runs are valid: their batch is known
   out += msg("# ", p.run.nodes, " node(s) x ", p.run.gpus_per_node, " task(s) = world ", p.run.world(), ": tp ",
-             c.parallel.tp, " x dp ", p.resolved.batch->dp, "; micro batch ", p.resolved.batch->micro_batch, " x accumulation ",
-             p.resolved.batch->grad_accumulation, " -> global batch ", p.resolved.batch->global_batch, "\n");
+             c.parallel.tp, " x dp ", batch.dp, "; micro batch ", batch.micro_batch, " x accumulation ",
+             batch.grad_accumulation, " -> global batch ", batch.global_batch, "\n");
   std::string lr = p.resolved.lr.has_value() ? msg("lr ", number(p.resolved.lr->base_lr)) : "lr ?";
-  if (p.resolved.lr.has_value() && p.resolved.lr->rule != LrScalingSettings::Rule::kNone) lr += " -> " + number(p.resolved.lr->effective_lr);
+  if (p.resolved.lr.has_value() && p.resolved.lr->rule != LrScalingSettings::Rule::kNone) {
+    lr += " -> " + number(p.resolved.lr->effective_lr);
+  }
   lr += " (lr_scaling " + enum_name(c.lr_scaling.rule) + ")";
   const std::string steps = p.resolved.steps_known ? msg(p.resolved.total_steps, " steps") : "steps ?";
   const std::string epochs = std::isfinite(p.resolved.epochs) ? msg(" (", number(p.resolved.epochs), " epochs)") : "";

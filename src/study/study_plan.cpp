@@ -12,12 +12,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "config/placement.h"
 #include "core/check.h"
 #include "core/units.h"
 #include "data/batch_sampler.h"
 #include "data/tokenized_dataset.h"
+#include "plan/memory_advice.h"
 #include "plan/resolved_run.h"
 
 namespace t5scale {
@@ -149,22 +151,19 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
     p.fits = "-";
   } else if (r.memory_inputs) {
     p.fits = r.checkpointing.fits ? "yes" : "NO";  // with 5% to spare
-    if (p.fits == "NO") {
-      // The least activation checkpointing that would fit, when one does: the planner's choice to try first.
-      const bool chosen_already =
-          c.parallel.activation_checkpointing == ParallelSettings::ActivationCheckpointing::kAuto;
-      std::string try_first = chosen_already ? "" : "parallel.activation_checkpointing, ";
-      if (r.model && !chosen_already) {
-        const CheckpointingChoice choice = choose_activation_checkpointing(*r.model, *r.memory_inputs, device_bytes);
-        if (choice.fits) {
-          try_first = msg("parallel.activation_checkpointing=true with parallel.checkpoint_every_blocks=",
-                          choice.checkpoint_every_blocks, " (", choice.describe(), ", predicted ",
-                          bytes_to_gib(choice.memory.total_bytes()), " GiB) or auto, ");
-        }
-      }
-      p.notes.push_back(msg("predicted ", r.checkpointing.memory.describe(), " per GPU does not fit ",
-                            p.device_memory_gib, " GiB with 5% to spare: try ", try_first,
-                            "parallel.zero1, a larger parallel.tp or a smaller micro-batch (train.grad_accumulation)"));
+    if (p.fits == "NO" && r.model) {
+      // Each setting that would lower the prediction, with the prediction it gives.
+      RemedyLimits limits;
+      limits.world_size = world;
+      limits.ranks_per_node = p.run.gpus_per_node;
+      limits.device_memory_bytes = device_bytes;
+      std::vector<std::string> remedies;
+      for (const MemoryRemedy& m : memory_remedies(*r.model, *r.memory_inputs, limits)) remedies.push_back(m.describe());
+      p.notes.push_back(msg("predicted ", gib_text(static_cast<double>(r.checkpointing.memory.total_bytes())),
+                            " per GPU does not fit ", p.device_memory_gib, " GiB with 5% to spare; ",
+                            remedies.empty() ? std::string("no setting of this world lowers it: more GPUs or a "
+                                                           "larger one")
+                                             : "predicted with each change: " + join(remedies, "; ")));
     }
   }
 }
@@ -254,31 +253,11 @@ std::string format_flops(double flops) {
   return format_number(flops, "%.3g") + " " + units[unit];
 }
 
-std::string format_plan(const StudyPlan& plan) {
-  const std::vector<std::string> header = {"run",    "nodes", "world",  "tp",      "dp",     "micro",
-                                           "accum",  "global", "lr",    "warmup",  "steps",  "epochs",
-                                           plan.spec.slurm.cpu_only() ? "mem/rank" : "mem/GPU", "fits", "FLOP/step"};
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& p : plan.runs) {
-    const auto& c = p.run.config;
-    auto known = [&](bool k, int64_t v) { return k ? msg(v) : std::string("?"); };
-    std::string epochs = std::isfinite(p.resolved.epochs) ? format_number(p.resolved.epochs) : "?";
-    rows.push_back({p.run.name + (p.valid() ? "" : " (INVALID)"),
-                    msg(p.run.nodes, "x", p.run.gpus_per_node),
-                    msg(p.run.world()),
-                    msg(c.parallel.tp),
-                    known(p.resolved.batch.has_value(), p.resolved.batch->dp),
-                    known(p.resolved.batch.has_value(), p.resolved.batch->micro_batch),
-                    known(p.resolved.batch.has_value(), p.resolved.batch->grad_accumulation),
-                    known(p.resolved.batch.has_value(), p.resolved.batch->global_batch),
-                    lr_text(p),
-                    known(p.resolved.lr.has_value() && p.resolved.warmup_known, p.resolved.lr->warmup_steps),
-                    known(p.resolved.steps_known, p.resolved.total_steps),
-                    epochs,
-                    p.resolved.memory_inputs.has_value() ? format_memory(p.resolved.checkpointing.memory.total_bytes()) : "?",
-                    p.fits,
-                    format_flops(p.resolved.flops_per_step)});
-  }
+namespace {
+
+// Columns padded to their widest cell, two spaces apart; the columns in `left` aligned left, the others right.
+std::string text_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                       const std::set<size_t>& left) {
   std::vector<size_t> width(header.size());
   for (size_t i = 0; i < header.size(); ++i) {
     width[i] = header[i].size();
@@ -287,21 +266,68 @@ std::string format_plan(const StudyPlan& plan) {
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
     for (size_t i = 0; i < cells.size(); ++i) {
-      const bool left = i == 0 || i == 8;
-      std::string cell = cells[i];
-      const std::string pad(width[i] - cell.size(), ' ');
-      out += (i ? "  " : "") + (left ? cell + pad : pad + cell);
+      const std::string pad(width[i] - cells[i].size(), ' ');
+      out += (i ? "  " : "") + (left.count(i) ? cells[i] + pad : pad + cells[i]);
     }
     while (!out.empty() && out.back() == ' ') out.pop_back();
     return out + "\n";
   };
+  std::string out = line(header);
+  for (const auto& row : rows) out += line(row);
+  return out;
+}
 
+}  // namespace
+
+std::string format_plan(const StudyPlan& plan) {
+  const std::vector<std::string> header = {"run",    "nodes", "world",  "tp",      "dp",     "micro",
+                                           "accum",  "global", "lr",    "warmup",  "steps",  "epochs",
+                                           plan.spec.slurm.cpu_only() ? "mem/rank" : "mem/GPU", "fits", "FLOP/step"};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& p : plan.runs) {
+    const auto& c = p.run.config;
+    // A figure of the batch or the LR plan, "?" where the plan does not know it.
+    const std::optional<BatchPlan>& batch = p.resolved.batch;
+    auto of_batch = [&](int64_t BatchPlan::*field) { return batch ? msg((*batch).*field) : std::string("?"); };
+    std::string epochs = std::isfinite(p.resolved.epochs) ? format_number(p.resolved.epochs) : "?";
+    rows.push_back({p.run.name + (p.valid() ? "" : " (INVALID)"),
+                    msg(p.run.nodes, "x", p.run.gpus_per_node),
+                    msg(p.run.world()),
+                    msg(c.parallel.tp),
+                    of_batch(&BatchPlan::dp),
+                    of_batch(&BatchPlan::micro_batch),
+                    of_batch(&BatchPlan::grad_accumulation),
+                    of_batch(&BatchPlan::global_batch),
+                    lr_text(p),
+                    p.resolved.lr && p.resolved.warmup_known ? msg(p.resolved.lr->warmup_steps) : "?",
+                    p.resolved.steps_known ? msg(p.resolved.total_steps) : "?",
+                    epochs,
+                    p.resolved.memory_inputs ? format_memory(p.resolved.checkpointing.memory.total_bytes()) : "?",
+                    p.fits,
+                    format_flops(p.resolved.flops_per_step)});
+  }
   std::string out = msg("study ", plan.spec.name, " (", plan.spec.source, "): ", plan.runs.size(), " run(s), ",
                         plan.invalid_count(), " invalid; results in ",
                         plan.runs.empty() ? plan.spec.results_dir : plan.runs.front().run.config.run.output_dir, "\n");
   out += "memory checked against " + plan.device_memory_basis + "\n\n";
-  out += line(header);
-  for (const auto& row : rows) out += line(row);
+  out += text_table(header, rows, {0, 8});
+
+  // The memory of each run by what holds it, always: what a change of settings would act on.
+  std::vector<std::vector<std::string>> memory_rows;
+  for (const auto& p : plan.runs) {
+    if (!p.resolved.memory_inputs) continue;
+    const MemoryPrediction& m = p.resolved.checkpointing.memory;
+    memory_rows.push_back({p.run.name, format_memory(m.weights_bytes), format_memory(m.gradients_bytes),
+                           format_memory(m.optimizer_bytes), format_memory(m.activations_bytes),
+                           format_memory(m.workspace_bytes), format_memory(m.total_bytes()), p.fits,
+                           p.resolved.checkpointing.describe()});
+  }
+  if (!memory_rows.empty()) {
+    out += msg("\npredicted memory per ", plan.spec.slurm.cpu_only() ? "rank" : "GPU", ", by what holds it:\n");
+    out += text_table({"run", "weights", "gradients", "optimizer", "activations", "workspace", "total", "fits",
+                       "checkpointing"},
+                      memory_rows, {0, 8});
+  }
 
   bool any_invalid = false;
   for (const auto& p : plan.runs) {

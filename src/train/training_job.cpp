@@ -196,8 +196,13 @@ void TrainingJob::resolve() {
             "the run resolved without ", !resolved_.batch ? "a batch split" : !resolved_.model ? "a model shape"
                                          : !resolved_.memory_inputs ? "a memory model" : "an LR plan");
   if (!resolved_.checkpointing.fits) {
-    throw Error(msg(source_, ": this run cannot start:\n  ", memory_refusal(world.device_share_bytes)));
+    throw Error(msg(source_, ": this run cannot start:\n  ",
+                    memory_refusal(world.device_share_bytes, NodeGroup().local_size())));
   }
+  log(msg("[t5scale] memory per rank, predicted: ", resolved_.checkpointing.memory.describe(),
+          world.device_share_bytes > 0
+              ? msg(" of ", gib_text(static_cast<double>(world.device_share_bytes)), " (fits with 5% to spare)")
+              : std::string()));
   batch_ = *resolved_.batch;
   model_config_ = *resolved_.model;
   checkpoint_every_blocks_ = resolved_.checkpointing.checkpoint_every_blocks;
@@ -273,38 +278,28 @@ void TrainingJob::set_up_records() {
 
 // prediction by what holds it, the share, and each setting that would lower the prediction, with its figure.
 
-std::string TrainingJob::memory_refusal(int64_t share_bytes) const {
+std::string TrainingJob::memory_refusal(int64_t share_bytes, int64_t ranks_per_node) const {
   const MemoryPrediction& predicted = resolved_.checkpointing.memory;
-  auto gib = [&](int64_t bytes) { return msg(std::round(bytes_to_gib(static_cast<double>(bytes)) * 100.0) / 100.0, " GiB"); };
+  RemedyLimits limits;
+  limits.world_size = world_size_;
+  limits.ranks_per_node = ranks_per_node;
+  limits.device_memory_bytes = share_bytes;
   std::vector<std::string> remedies;
-  const ParallelSettings& p = config_.parallel;
-  if (resolved_.checkpointing.checkpoint_every_blocks != 1) {
-    MemoryInputs tried = *resolved_.memory_inputs;
-    tried.checkpoint_every_blocks = 1;
-    remedies.push_back(msg("parallel.activation_checkpointing=true (every block: ",
-                           gib(predict_memory(*resolved_.model, tried).total_bytes()), ")"));
+  bool one_fits = false;
+  for (const MemoryRemedy& r : memory_remedies(*resolved_.model, *resolved_.memory_inputs, limits)) {
+    remedies.push_back(r.describe());
+    one_fits = one_fits || r.fits;
   }
-  if (!p.zero1 && resolved_.batch && resolved_.batch->dp > 1) {
-    MemoryInputs tried = *resolved_.memory_inputs;
-    tried.zero1 = true;
-    remedies.push_back(msg("parallel.zero1=true (", gib(predict_memory(*resolved_.model, tried).total_bytes()), ")"));
-  } else if (p.zero1 && !p.zero2 && resolved_.batch && resolved_.batch->dp > 1) {
-    MemoryInputs tried = *resolved_.memory_inputs;
-    tried.zero2 = true;
-    remedies.push_back(msg("parallel.zero2=true (", gib(predict_memory(*resolved_.model, tried).total_bytes()), ")"));
-  }
-  remedies.push_back(msg("a larger parallel.tp (more processes: tp ", p.tp, " now)"));
-  if (resolved_.batch && resolved_.batch->micro_batch > 1) {
-    remedies.push_back(
-        msg("a smaller micro-batch (", resolved_.batch->micro_batch, " now) with more train.grad_accumulation"));
-  }
+  const std::string beyond = "more processes (a larger parallel.tp over more GPUs) or a device with more memory";
   const std::string share_of = config_.parallel.device_memory_gib > 0 ? std::string("parallel.device_memory_gib")
                                : device_.is_cuda()                    ? device_.str()
                                                                       : device_.str() + " memory over this node's ranks";
-  return msg("parallel: predicted memory per rank ", predicted.describe(), " does not fit the ", gib(share_bytes), " of ",
-             share_of,
-             " with 5% to spare; nothing was allocated. To make it fit, try: ", join(remedies, "; "),
-             ". (If the device has more memory than this, say so with parallel.device_memory_gib.)");
+  return msg("parallel: predicted memory per rank ", predicted.describe(), " does not fit the ",
+             gib_text(static_cast<double>(share_bytes)), " of ", share_of, " with 5% to spare; nothing was allocated. ",
+             remedies.empty() ? "No setting of this run's world lowers it: " + beyond + "."
+                              : "Predicted per rank with each change: " + join(remedies, "; ") + "." +
+                                    (one_fits ? std::string() : " None of them fits: " + beyond + "."),
+             " (If the device has more memory than this, say so with parallel.device_memory_gib.)");
 }
 
 // The memory this rank may use: parallel.device_memory_gib when given, else its GPU, or on the CPU the host's memory

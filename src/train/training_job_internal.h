@@ -32,6 +32,7 @@
 #include "io/sharded_checkpoint.h"
 #include "plan/cost_model.h"
 #include "plan/lr_schedule.h"
+#include "plan/memory_advice.h"
 #include "plan/resolved_run.h"
 #include "train/collate.h"
 #include "train/device_probe.h"
@@ -133,7 +134,7 @@ class TrainingJob {
   void set_up_model_and_trainer();
   void set_up_records();
   int64_t device_share_bytes() const;
-  std::string memory_refusal(int64_t share_bytes) const;
+  std::string memory_refusal(int64_t share_bytes, int64_t ranks_per_node) const;
   void resume_or_start();
   void accept_config_changes(const LoadedCheckpoint& loaded);
   void restore_rng(const LoadedCheckpoint& loaded);

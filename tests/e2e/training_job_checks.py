@@ -1164,7 +1164,8 @@ def scenario_bounds(job):
                            num_heads=256, d_ff=65536)
     code, output = run_output(job, 1, "huge", "train.max_steps=2", f"model.init_from={huge}")
     for expected in ("parallel: predicted memory per rank weights", "does not fit the", "nothing was allocated",
-                     "parallel.activation_checkpointing=true", "a larger parallel.tp"):
+                     "Predicted per rank with each change: parallel.activation_checkpointing=true with "
+                     "parallel.checkpoint_every_blocks=1: ", "GiB, does not fit", "None of them fits: more processes"):
         check(expected in output, f"the memory refusal does not say {expected!r} (exit {code}):\n{output[-3000:]}")
     check(code == 2, f"exit {code}")
     # Told that the device is larger than it is: the allocation fails, reported with the tensor and the figures.

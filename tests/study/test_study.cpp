@@ -26,6 +26,7 @@
 #include "config/model_config.h"
 #include "config/run_config.h"
 #include "core/check.h"
+#include "core/units.h"
 #include "data/tokenized_dataset.h"
 #include "plan/cost_model.h"
 #include "study/sbatch_render.h"
@@ -592,9 +593,16 @@ slurm: {gpu: H100-80GB}
   ASSERT_GT(choice.checkpoint_every_blocks, 0);
   std::string notes;
   for (const auto& note : p.notes) notes += note + "\n";
-  EXPECT_TRUE(contains(notes, "try parallel.activation_checkpointing=true with parallel.checkpoint_every_blocks=" +
-                                  std::to_string(choice.checkpoint_every_blocks) + " (" + choice.describe()))
+  EXPECT_TRUE(contains(notes, "predicted with each change: parallel.activation_checkpointing=true with "
+                              "parallel.checkpoint_every_blocks=" + std::to_string(choice.checkpoint_every_blocks) +
+                              ": " + gib_text(static_cast<double>(choice.memory.total_bytes())) + ", fits"))
       << notes;
+  // The memory by what holds it is printed for every run, fitting or not.
+  const std::string printed = format_plan(plan);
+  EXPECT_TRUE(contains(printed, "predicted memory per GPU, by what holds it:")) << printed;
+  for (const char* column : {"weights", "gradients", "optimizer", "activations", "workspace", "total", "checkpointing"}) {
+    EXPECT_TRUE(contains(printed.substr(printed.find("by what holds it:")), column)) << column << "\n" << printed;
+  }
 }
 
 // activation_checkpointing: auto is planned as the trainer resolves it: the cost model's choice for the GPU's memory,

@@ -1,0 +1,75 @@
+#include "plan/memory_advice.h"
+
+#include "config/run_config.h"
+#include "core/check.h"
+#include "core/units.h"
+
+namespace t5scale {
+namespace {
+
+// The largest divisor of n below it (1 for a prime).
+int64_t largest_proper_divisor(int64_t n) {
+  for (int64_t d = n / 2; d > 1; --d) {
+    if (n % d == 0) return d;
+  }
+  return 1;
+}
+
+}  // namespace
+
+std::string MemoryRemedy::describe() const {
+  return msg(setting, ": ", gib_text(static_cast<double>(memory.total_bytes())), fits ? ", fits" : ", does not fit");
+}
+
+std::vector<MemoryRemedy> memory_remedies(const ModelConfig& model, const MemoryInputs& now, const RemedyLimits& limits) {
+  const int64_t now_bytes = predict_memory(model, now).total_bytes();
+  std::vector<MemoryRemedy> remedies;
+  auto offer = [&](const std::string& setting, const MemoryInputs& tried) {
+    MemoryRemedy remedy{setting, predict_memory(model, tried), false};
+    if (remedy.memory.total_bytes() >= now_bytes) return;  // changes nothing worth saying
+    remedy.fits = fits_device_memory(remedy.memory.total_bytes(), limits.device_memory_bytes);
+    remedies.push_back(remedy);
+  };
+
+  if (now.checkpoint_every_blocks != 1) {
+    MemoryInputs tried = now;
+    tried.checkpoint_every_blocks = 1;
+    if (limits.device_memory_bytes > 0) {
+      const CheckpointingChoice least = choose_activation_checkpointing(model, now, limits.device_memory_bytes);
+      if (least.fits) tried.checkpoint_every_blocks = least.checkpoint_every_blocks;
+    }
+    offer(msg("parallel.activation_checkpointing=true with parallel.checkpoint_every_blocks=",
+              tried.checkpoint_every_blocks),
+          tried);
+  }
+  if (now.dp > 1 && !now.zero1 && !now.adafactor) {
+    MemoryInputs tried = now;
+    tried.zero1 = true;
+    offer("parallel.zero1=true", tried);
+  } else if (now.dp > 1 && now.zero1 && !now.zero2) {
+    MemoryInputs tried = now;
+    tried.zero2 = true;
+    offer("parallel.zero2=true", tried);
+  }
+  const int64_t wider_tp = 2 * static_cast<int64_t>(now.tp);
+  if (wider_tp <= limits.ranks_per_node && limits.world_size % wider_tp == 0 && now.dp % 2 == 0 &&
+      check_tp_divides(model, wider_tp).empty()) {
+    MemoryInputs tried = now;
+    tried.tp = static_cast<int>(wider_tp);
+    tried.dp = now.dp / 2;
+    tried.micro_batch.rows = 2 * now.micro_batch.rows;  // the same global batch over half the replicas
+    offer(msg("parallel.tp=", wider_tp, " (dp ", now.dp, " -> ", tried.dp, ", micro-batch ", now.micro_batch.rows,
+              " -> ", tried.micro_batch.rows, ")"),
+          tried);
+  }
+  if (now.micro_batch.rows > 1) {
+    MemoryInputs tried = now;
+    tried.micro_batch.rows = largest_proper_divisor(now.micro_batch.rows);
+    offer(msg("train.grad_accumulation x", now.micro_batch.rows / tried.micro_batch.rows, " (micro-batch ",
+              now.micro_batch.rows, " -> ", tried.micro_batch.rows, ", the same global batch)"),
+          tried);
+  }
+  return remedies;
+}
+
+}  // namespace t5scale

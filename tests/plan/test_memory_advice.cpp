@@ -1,0 +1,145 @@
+// The planner's memory advice: each change it offers lowers the prediction, and its figure is the one resolve_run
+// gives the run with that setting written into its config (the path the job and the study plan take).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+#include "plan/memory_advice.h"
+#include "plan/resolved_run.h"
+
+namespace t5scale {
+namespace {
+
+constexpr int64_t kWorld = 8;
+
+// T5-3B on 8 GPUs of one node, a global batch of 64 (micro-batch 8 per replica), on 40 GiB each: it does not fit.
+RunConfig three_b() {
+  RunConfig c;
+  c.model.name = "t5-3b";
+  c.train.max_steps = 10;
+  c.train.global_batch = 64;
+  c.precision = RunConfig::Precision::kBf16;
+  return c;
+}
+
+RunWorld gpus(int64_t device_gib) {
+  RunWorld world;
+  world.world_size = kWorld;
+  world.on_gpu = true;
+  world.device_share_bytes = gib_to_bytes(static_cast<double>(device_gib));
+  return world;
+}
+
+ResolvedRun resolved(const RunConfig& c, int64_t device_gib = 40) {
+  ResolvedRun r = resolve_run(c, gpus(device_gib), RunData{});
+  EXPECT_TRUE(r.errors.empty()) << r.errors.front();
+  EXPECT_TRUE(r.model && r.memory_inputs);
+  return r;
+}
+
+std::vector<MemoryRemedy> remedies_of(const RunConfig& c, int64_t device_gib = 40, int64_t ranks_per_node = kWorld) {
+  const ResolvedRun r = resolved(c, device_gib);
+  return memory_remedies(*r.model, *r.memory_inputs,
+                         RemedyLimits{kWorld, ranks_per_node, gib_to_bytes(static_cast<double>(device_gib))});
+}
+
+const MemoryRemedy* find(const std::vector<MemoryRemedy>& remedies, const std::string& prefix) {
+  for (const auto& r : remedies) {
+    if (r.setting.rfind(prefix, 0) == 0) return &r;
+  }
+  return nullptr;
+}
+
+int64_t total_bytes(const RunConfig& c) { return resolved(c).checkpointing.memory.total_bytes(); }
+
+TEST(MemoryAdvice, EachFigureIsTheResolvedRunWithThatSetting) {
+  const RunConfig c = three_b();
+  const int64_t now = total_bytes(c);
+  ASSERT_FALSE(fits_device_memory(now, gib_to_bytes(40)));
+  const std::vector<MemoryRemedy> remedies = remedies_of(c);
+  ASSERT_EQ(remedies.size(), 4u);
+  for (const auto& r : remedies) {
+    EXPECT_LT(r.memory.total_bytes(), now) << r.setting;
+    EXPECT_EQ(r.fits, fits_device_memory(r.memory.total_bytes(), gib_to_bytes(40))) << r.setting;
+  }
+
+  const MemoryRemedy* checkpointing = find(remedies, "parallel.activation_checkpointing=true with "
+                                                     "parallel.checkpoint_every_blocks=");
+  ASSERT_NE(checkpointing, nullptr);
+  RunConfig with = c;
+  with.parallel.activation_checkpointing = ParallelSettings::ActivationCheckpointing::kOn;
+  with.parallel.checkpoint_every_blocks = std::stoll(checkpointing->setting.substr(checkpointing->setting.rfind('=') + 1));
+  EXPECT_EQ(checkpointing->memory.total_bytes(), total_bytes(with));
+
+  const MemoryRemedy* zero1 = find(remedies, "parallel.zero1=true");
+  ASSERT_NE(zero1, nullptr);
+  EXPECT_EQ(find(remedies, "parallel.zero2"), nullptr);  // after ZeRO-1 only
+  with = c;
+  with.parallel.zero1 = true;
+  EXPECT_EQ(zero1->memory.total_bytes(), total_bytes(with));
+
+  const MemoryRemedy* tp = find(remedies, "parallel.tp=2 (dp 8 -> 4, micro-batch 8 -> 16)");
+  ASSERT_NE(tp, nullptr);
+  with = c;
+  with.parallel.tp = 2;
+  EXPECT_EQ(tp->memory.total_bytes(), total_bytes(with));
+
+  const MemoryRemedy* accumulation = find(remedies, "train.grad_accumulation x2 (micro-batch 8 -> 4");
+  ASSERT_NE(accumulation, nullptr);
+  with = c;
+  with.train.grad_accumulation = 2;
+  EXPECT_EQ(accumulation->memory.total_bytes(), total_bytes(with));
+}
+
+TEST(MemoryAdvice, ZeroTwoComesAfterZeroOneAndOnlyWhatChangesTheRunIsOffered) {
+  RunConfig c = three_b();
+  c.parallel.zero1 = true;
+  const std::vector<MemoryRemedy> remedies = remedies_of(c);
+  EXPECT_EQ(find(remedies, "parallel.zero1"), nullptr);
+  const MemoryRemedy* zero2 = find(remedies, "parallel.zero2=true");
+  ASSERT_NE(zero2, nullptr);
+  RunConfig with = c;
+  with.parallel.zero2 = true;
+  EXPECT_EQ(zero2->memory.total_bytes(), total_bytes(with));
+
+  // Adafactor cannot shard its state (ZeRO-1 is refused with it).
+  RunConfig adafactor = three_b();
+  adafactor.optimizer.name = OptimizerSettings::Name::kAdafactor;
+  EXPECT_EQ(find(remedies_of(adafactor), "parallel.zero"), nullptr);
+
+  // A TP group stays inside a node: with one GPU per node no larger TP is offered.
+  EXPECT_EQ(find(remedies_of(three_b(), 40, 1), "parallel.tp"), nullptr);
+
+  // Everything already done: checkpointing every block, ZeRO-2, micro-batch 1, TP as wide as the node.
+  RunConfig done = three_b();
+  done.parallel.activation_checkpointing = ParallelSettings::ActivationCheckpointing::kOn;
+  done.parallel.checkpoint_every_blocks = 1;
+  done.parallel.zero1 = done.parallel.zero2 = true;
+  done.parallel.tp = kWorld;  // dp 1
+  done.train.global_batch = 1;
+  EXPECT_TRUE(remedies_of(done, 1).empty());
+}
+
+TEST(MemoryAdvice, TheLeastCheckpointingThatFitsIsOfferedBeforeEveryBlock) {
+  // On a device where some checkpointing fits, the offer is the planner's own choice, not every block.
+  const RunConfig c = three_b();
+  const ResolvedRun r = resolved(c);
+  int planners_choices = 0;  // cases where some checkpointing short of every block fits
+  for (int64_t gib = 40; gib <= 160; gib += 8) {
+    const CheckpointingChoice least = choose_activation_checkpointing(*r.model, *r.memory_inputs, gib_to_bytes(gib));
+    if (fits_device_memory(r.checkpointing.memory.total_bytes(), gib_to_bytes(gib))) continue;
+    const std::vector<MemoryRemedy> remedies = remedies_of(c, gib);
+    const MemoryRemedy* offered =
+        find(remedies, "parallel.activation_checkpointing=true with parallel.checkpoint_every_blocks=");
+    ASSERT_NE(offered, nullptr) << gib;
+    const int64_t k = std::stoll(offered->setting.substr(offered->setting.rfind('=') + 1));
+    EXPECT_EQ(k, least.fits ? least.checkpoint_every_blocks : 1) << gib;
+    if (least.fits && least.checkpoint_every_blocks > 1) ++planners_choices;
+  }
+  EXPECT_GT(planners_choices, 0);
+}
+
+}  // namespace
+}  // namespace t5scale
