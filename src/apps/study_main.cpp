@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "core/check.h"
 #include "core/command_line.h"
+#include "core/text_table.h"
 #include "core/utc_time.h"
 #include "study/sbatch_render.h"
 #include "study/study_plan.h"
@@ -315,22 +317,11 @@ int command_status(const Context& c) {
                     file.exists && file.error.empty() ? msg(file.attempt) : "-", step, state});
     if (file.exists && !file.error.empty()) notes.push_back(msg(p.run.name, ": ", file.error));
   }
-  std::vector<size_t> width(header.size());
-  for (size_t i = 0; i < header.size(); ++i) {
-    width[i] = header[i].size();
-    for (const auto& row : rows) width[i] = std::max(width[i], row[i].size());
-  }
-  auto print = [&](const std::vector<std::string>& cells) {
-    std::string line;
-    for (size_t i = 0; i < cells.size(); ++i) {
-      line += (i ? "  " : "") + cells[i] + (i + 1 < cells.size() ? std::string(width[i] - cells[i].size(), ' ') : "");
-    }
-    std::cout << line << "\n";
-  };
   std::cout << "study " << c.plan.spec.name << ": " << c.plan.runs.size() << " run(s); jobs from " << jobs_csv
             << "\n\n";
-  print(header);
-  for (const auto& row : rows) print(row);
+  std::set<size_t> all_left;
+  for (size_t i = 0; i < header.size(); ++i) all_left.insert(i);
+  std::cout << text_table(header, rows, all_left);
   std::cout << "\n";
   std::vector<std::string> summary;
   for (const auto& [state, n] : counts) summary.push_back(msg(n, " ", state));

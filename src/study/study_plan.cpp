@@ -16,6 +16,7 @@
 
 #include "config/placement.h"
 #include "core/check.h"
+#include "core/text_table.h"
 #include "core/units.h"
 #include "data/batch_sampler.h"
 #include "data/tokenized_dataset.h"
@@ -252,32 +253,6 @@ std::string format_flops(double flops) {
   while (flops >= 1000.0 && unit < 6) flops /= 1000.0, ++unit;
   return format_number(flops, "%.3g") + " " + units[unit];
 }
-
-namespace {
-
-// Columns padded to their widest cell, two spaces apart; the columns in `left` aligned left, the others right.
-std::string text_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
-                       const std::set<size_t>& left) {
-  std::vector<size_t> width(header.size());
-  for (size_t i = 0; i < header.size(); ++i) {
-    width[i] = header[i].size();
-    for (const auto& row : rows) width[i] = std::max(width[i], row[i].size());
-  }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string out;
-    for (size_t i = 0; i < cells.size(); ++i) {
-      const std::string pad(width[i] - cells[i].size(), ' ');
-      out += (i ? "  " : "") + (left.count(i) ? cells[i] + pad : pad + cells[i]);
-    }
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    return out + "\n";
-  };
-  std::string out = line(header);
-  for (const auto& row : rows) out += line(row);
-  return out;
-}
-
-}  // namespace
 
 std::string format_plan(const StudyPlan& plan) {
   const std::vector<std::string> header = {"run",    "nodes", "world",  "tp",      "dp",     "micro",
