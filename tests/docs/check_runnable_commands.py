@@ -1,7 +1,8 @@
-"""The documentation's commands, run as a new user would run them.
+"""The documentation's commands, run as a new user would run them, and its links.
 
-Every fenced block of shell (bash, sh, shell) or Python in README.md and the folders' READMEs must be marked on the
-line before its fence:
+The documents: README.md, the README.md of every top folder and of the folders inside them (jobs/quickstart/,
+tests/<suite>/), and docs/*.md. Every fenced block of shell (bash, sh, shell) or Python in them must be marked on
+the line before its fence:
 
     <!-- runnable -->                      run as written
     <!-- runnable; add to PROGRAM: ARGS; files: NAME ... -->
@@ -19,6 +20,13 @@ Every marked block, runnable or not, and every command of ours quoted in the tex
 read: each option given to one of our programs must be one its --help lists, each `--set KEY=...` of t5scale-train
 a key of its config reference, and no line may continue with a backslash followed by blanks or a comment (which
 ends the command there).
+
+Every relative link of the documents ([text](path), [text](path#heading)) must name a file or folder that exists,
+and a #heading one of the headings of the Markdown file it names.
+
+The session runs as on a machine without network and without a Hugging Face cache: HF_HUB_CACHE, HF_HOME and
+XDG_CACHE_HOME are unset (so the cache is ~/.cache/huggingface/hub in the scratch HOME) and HF_HUB_OFFLINE=1. A
+stand-in named by a path under ~/ (files: ~/.cache/huggingface/hub/models--t5-small) is made in that HOME.
 
 usage: check_runnable_commands.py --source DIR --build DIR --python PY --work DIR [--file README.md ...] [--list]
 """
@@ -65,16 +73,26 @@ class Block:
 
 
 def doc_files(source):
-    """README.md, the top folders' READMEs and those of tests/<suite>/ (build folders left out)."""
+    """README.md, the READMEs of the top folders and of the folders inside them (build folders and links left out),
+    and docs/*.md."""
     found = ["README.md"]
-    for parent in ["", "tests"]:
+
+    def folders(parent):
         top = os.path.join(source, parent)
         for name in sorted(os.listdir(top)) if os.path.isdir(top) else []:
             folder = os.path.join(top, name)
             if name.startswith((".", "build")) or os.path.islink(folder) or not os.path.isdir(folder):
                 continue
-            if os.path.isfile(os.path.join(folder, "README.md")):
-                found.append(os.path.join(parent, name, "README.md"))
+            yield os.path.join(parent, name) if parent else name
+
+    for top in folders(""):
+        for folder in [top] + list(folders(top)):
+            if os.path.isfile(os.path.join(source, folder, "README.md")):
+                found.append(os.path.join(folder, "README.md"))
+    docs = os.path.join(source, "docs")
+    for name in sorted(os.listdir(docs)) if os.path.isdir(docs) else []:
+        if name.endswith(".md") and os.path.join("docs", name) not in found:
+            found.append(os.path.join("docs", name))
     return found
 
 
@@ -274,6 +292,55 @@ def check_inline_commands(source, path, helps, keys, problems):
                 check_call_options(f"{path}:{number}", f"`{span}`", words, helps, keys, problems)
 
 
+# ---- Links ----
+
+LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def prose_lines(text):
+    """(number, line) of the lines outside fenced blocks, inline code spans blanked."""
+    inside = None
+    for number, line in enumerate(text.split("\n"), 1):
+        fence = FENCE.match(line)
+        if fence:
+            inside = None if inside and line.strip().startswith(inside) else inside or fence.group(2)
+            continue
+        if not inside:
+            yield number, re.sub(r"`[^`]*`", lambda m: " " * len(m.group(0)), line)
+
+
+def heading_anchors(path):
+    """The anchors GitHub gives the headings of a Markdown file: lower case, punctuation dropped, blanks as '-',
+    '-1', '-2' ... after a repeated one."""
+    anchors, seen = set(), {}
+    for _, line in prose_lines(open(path, encoding="utf-8").read()):
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).replace("`", "").strip().lower()).replace(" ", "-")
+        anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def check_links(source, path, problems):
+    """Every relative link of a document names a file or folder of the clone, and its #heading a heading there."""
+    text = open(os.path.join(source, path), encoding="utf-8").read()
+    for number, line in prose_lines(text):
+        for target in LINK.findall(line):
+            if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target):
+                continue  # https:, mailto:
+            file_part, _, anchor = target.partition("#")
+            linked = os.path.normpath(os.path.join(os.path.dirname(os.path.join(source, path)), file_part)) \
+                if file_part else os.path.join(source, path)
+            if not os.path.exists(linked):
+                problems.append(f"{path}:{number}: the link ({target}) names {os.path.relpath(linked, source)}, "
+                                f"which does not exist")
+            elif anchor and linked.endswith(".md") and anchor not in heading_anchors(linked):
+                problems.append(f"{path}:{number}: the link ({target}): {os.path.relpath(linked, source)} has no "
+                                f"heading '#{anchor}'")
+
+
 # ---- Stand-in files ----
 
 WORDS = ("the a and to of in is was for on with I you we will be cookies baked bring tomorrow meeting project "
@@ -308,11 +375,60 @@ def make_spiece_model(path, context):
                    check=True, capture_output=True, text=True)
 
 
-# name -> (what it stands in for, maker)
+STAND_IN_T5 = r"""
+# A tiny T5 of t5-small's kind (v1.0: ReLU feed-forward, tied embeddings), randomly initialised and saved by
+# transformers, laid out in the cache as huggingface_hub downloads a model (blobs, refs/main, a snapshot of links).
+import hashlib, os, shutil, sys, tempfile
+import sentencepiece, torch, transformers
+tokenizer, model_dir = sys.argv[1], sys.argv[2]
+pieces = sentencepiece.SentencePieceProcessor(model_file=tokenizer).get_piece_size()
+torch.manual_seed(0)
+config = transformers.T5Config(vocab_size=-(-(pieces + 100) // 128) * 128,  # T5: 100 sentinels on top
+                               d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                               num_decoder_layers=2, num_heads=4, feed_forward_proj="relu", tie_word_embeddings=True,
+                               decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+saved = tempfile.mkdtemp()
+transformers.T5ForConditionalGeneration(config).save_pretrained(saved, safe_serialization=True)
+shutil.copy(tokenizer, os.path.join(saved, "spiece.model"))
+revision = hashlib.sha1(b"t5scale docs stand-in").hexdigest()
+for sub in ["blobs", "refs", os.path.join("snapshots", revision)]:
+    os.makedirs(os.path.join(model_dir, sub), exist_ok=True)
+with open(os.path.join(model_dir, "refs", "main"), "w") as out:
+    out.write(revision)
+for name in sorted(os.listdir(saved)):
+    data = open(os.path.join(saved, name), "rb").read()
+    blob = hashlib.sha256(data).hexdigest()
+    with open(os.path.join(model_dir, "blobs", blob), "wb") as out:
+        out.write(data)
+    os.symlink(os.path.join("..", "..", "blobs", blob), os.path.join(model_dir, "snapshots", revision, name))
+shutil.rmtree(saved)
+"""
+
+
+def make_hf_cache_t5_small(path, context):
+    """t5-small in the Hugging Face cache, as a stand-in (t5-small is a download): a tiny randomly initialised T5
+    saved by transformers, with a small tokenizer trained by t5scale-prep on the quickstart's sample data as its
+    spiece.model."""
+    source, build = context["source"], context["build"]
+    tokenizer = os.path.join(context["scratch"], "tmp", "stand-in-t5-small-spiece.model")
+    subprocess.run([os.path.join(build, "bin", "t5scale-prep"), "--recipe",
+                    os.path.join(source, "jobs/quickstart/recipe.yaml"), "--input",
+                    os.path.join(source, "jobs/quickstart/my_data.jsonl"),
+                    "--out", os.path.join(context["scratch"], "tmp", "stand-in-tokenizer.h5"), "--train-tokenizer",
+                    "--tokenizer-out", tokenizer, "--vocab-size", "100", "--progress", "none"],
+                   check=True, capture_output=True, text=True)
+    subprocess.run([context["python"], "-c", STAND_IN_T5, tokenizer, path], check=True, capture_output=True,
+                   text=True, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+
+
+# name -> (what it stands in for, maker); a name under ~/ is made in the scratch HOME
 FIXTURES = {
     "samsum_train.jsonl": ("400 SAMSum-shaped records (id, dialogue, summary)", make_samsum_jsonl),
     "spiece.model": ("a small unigram SentencePiece model with T5's ids instead of T5's spiece.model",
                      make_spiece_model),
+    "~/.cache/huggingface/hub/models--t5-small": (
+        "t5-small in the Hugging Face cache: a tiny randomly initialised T5 saved by transformers, with a small "
+        "tokenizer trained on jobs/quickstart/my_data.jsonl as its spiece.model", make_hf_cache_t5_small),
 }
 
 
@@ -388,8 +504,9 @@ def run_file(path, blocks, context, env_base):
         for name in block.marker[1]["files"]:
             if name in made:
                 continue
+            where = os.path.join(home, name[2:]) if name.startswith("~/") else os.path.join(scratch, name)
             try:
-                FIXTURES[name][1](os.path.join(scratch, name), dict(context, work=scratch))
+                FIXTURES[name][1](where, dict(context, work=scratch))
             except subprocess.CalledProcessError as e:
                 problems.append(f"{block.where()}: cannot make the stand-in {name}: {e}\n{e.stdout}{e.stderr}")
             made.add(name)
@@ -490,6 +607,7 @@ def main():
         return 0
     helps, keys = program_help(build, args.python, source)
     for path, found in blocks.items():
+        check_links(source, path, problems)
         check_inline_commands(source, path, helps, keys, problems)
         for block in found:
             if block.marker is not None:
@@ -501,6 +619,9 @@ def main():
                 "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMPI_MCA_mpi_yield_when_idle": "1",
                 "OMP_NUM_THREADS": "1"})
     env.setdefault("OMPI_MCA_btl", "self,vader")
+    for name in ["HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "TRANSFORMERS_CACHE"]:
+        env.pop(name, None)  # a new user's machine: the cache is ~/.cache/huggingface/hub (in the scratch HOME)
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     ran, timings = 0, []
     for path, found in blocks.items():
         runnable = [b for b in found if b.runnable]
