@@ -73,10 +73,8 @@ std::string describe_checkpoint(const OpenedCheckpoint& checkpoint) {
     for (const std::string& name : first.names()) {
       if (name.rfind("optimizer.", 0) == 0) kinds.insert(parse_state_name(name.substr(10)).kind);
     }
-    std::string kind_list;
-    for (const std::string& kind : kinds) kind_list += (kind_list.empty() ? "" : ", ") + kind;
     out << "state       " << layout.at("parameters").size() << " trained parameters in "
-        << layout.at("bucket_elements").size() << " buckets; " << kind_list << "\n";
+        << layout.at("bucket_elements").size() << " buckets; " << join(kinds, ", ") << "\n";
   } else {
     out << "\nstate       (format 1: no optimizer layout; resumes on its own grid only)\n";
   }

@@ -22,6 +22,7 @@
 #include "core/units.h"
 #include "data/batch_sampler.h"
 #include "data/example_source.h"
+#include "data/hf_tokenizer_files.h"
 #include "data/synthetic_examples.h"
 #include "data/tokenized_dataset.h"
 #include "data/tokenizer.h"

@@ -467,7 +467,13 @@ def scenario_prep_to_train(job):
     tokenizer = prep_dialogues(job, pieces=60)
     job.run(2, "prepped", "train.max_steps=30", "parallel.tp=2", f"data.tokenizer={tokenizer}",
             "optimizer.lr=3e-3", "eval.every_steps=15", "eval.max_examples=24", "eval.metrics=loss,rouge",
-            "eval.max_new_tokens=16", "model.dropout_rate=0.0")
+            "eval.max_new_tokens=16", "model.dropout_rate=0.0", f"export.hf_dir={os.path.join(job.work, 'prepped_hf')}")
+    # The job's own export holds the tokenizer beside the model (the run's spiece.model byte for byte).
+    exported = sorted(os.listdir(os.path.join(job.work, "prepped_hf")))
+    check(exported == ["config.json", "model.safetensors", "special_tokens_map.json", "spiece.model",
+                       "tokenizer_config.json"], f"the job's export holds {exported}")
+    with open(tokenizer, "rb") as a, open(os.path.join(job.work, "prepped_hf", "spiece.model"), "rb") as b:
+        check(a.read() == b.read(), "the exported spiece.model is not the run's tokenizer")
     with h5py.File(job.run_file("prepped"), "r") as f:
         check(list(f["eval/step"][:]) == [15, 30], f"evaluations at {list(f['eval/step'][:])}")
         rouge = f["eval/rouge1"][:]
