@@ -17,7 +17,7 @@ VENV_DIR=${T5SCALE_VENV:-$CACHE_DIR/venv-torch$TORCH_VERSION-tf$TRANSFORMERS_VER
 
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3-venv procps  # procps: pgrep/pkill in tests
-  time                     # /usr/bin/time: the README's ZeRO-2 memory measurement (run by docs.runnable_commands)
+  time                     # /usr/bin/time: the ZeRO-2 memory measurement in docs/BENCHMARKS.md (run by docs.runnable_commands)
   libopenmpi-dev openmpi-bin
   libhdf5-dev hdf5-tools
   libyaml-cpp-dev

@@ -1,11 +1,13 @@
 // t5scale-prep: JSONL/CSV datasets to tokenized HDF5 datasets (src/data_prep/prep_pipeline.h), and the built-in
 // synthetic task as such a dataset. Exit status: 0 done, 2 bad input or usage (the message names the file, line or
 // key), 1 anything else.
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "config/hf_model_folder.h"
 #include "core/check.h"
 #include "core/command_line.h"
 #include "data/synthetic_examples.h"
@@ -32,7 +34,8 @@ constexpr const char* kUsage = R"(usage:
                with that tokenizer
 
 TOKENIZER:
-  --tokenizer M.model              a SentencePiece model with T5's ids (a T5 spiece.model), or
+  --tokenizer M.model|MODEL        a SentencePiece model with T5's ids (a T5 spiece.model; or the spiece.model of
+                                   a model folder or a model in the Hugging Face cache: --tokenizer t5-small), or
   --train-tokenizer --tokenizer-out X.model [--vocab-size 32000] [--character-coverage 0.9995]
                                    [--tokenizer-sample-mb 512]
                                    a unigram model trained on the train split (sentinels come on top of
@@ -88,6 +91,20 @@ int run_synthetic(CommandLine& args) {
   return 0;
 }
 
+// --tokenizer's file: a SentencePiece .model as given, or the spiece.model of a model folder or of a model in the
+// Hugging Face cache (the lookup of model.init_from: `--tokenizer t5-small`).
+std::string tokenizer_file(const std::string& given) {
+  namespace fs = std::filesystem;
+  if (fs::is_regular_file(given)) return given;
+  T5S_CHECK(fs::path(given).extension() != ".model", "--tokenizer: no file '", given, "'");
+  const t5scale::HfModelLookup lookup = t5scale::find_hf_model_folder(given);
+  if (lookup.folder.empty()) throw t5scale::Error("--tokenizer: " + t5scale::hf_model_not_found(given, lookup));
+  const fs::path spiece = fs::path(lookup.folder) / "spiece.model";
+  T5S_CHECK(fs::is_regular_file(spiece), "--tokenizer: the model folder ", lookup.folder,
+            " has no spiece.model (t5scale reads SentencePiece tokenizers: give the .model file)");
+  return spiece.string();
+}
+
 int run_check(int argc, char** argv) {
   if (argc < 3) throw UsageError("t5scale-prep check: give the dataset file");
   const std::string path = argv[2];
@@ -97,7 +114,7 @@ int run_check(int argc, char** argv) {
     const std::string key = args.word();
     if (!args.is_flag()) throw UsageError(t5scale::msg("unexpected argument '", key, "'"));
     if (key == "--tokenizer")
-      tokenizer_path = args.value();
+      tokenizer_path = tokenizer_file(args.value());
     else
       throw UsageError(t5scale::msg("unknown option '", key, "' for t5scale-prep check"));
   }
@@ -138,7 +155,7 @@ int run_prep(CommandLine& args) {
     else if (key == "--data-dir")
       options.data_dir = args.value();
     else if (key == "--tokenizer")
-      options.tokenizer_path = args.value();
+      options.tokenizer_path = tokenizer_file(args.value());
     else if (key == "--train-tokenizer")
       options.train_tokenizer = true;
     else if (key == "--tokenizer-out")

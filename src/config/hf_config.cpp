@@ -19,7 +19,21 @@ ModelConfig read_hf_config(const std::string& path) {
   } catch (const json::exception& e) {
     throw Error(msg(path, ": not valid JSON: ", e.what()));
   }
-  return hf_config_from_json(j, path, fs::path(path).parent_path().filename().string());
+  return hf_config_from_json(j, path, hf_model_name_of_folder(fs::path(path).parent_path().string()));
+}
+
+std::string hf_model_name_of_folder(const std::string& folder) {
+  fs::path snapshot = fs::path(folder).lexically_normal();
+  if (snapshot.filename().empty()) snapshot = snapshot.parent_path();  // "folder/"
+  const fs::path snapshots = snapshot.parent_path(), repository = snapshots.parent_path();
+  const std::string repository_name = repository.filename().string();
+  if (snapshots.filename() == "snapshots" && repository_name.rfind("models--", 0) == 0) {
+    // The Hugging Face cache's models--<org>--<name>/snapshots/<commit>: the model's own name, not the commit's.
+    std::string name = repository_name.substr(8);
+    for (size_t at = name.find("--"); at != std::string::npos; at = name.find("--", at + 1)) name.replace(at, 2, "/");
+    return name;
+  }
+  return snapshot.filename().string();
 }
 
 ModelConfig hf_config_from_json(const json& j, const std::string& path, const std::string& name) {

@@ -12,7 +12,12 @@ namespace t5scale {
 
 // Reads a T5 config.json. The shape fields (vocab_size, d_model, d_kv, d_ff, num_layers, num_heads) are
 // required; the others default as in Hugging Face's T5Config; keys t5scale does not use are ignored.
+// The model is named by its folder (hf_model_name_of_folder).
 ModelConfig read_hf_config(const std::string& config_json_path);
+
+// A model folder's name: "org/name" for a snapshot of the Hugging Face cache (models--org--name/snapshots/<commit>),
+// else the folder's own name.
+std::string hf_model_name_of_folder(const std::string& folder);
 // The same from parsed JSON; `source` names it in messages, `name` becomes the model's name.
 ModelConfig hf_config_from_json(const nlohmann::json& json, const std::string& source, const std::string& name);
 void write_hf_config(const ModelConfig& config, const std::string& config_json_path);

@@ -112,6 +112,11 @@ struct TokenizedDatasetWriter::Split {
 TokenizedDatasetWriter::TokenizedDatasetWriter(const std::string& path, const TokenizedDatasetInfo& info)
     : path_(path), temporary_path_(msg(path, ".tmp.", getpid())), info_(info) {
   T5S_CHECK(info.vocab_size > 0, "tokenized dataset '", path, "': vocab_size must be positive, got ", info.vocab_size);
+  // The output's folder is made as t5scale-train makes its results folder; a path through a file is refused by name.
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  std::error_code error;
+  if (!folder.empty()) std::filesystem::create_directories(folder, error);
+  T5S_CHECK(!error, "tokenized dataset '", path, "': cannot make its folder '", folder.string(), "': ", error.message());
   Hdf5Quiet quiet;
   H5Handle access(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), temporary_path_));
   // The 1.10 format (as the run file): extensible-array chunk indexes (a small file stays small), and attributes

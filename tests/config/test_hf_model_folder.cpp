@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 
+#include "config/hf_config.h"
 #include "config/hf_model_folder.h"
 #include "config/run_config.h"
 #include "core/check.h"
@@ -166,6 +167,15 @@ TEST_F(HfModelFolder, CheckFilesAndTheRunsFolderFollowTheName) {
   ASSERT_EQ(errors.size(), 1u);
   expect_mentions(errors[0].text(), {"model.init_from: 'org/tiny' (found as " + snapshot.string() +
                                      ") has no config.json"});
+}
+
+// A model found in the cache is named as the user named it, not by its snapshot's commit.
+TEST(HfModelName, ASnapshotOfTheCacheIsNamedByItsRepository) {
+  EXPECT_EQ(hf_model_name_of_folder("/c/hub/models--google--t5-v1_1-base/snapshots/0123abcd"), "google/t5-v1_1-base");
+  EXPECT_EQ(hf_model_name_of_folder("/c/hub/models--t5-small/snapshots/0123abcd/"), "t5-small");
+  EXPECT_EQ(hf_model_name_of_folder("/work/my-t5"), "my-t5");
+  EXPECT_EQ(hf_model_name_of_folder("/work/my-t5/"), "my-t5");
+  EXPECT_EQ(hf_model_name_of_folder("/work/snapshots/abc"), "abc");  // not the cache's layout
 }
 
 }  // namespace
