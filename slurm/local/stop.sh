@@ -13,24 +13,35 @@ fi
 state=$(realpath -m "$1")
 export SLURM_CONF="$state/slurm.conf"
 
-# Stops the process in pid file $1 (TERM, then KILL after 15 s).
-stop_by_pid_file() {
-  local file=$1 name=$2 pid
-  [ -s "$file" ] || return 0
-  pid=$(cat "$file")
-  if kill -0 "$pid" 2>/dev/null; then
+# Stops the processes of the pid files given: SIGTERM to all at once (a daemon takes about 2 s to stop), SIGKILL
+# to any left after 15 s; removes the pid files. A daemon is named by its file: slurmd.t5n1.pid is "slurmd of t5n1".
+stop_by_pid_files() {
+  local file pid name running
+  local -A pids=()
+  for file in "$@"; do
+    [ -s "$file" ] || continue
+    pid=$(cat "$file")
+    pids[$file]=$pid
     kill -TERM "$pid" 2>/dev/null
-    for _ in $(seq 150); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
+  done
+  for _ in $(seq 150); do
+    running=""
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && running=1; done
+    [ -z "$running" ] && break
+    sleep 0.1
+  done
+  for file in "$@"; do
+    [ -n "${pids[$file]:-}" ] || continue
+    pid=${pids[$file]}
+    name=$(basename "$file" .pid)
+    name=${name/./ of }
     if kill -0 "$pid" 2>/dev/null; then
       echo "$name (pid $pid) did not stop on SIGTERM: SIGKILL" >&2
       kill -KILL "$pid" 2>/dev/null
     fi
-  fi
-  rm -f "$file"
-  echo "$name: stopped"
+    rm -f "$file"
+    echo "$name: stopped"
+  done
 }
 
 if [ -f "$SLURM_CONF" ] && [ -s "$state/slurmctld.pid" ] && kill -0 "$(cat "$state/slurmctld.pid")" 2>/dev/null; then
@@ -45,13 +56,9 @@ if [ -f "$SLURM_CONF" ] && [ -s "$state/slurmctld.pid" ] && kill -0 "$(cat "$sta
     done
   fi
 fi
-# One slurmd (slurmd.pid), or one per node of a multi-node cluster (slurmd.<node>.pid).
-for pid_file in "$state"/slurmd.pid "$state"/slurmd.*.pid; do
-  [ -e "$pid_file" ] || continue
-  name=$(basename "$pid_file" .pid)
-  stop_by_pid_file "$pid_file" "${name/./ of }"
-done
-stop_by_pid_file "$state/slurmctld.pid" slurmctld
+# One slurmd (slurmd.pid), or one per node of a multi-node cluster (slurmd.<node>.pid), all at once; then slurmctld.
+stop_by_pid_files "$state"/slurmd.pid "$state"/slurmd.*.pid
+stop_by_pid_files "$state/slurmctld.pid"
 
 # The network of a multi-node cluster, as start.sh listed it (each thing before it made it). Processes left in a
 # namespace (a job step that outlived its slurmd) are ended first: a namespace is only gone when nothing uses it.
@@ -104,5 +111,5 @@ if pgrep -x slurmctld >/dev/null 2>&1; then
   [ -s "$state/munged.pid" ] && echo "munged: left running for the other Slurm cluster of this machine"
   rm -f "$state/munged.pid"
 fi
-stop_by_pid_file "$state/munged.pid" munged
+stop_by_pid_files "$state/munged.pid"
 exit 0

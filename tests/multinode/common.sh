@@ -1,16 +1,48 @@
-# What the multinode tests share (sourced, not run): the prerequisites, a failure that names the step, the
-# temporary folder and the cluster always removed (trap on EXIT), deadlines per step and for the whole test, the
-# local cluster started and stopped, and the check of a run file against a reference run.
+# shellcheck shell=bash
+# What the cluster tests share (sourced, not run): the prerequisites, a failure that names the step, the temporary
+# folder, the cluster (the one ctest shares between the tests, or one of the test's own), deadlines per step and
+# for the whole test, the one-node reference runs and the check of a run file against one.
 # The sourcing script passes its arguments (SOURCE_DIR BIN_DIR PYTHON: `. common.sh "$@"`, which sets src, bin
 # and python) and sets test_name before; it may set `step` to what it is doing (fail names it). The deadlines:
 # T5SCALE_MULTINODE_STEP_TIMEOUT_S (the longest any one step may take, default 90) and
 # T5SCALE_MULTINODE_TEST_TIMEOUT_S (the whole test's, default 200: below ctest's 240 s, which kills without a
 # chance to clean up).
+# The cluster: T5SCALE_LOCAL_CLUSTER names the state folder of a running 4-node cluster (ctest's fixture
+# local_cluster: tests/multinode/local_cluster.sh start, in multinode.cluster_start); a test uses it and leaves
+# it as it found it, no job of its own left. Unset, the test starts a 4-node cluster of its own in its temporary
+# folder and removes it at exit. T5SCALE_MULTINODE_REFERENCES names the folder of the one-node reference runs
+# (made once by local_cluster.sh references); unset, or where one is missing, the test runs what it needs.
 
 # shellcheck source=tests/shell_test_start.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../shell_test_start.sh" "$@"
 step_timeout_s=${T5SCALE_MULTINODE_STEP_TIMEOUT_S:-90}
 test_timeout_s=${T5SCALE_MULTINODE_TEST_TIMEOUT_S:-200}
+# The cluster's size, and the CPUs each node declares: 4, so that a one-node run of 4 ranks fits on any node.
+cluster_nodes=4
+export T5SCALE_SLURM_NODE_CPUS=${T5SCALE_SLURM_NODE_CPUS:-4}
+
+# Open MPI as root, and ranks that yield the core when they wait (up to 13 ranks share 2 cores).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
+
+# The runs, as settings of the demo's tiny T5 on the synthetic task (jobs/demo/run.yaml):
+# short: 48 steps, one evaluation at the end (the runs across nodes, the study across nodes);
+# shellcheck disable=SC2034  # read through train_command's nameref
+short_settings=(train.max_steps=48 train.log_every=8 eval.every_steps=0 eval.max_examples=32 checkpoint.every_steps=0)
+# long: 500 steps with a checkpoint every 100, resumed when one is there, a collective waiting at most 5 s
+# (preemption and node loss).
+collective_timeout_s=5
+# shellcheck disable=SC2034
+long_settings=(train.max_steps=500 train.log_every=50 eval.every_steps=0 eval.at_end=false checkpoint.every_steps=100
+               checkpoint.resume=auto "parallel.collective_timeout_s=$collective_timeout_s")
+
+# Sets the array `train`: t5scale-train on the demo's config with the settings of kind $2 (short, long), run
+# files into folder $1.
+train_command() {
+  local -n settings="$2_settings"
+  local setting
+  train=("$bin/t5scale-train" --config "$src/jobs/demo/run.yaml" --set run.output_dir="$1")
+  for setting in "${settings[@]}"; do train+=(--set "$setting"); done
+}
 
 # Root, the programs, namespaces that can be made, and Debian's slurm-wlm and munge (installed when missing).
 check_multinode_prerequisites() {
@@ -40,25 +72,29 @@ check_multinode_prerequisites() {
   "$src/slurm/local/install.sh" || fail "slurm-wlm and munge could not be installed"
 }
 
-# The temporary folder ($work, the current directory from here on) and the trap that removes the cluster in
-# $state (when one runs), prints the logs after a failure and removes $work after a success.
+# The temporary folder ($work, the current directory from here on) and the trap that cleans up at exit: the
+# cluster of this test stopped (or, on the shared cluster, this test's jobs cancelled), the logs printed after a
+# failure, $work removed after a success.
 work=""
-state=""
+state=""         # the cluster of this test's own, stopped at exit
+shared_state=""  # the shared cluster (T5SCALE_LOCAL_CLUSTER), left running
 status=1
 make_test_folder() {
+  # shellcheck disable=SC2154  # the sourcing script sets test_name
   work=$(mktemp -d "${TMPDIR:-/tmp}/t5scale-$test_name.XXXXXX")
   trap multinode_cleanup EXIT
   trap 'exit 130' INT TERM
   cd "$work" || fail "cannot enter $work"
 }
-background_pids=()  # helpers the test started in the background, ended first
+background_pids=()  # helpers and cases the test started in the background, ended first
 multinode_cleanup() {
-  local pid
+  local pid log
   for pid in "${background_pids[@]}"; do kill "$pid" 2>/dev/null; done
+  [ -n "$shared_state" ] && cancel_all_jobs
   [ -n "$state" ] && "$src/slurm/local/stop.sh" "$state"
   if [ "$status" -ne 0 ]; then
     echo "--- failed at: $step" >&2
-    for log in "$work"/*.log "$state"/log/*.log; do
+    for log in "$work"/*.log "$work"/*/*.log "${state:-$shared_state}"/log/*.log; do
       [ -e "$log" ] && { echo "== $log" >&2; tail -n 25 "$log" >&2; }
     done
   fi
@@ -77,37 +113,82 @@ step_limit() {
   echo $((left < step_timeout_s ? left : step_timeout_s))
 }
 
-# Starts an $1-node cluster in $work/slurm$1 and points Slurm's commands and Open MPI at it: TCP between the
-# nodes, on the bridge's subnet only (Open MPI would otherwise try every interface it sees), for the MPI traffic
-# (btl) and Open MPI's own wire-up between mpirun and its orted (oob) alike. Sets $state and $subnet.
-start_cluster() {
-  local nodes=$1 limit
-  step="starting a $nodes-node cluster"
-  state="$work/slurm$nodes"
-  limit=$(step_limit) || exit 1
-  T5SCALE_SLURM_TIMEOUT_S=$limit timeout "$((limit + 20))" \
-    "$src/slurm/local/start.sh" --nodes "$nodes" "$state" ||
-    fail "slurm/local/start.sh --nodes $nodes did not start the cluster (the reason is above)"
-  export SLURM_CONF="$state/slurm.conf"
-  subnet=$(sed -n 's/^subnet //p' "$state/network")
-  [ -n "$subnet" ] || fail "start.sh wrote no subnet into $state/network"
+# Points Slurm's commands and Open MPI at the cluster in state folder $1: TCP between the nodes, on the bridge's
+# subnet only (Open MPI would otherwise try every interface it sees), for the MPI traffic (btl) and Open MPI's own
+# wire-up between mpirun and its orted (oob) alike. Sets $subnet.
+point_at_cluster() {
+  export SLURM_CONF="$1/slurm.conf"
+  subnet=$(sed -n 's/^subnet //p' "$1/network" 2>/dev/null)
+  [ -n "$subnet" ] || fail "$1/network names no subnet: no multi-node cluster was started there"
   export OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=$subnet OMPI_MCA_oob_tcp_if_include=$subnet
 }
 
-# Stops the cluster of $state and checks that no namespace, veth or bridge it made is left.
+# Starts the 4-node cluster in folder $1 (slurm/local/start.sh) and points at it.
+start_cluster() {
+  local limit
+  step="starting a $cluster_nodes-node cluster"
+  limit=$(step_limit) || exit 1
+  T5SCALE_SLURM_TIMEOUT_S=$limit timeout "$((limit + 20))" \
+    "$src/slurm/local/start.sh" --nodes "$cluster_nodes" "$1" ||
+    fail "slurm/local/start.sh --nodes $cluster_nodes did not start the cluster (the reason is above)"
+  point_at_cluster "$1"
+}
+
+# Stops the cluster of state folder $1 and checks that no namespace, veth or bridge it made is left.
 stop_cluster() {
   local made name
-  step="stopping the cluster in $state"
+  step="stopping the cluster in $1"
   unset OMPI_MCA_btl OMPI_MCA_btl_tcp_if_include OMPI_MCA_oob_tcp_if_include
-  made=$(sed -n 's/^\(netns\|veth\|bridge\) //p' "$state/network")
-  "$src/slurm/local/stop.sh" "$state" >/dev/null || fail "slurm/local/stop.sh failed"
-  [ -e "$state/network" ] && fail "stop.sh could not remove: $(cat "$state/network")"
+  made=$(sed -n 's/^\(netns\|veth\|bridge\) //p' "$1/network" 2>/dev/null)
+  "$src/slurm/local/stop.sh" "$1" >/dev/null || fail "slurm/local/stop.sh failed"
+  [ -e "$1/network" ] && fail "stop.sh could not remove: $(cat "$1/network")"
   for name in $made; do
     if ip netns list | grep -qw "^$name" || ip link show "$name" >/dev/null 2>&1; then
       fail "stop.sh left $name"
     fi
   done
-  state=""
+}
+
+# The cluster this test runs on: the shared one of T5SCALE_LOCAL_CLUSTER, with every node idle and no job queued
+# (a test that was killed may have left some: they are cancelled), or a new one in $work/slurm.
+use_cluster() {
+  if [ -z "${T5SCALE_LOCAL_CLUSTER:-}" ]; then
+    state="$work/slurm"
+    start_cluster "$state"
+    return
+  fi
+  step="the shared cluster in $T5SCALE_LOCAL_CLUSTER"
+  if [ ! -s "$T5SCALE_LOCAL_CLUSTER/slurm.conf" ] || [ ! -s "$T5SCALE_LOCAL_CLUSTER/slurmctld.pid" ]; then
+    fail "no cluster runs in $T5SCALE_LOCAL_CLUSTER (ctest's multinode.cluster_start starts it)"
+  fi
+  shared_state=$T5SCALE_LOCAL_CLUSTER
+  point_at_cluster "$shared_state"
+  cancel_all_jobs
+  local limit deadline nodes
+  limit=$(step_limit) || exit 1
+  deadline=$((SECONDS + limit))
+  until nodes=$(sinfo -h -N -o '%N %T' 2>&1) && [ "$(grep -c ' idle$' <<<"$nodes")" -eq "$cluster_nodes" ]; do
+    [ $SECONDS -ge $deadline ] &&
+      fail "the nodes are not all idle after $limit s: $(tr '\n' ' ' <<<"$nodes")(multinode.node_loss_and_preemption," \
+           "which kills t5n4, runs last)"
+    sleep 0.5
+  done
+}
+
+# Cancels every job of the shared cluster and waits, at most 30 s, until none is left: only one test at a time
+# uses the cluster (ctest's RESOURCE_LOCK local_slurm), so every job there is this test's.
+cancel_all_jobs() {
+  local jobs
+  jobs=$(squeue -h -o %i 2>/dev/null | tr '\n' ' ')
+  [ -n "${jobs// /}" ] || return 0
+  echo "cancelling jobs left on the cluster: $jobs"
+  # shellcheck disable=SC2086
+  scancel $jobs 2>/dev/null
+  for _ in $(seq 150); do
+    [ -z "$(squeue -h -o %i 2>/dev/null)" ] && return 0
+    sleep 0.2
+  done
+  echo "jobs still queued after 30 s: $(squeue -h -o '%i %T' 2>&1 | tr '\n' ' ')" >&2
 }
 
 # Waits for sbatch job $1 to leave the queue (or, with $2 = any state name, to reach it), at most step_limit; a
@@ -122,7 +203,7 @@ wait_for_job() {
       [ -n "${2:-}" ] && [ "$queue" = "$2" ] && return 0
     fi
     [ $SECONDS -ge $deadline ] && fail "job $1 still ${queue:-queued} after $limit s"
-    sleep 1
+    sleep 0.25
   done
 }
 
@@ -133,22 +214,26 @@ wait_for_text() {
   deadline=$((SECONDS + limit))
   until [ -e "$1" ] && grep -q -- "$2" "$1"; do
     [ $SECONDS -ge $deadline ] && fail "'$2' did not appear in $1 within $limit s: $(tail -n 3 "$1" 2>/dev/null)"
-    sleep 0.5
+    sleep 0.25
   done
 }
 
-# The one-node reference of a grid: $1 ranks, tp $2, shared memory, outside Slurm; the command is the sourcing
-# script's array `train`, the run file $work/runs/ref<ranks>tp<tp>.h5.
+# The folder of the one-node reference runs.
+refs=${T5SCALE_MULTINODE_REFERENCES:-}
+# The one-node reference of a grid: $1 ranks, tp $2, runs of kind $3 (short, long), shared memory, outside Slurm;
+# the run file $refs/<kind><ranks>tp<tp>.h5 (made here when it is not there yet).
 reference_run() {
-  local ranks=$1 tp=$2 name="ref${1}tp${2}"
-  [ -e "$work/runs/$name.h5" ] && return 0
-  step="the one-node reference: $ranks ranks, tp $tp, shared memory"
-  local limit
+  local ranks=$1 tp=$2 kind=$3 name="$3$1tp$2" limit train
+  [ -n "$refs" ] || refs="$work/references"
+  [ -e "$refs/$name.h5" ] && return 0
+  step="the one-node reference: $kind run, $ranks ranks, tp $tp, shared memory"
+  mkdir -p "$refs"
+  train_command "$refs" "$kind"
   limit=$(step_limit) || exit 1
   timeout "$limit" "$mpirun" -np "$ranks" --oversubscribe --mca btl vader,self \
-    "${train[@]}" --set parallel.tp="$tp" --set run.name="$name" >"$work/$name.log" 2>&1 ||
-    fail "mpirun -np $ranks on this host failed or timed out (exit $?): $(tail -n 5 "$work/$name.log")"
-  check_run "$work/runs/$name.h5" "$work/runs/$name.h5" 1 || fail "the one-node run did not complete"
+    "${train[@]}" --set parallel.tp="$tp" --set run.name="$name" >"$refs/$name.log" 2>&1 ||
+    fail "mpirun -np $ranks on this host failed or timed out (exit $?): $(tail -n 5 "$refs/$name.log")"
+  check_run "$refs/$name.h5" "$refs/$name.h5" 1 || fail "the one-node run did not complete"
 }
 
 # Checks run file $1 against the reference $2: completed, every step once, losses equal bit for bit, `nodes` $3
@@ -187,4 +272,21 @@ for p in problems:
     print(f"{path}: {p}")
 sys.exit(1 if problems else 0)
 EOF
+}
+
+# Runs the cases named (shell functions) at the same time, each in the background with its own log lines and
+# failure message (fail names the case's step); fails after all have ended when any failed, naming them.
+run_cases_together() {
+  local names=("$@") pids=() failed=() i
+  for i in "${!names[@]}"; do
+    "${names[$i]}" &
+    pids[i]=$!
+    background_pids+=($!)
+  done
+  for i in "${!names[@]}"; do
+    wait "${pids[$i]}" || failed+=("${names[$i]}")
+  done
+  background_pids=("${background_pids[@]:0:${#background_pids[@]}-${#names[@]}}")
+  step="the cases run together: ${names[*]}"
+  [ ${#failed[@]} -eq 0 ] || fail "failed: ${failed[*]} (each one's FAIL line is above)"
 }
