@@ -91,9 +91,22 @@ def _energy_line(row: pd.Series) -> str:
 
 def _total_energy_line(row: pd.Series) -> str:
     if not _known(row.get("energy_kwh")):
+        if _known(row.get("estimated_energy_kwh")):
+            return (f"not measured; estimated {_number(row.get('estimated_energy_kwh')):.4g} kWh "
+                    f"({row.get('energy_estimate_method', '')})")
         return "not measured"
     cpu = "CPU " + ("measured" if _known(row.get("cpu_energy_kwh")) else "not measured")
     return f"{_number(row.get('energy_kwh')):.4g} kWh (GPU + CPU, x PUE {_number(row.get('pue')):g}; {cpu})"
+
+
+def _emissions_line(row: pd.Series) -> str:
+    """Measured emissions; where nothing was measured "unknown", with the estimate beside it when there is one."""
+    intensity = f"at {_number(row.get('carbon_intensity_g_per_kwh')):g} g/kWh"
+    if _known(row.get("co2_kg")):
+        return f"{_number(row.get('co2_kg')):.4g} (kg CO2eq {intensity})"
+    if _known(row.get("estimated_co2_kg")):
+        return f"unknown (energy not measured); estimated {_number(row.get('estimated_co2_kg')):.4g} (kg CO2eq {intensity})"
+    return "unknown (energy not measured)"
 
 
 def _metric_line(row: pd.Series, metric: str) -> str:
@@ -141,8 +154,7 @@ def card_rows(row: pd.Series, metric: str | None) -> list:
                            else "not measured"),
         ("Total GPU Energy Usage", _energy_line(row)),
         ("Total Energy", _total_energy_line(row)),
-        ("Emissions", f"{_number(row.get('co2_kg')):.4g} (kg CO2eq at {_number(row.get('carbon_intensity_g_per_kwh')):g} g/kWh)"
-                      if _known(row.get("co2_kg")) else "unknown (energy not measured)"),
+        ("Emissions", _emissions_line(row)),
         ("Throughput", f"{_fmt(row.get('samples_per_s'), '.2f')} samples/s, {_fmt(row.get('tokens_per_s'), '.0f')} tokens/s"),
         ("Mean Step Time", f"{_fmt(row.get('mean_step_time_s'), '.4g')} s"),
         ("MFU", f"{_fmt(100 * _number(row.get('mean_mfu')), '.1f')}%"),

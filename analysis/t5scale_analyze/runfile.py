@@ -326,7 +326,8 @@ def _attempt_of(run: Run, steps_joined: int, evals_joined: int, rank_steps: dict
 
 # What the attempts spent, each file's own figure (its wall time, at its own node count and price; its energy):
 # summed over the files.
-SPENT_FIGURES = ("wall_time_s", "cost_usd", "gpu_energy_kwh", "cpu_energy_kwh", "energy_kwh", "co2_kg")
+SPENT_FIGURES = ("wall_time_s", "cost_usd", "gpu_energy_kwh", "cpu_energy_kwh", "energy_kwh", "co2_kg",
+                 "estimated_energy_kwh", "estimated_co2_kg")
 # The most an attempt reached: the maximum of the files' own figures.
 PEAK_FIGURES = ("peak_memory_bytes", "peak_host_memory_bytes")
 

@@ -56,10 +56,21 @@ std::string resource_card(const ResourceCardFigures& f) {
                 cpu_known ? (std::to_string(f.cpu_energy_j / 1000.0) + " kJ (RAPL)").c_str()
                           : "not measured (RAPL not readable)");
   card << line;
-  std::snprintf(line, sizeof(line),
-                "emissions       %.6f kg CO2eq (%.6f kWh x PUE %.2f x %.0f g/kWh; measured sources only)\n",
-                co2_kg(kwh, f.carbon_intensity_g_per_kwh), kwh / f.pue, f.pue, f.carbon_intensity_g_per_kwh);
-  card << line;
+  if (gpu_known || cpu_known) {
+    std::snprintf(line, sizeof(line),
+                  "emissions       %.6f kg CO2eq (%.6f kWh x PUE %.2f x %.0f g/kWh; measured sources only)\n",
+                  co2_kg(kwh, f.carbon_intensity_g_per_kwh), kwh / f.pue, f.pue, f.carbon_intensity_g_per_kwh);
+    card << line;
+  } else {
+    // Nothing measured: unknown, and beside it an estimate that says it is one.
+    const double estimated_kwh = energy_kwh(f.estimated_energy_j, 0.0, f.pue);
+    std::snprintf(line, sizeof(line),
+                  "emissions       unknown (no energy measured); estimated %.6f kg CO2eq (%.6f kWh x PUE %.2f x "
+                  "%.0f g/kWh)\n",
+                  co2_kg(estimated_kwh, f.carbon_intensity_g_per_kwh), estimated_kwh / f.pue, f.pue,
+                  f.carbon_intensity_g_per_kwh);
+    card << line << "energy estimate " << f.energy_estimate_method << "\n";
+  }
   std::snprintf(line, sizeof(line), "throughput      %.1f samples/s, %.0f tokens/s, %.3f s per step (%lld steps)\n",
                 static_cast<double>(f.totals.samples) / step_time_sum_s, static_cast<double>(f.totals.tokens) / step_time_sum_s,
                 f.totals.step_time_s / steps, static_cast<long long>(f.totals.steps));

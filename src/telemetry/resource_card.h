@@ -21,6 +21,8 @@ struct ResourceCardFigures {
   double host_peak_bytes = 0.0;           // max over ranks
   std::string gpu_energy_source, cpu_energy_source;  // "none": not measured
   double gpu_energy_j = 0.0, cpu_energy_j = 0.0;  // summed over the ranks that read a value
+  double estimated_energy_j = 0.0;  // where neither source measured: the estimate (telemetry/energy_estimate.h)
+  std::string energy_estimate_method;
   double pue = 1.0, carbon_intensity_g_per_kwh = 0.0;
   StepTotals totals;  // over the run's steps, every attempt's
   double peak_flops_per_device = 0.0;

@@ -358,7 +358,14 @@ RunAttributes RunFile::Impl::summary(const TableRows& step_rows, const TableRows
                                : kNaN;
   out.emplace_back("energy_kwh", total_kwh);
   out.emplace_back("cost_usd", cost_usd(std::get<double>(attribute("price_per_node_hour_usd")), nodes, wall_time_s));
-  out.emplace_back("co2_kg", co2_kg(total_kwh, std::get<double>(attribute("carbon_intensity_g_per_kwh"))));
+  const double carbon_intensity = std::get<double>(attribute("carbon_intensity_g_per_kwh"));
+  out.emplace_back("co2_kg", co2_kg(total_kwh, carbon_intensity));
+  // An estimate only where nothing was measured, never added to the measured figures.
+  const bool estimated = !gpu_measured && !cpu_measured && std::isfinite(inputs.estimated_energy_j);
+  const double estimated_kwh = estimated ? energy_kwh(inputs.estimated_energy_j, 0.0, pue) : kNaN;
+  out.emplace_back("estimated_energy_kwh", estimated_kwh);
+  out.emplace_back("estimated_co2_kg", co2_kg(estimated_kwh, carbon_intensity));
+  out.emplace_back("energy_estimate_method", estimated ? inputs.energy_estimate_method : std::string());
   out.emplace_back("mean_step_time_s", mean_of(step_rows, steps, "step_time_s"));
   out.emplace_back("mean_tokens_per_s", mean_of(step_rows, steps, "tokens_per_s"));
   out.emplace_back("mean_mfu", mean_of(step_rows, steps, "mfu"));

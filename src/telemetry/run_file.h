@@ -31,7 +31,9 @@
 //   gpu_energy_kwh (sum over ranks of the final cumulative joules), cpu_energy_kwh (per node: ranks on a node
 //   read the same RAPL packages, so the lowest rank of each node with a value counts; ranks are placed node by
 //   node, world_size / nodes each), energy_kwh = (gpu + cpu) / 3.6e6 * pue over the sources that were measured
-//   (a source "none" adds nothing; both "none": NaN), cost_usd, co2_kg (cost.h), mean_step_time_s,
+//   (a source "none" adds nothing; both "none": NaN), cost_usd, co2_kg (cost.h); where both sources are "none",
+//   estimated_energy_kwh (x pue) and estimated_co2_kg of the caller's estimate and energy_estimate_method (NaN and
+//   "" otherwise: an estimate is never mixed with measured joules), mean_step_time_s,
 //   mean_tokens_per_s, mean_mfu (over rows), peak_memory_bytes (max of memory_peak_bytes over rows and ranks),
 //   mean_memory_allocated_bytes (over rows and ranks), peak_host_memory_bytes (max of host_memory_bytes over rows
 //   and ranks and of the inputs' values at the end: known also for a run without steps), total_flops (sum of model_flops); an unknown (NaN) input
@@ -101,6 +103,9 @@ struct RunSummaryInputs {
   std::vector<double> gpu_energy_j;    // (world_size,) cumulative at the end, or empty
   std::vector<double> cpu_energy_j;    // (world_size,) or empty
   std::vector<double> host_memory_bytes;  // (world_size,) each rank's peak resident set at the end, or empty
+  // Where neither energy source measured anything: an estimate (telemetry/energy_estimate.h) and how it was made.
+  double estimated_energy_j = kUnknownValue;
+  std::string energy_estimate_method;
 };
 
 class RunFile {

@@ -23,6 +23,7 @@
 #include "core/utc_time.h"
 #include "dist/mpi_runtime.h"
 #include "telemetry/cost.h"
+#include "telemetry/energy_estimate.h"
 #include "telemetry/nvml.h"
 #include "telemetry/resource_card.h"
 #include "train/device_probe.h"
@@ -388,9 +389,19 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
     if (std::isfinite(gpu)) gpu_j += inputs.gpu_energy_j.back();
     if (std::isfinite(cpu)) cpu_j += inputs.cpu_energy_j.back();
   }
+  if (meter_->gpu_energy_source() == "none" && meter_->cpu_energy_source() == "none") {
+    const EnergyEstimate estimate =
+        estimate_unmeasured_energy(read_host_hardware(), nodes_, in_.device.is_cuda() ? world / nodes_ : 0,
+                                   device_names_.substr(0, device_names_.find(',')), inputs.wall_time_s);
+    inputs.estimated_energy_j = estimate.energy_j;
+    inputs.energy_estimate_method = estimate.method;
+  }
   file_->finish(inputs, outcome.status);
 
-  return resource_card(card_figures(outcome, inputs, gpu_j, cpu_j));
+  ResourceCardFigures card = card_figures(outcome, inputs, gpu_j, cpu_j);
+  card.estimated_energy_j = std::isfinite(inputs.estimated_energy_j) ? inputs.estimated_energy_j : 0.0;
+  card.energy_estimate_method = inputs.energy_estimate_method;
+  return resource_card(card);
 }
 
 // The resource card's figures: the run's totals on rank 0 and what finish() gathered.

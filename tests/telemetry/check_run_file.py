@@ -26,7 +26,7 @@ EVAL_EVERY = 10
 
 def close(a, b):
     # Sums and means over rows are added in another order here than in C++: equal to rounding (1e-12 relative).
-    return math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
+    return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
 
 
 def expected_summary(steps, evals, wall_time_s):
@@ -53,6 +53,10 @@ def expected_summary(steps, evals, wall_time_s):
         "energy_kwh": energy_kwh,
         "cost_usd": attrs["price_per_node_hour_usd"] * attrs["nodes"] * wall_time_s / 3600,
         "co2_kg": energy_kwh * attrs["carbon_intensity_g_per_kwh"] / 1000,
+        # Both sources measured: no estimate (it is only made where nothing was measured).
+        "estimated_energy_kwh": math.nan,
+        "estimated_co2_kg": math.nan,
+        "energy_estimate_method": "",
         "mean_step_time_s": sum(r["step_time_s"] for r in steps) / n,
         "mean_tokens_per_s": sum(r["tokens_per_s"] for r in steps) / n,
         "mean_mfu": sum(r["mfu"] for r in steps) / n,

@@ -231,6 +231,36 @@ TEST(RunFile, EnergyOfASourceThatIsNoneIsNotCounted) {
   EXPECT_DOUBLE_EQ(reader.number_attribute("/summary", "energy_kwh"), 46.0 / 3.6e6 * 1.5);
 }
 
+// An estimate is recorded only where nothing was measured, and never in the measured figures.
+TEST(RunFile, AnEstimateIsKeptApartAndOnlyWhereNothingWasMeasured) {
+  TempDir dir;
+  RunSummaryInputs inputs;
+  inputs.estimated_energy_j = 7.2e6;  // 2 kWh
+  inputs.energy_estimate_method = "CodeCarbon constant mode, per node: ...";
+  for (const bool measured_gpu : {false, true}) {
+    const std::string path = dir / (measured_gpu ? "gpu.h5" : "none.h5");
+    RunDescription description = attributes();
+    description.energy_source_cpu = "none";
+    if (!measured_gpu) description.energy_source_gpu = "none";
+    RunFile file = RunFile::create(path, description);
+    file.append_step(step(1));
+    file.finish(inputs, "completed");
+    Reader reader(path);
+    if (measured_gpu) {
+      EXPECT_TRUE(std::isnan(reader.number_attribute("/summary", "estimated_energy_kwh")));
+      EXPECT_TRUE(std::isnan(reader.number_attribute("/summary", "estimated_co2_kg")));
+      EXPECT_EQ(reader.string_attribute("/summary", "energy_estimate_method"), "");
+      EXPECT_DOUBLE_EQ(reader.number_attribute("/summary", "energy_kwh"), 46.0 / 3.6e6 * 1.5);
+    } else {
+      EXPECT_TRUE(std::isnan(reader.number_attribute("/summary", "energy_kwh")));
+      EXPECT_TRUE(std::isnan(reader.number_attribute("/summary", "co2_kg")));
+      EXPECT_DOUBLE_EQ(reader.number_attribute("/summary", "estimated_energy_kwh"), 2.0 * 1.5);  // x PUE
+      EXPECT_DOUBLE_EQ(reader.number_attribute("/summary", "estimated_co2_kg"), 2.0 * 1.5 * 1.0 / 1000.0);
+      EXPECT_EQ(reader.string_attribute("/summary", "energy_estimate_method"), inputs.energy_estimate_method);
+    }
+  }
+}
+
 // ---- Resume ----
 
 TEST(RunFile, ResumeKeepsTheRowsUpToTheCheckpointAndCountsTheAttempt) {
