@@ -61,6 +61,8 @@ std::string resource_card(const ResourceCardFigures& f) {
                   "emissions       %.6f kg CO2eq (%.6f kWh x PUE %.2f x %.0f g/kWh; measured sources only)\n",
                   co2_kg(kwh, f.carbon_intensity_g_per_kwh), kwh / f.pue, f.pue, f.carbon_intensity_g_per_kwh);
     card << line;
+  } else if (f.energy_estimate_method.empty()) {
+    card << "emissions       unknown (no energy measured)\n";
   } else {
     // Nothing measured: unknown, and beside it an estimate that says it is one.
     const double estimated_kwh = energy_kwh(f.estimated_energy_j, 0.0, f.pue);

@@ -84,6 +84,16 @@ TEST(ResourceCard, CpuRanksWithoutMetersOrPrices) {
       has_line(card, "memory          host peak resident set 3.00 GiB (max over 4 CPU ranks; no device memory)"))
       << card;
   EXPECT_TRUE(has_line(card, "GPU energy      none (CPU ranks)")) << card;
+  // Nothing measured: unknown, with the estimate beside it as one (never "0.000000 kg").
+  EXPECT_EQ(card.find("0.000000 kg"), std::string::npos) << card;
+  EXPECT_TRUE(has_line(card, "emissions       unknown (no energy measured)")) << card;
+  f.estimated_energy_j = 3.6e6;  // 1 kWh, x PUE 1.5, x 400 g/kWh: 0.6 kg
+  f.energy_estimate_method = "CodeCarbon constant mode, per node: ...";
+  const std::string estimated = resource_card(f);
+  EXPECT_TRUE(has_line(estimated, "emissions       unknown (no energy measured); estimated 0.600000 kg CO2eq (1.000000 "
+                                  "kWh x PUE 1.50 x 400 g/kWh)"))
+      << estimated;
+  EXPECT_TRUE(has_line(estimated, "energy estimate CodeCarbon constant mode, per node: ...")) << estimated;
   EXPECT_TRUE(has_line(card, "FLOPs           1.500e+15 model FLOPs in total, MFU n/a (no peak known for this device)"))
       << card;
   EXPECT_EQ(gib_text(std::numeric_limits<double>::quiet_NaN()), "n/a");
