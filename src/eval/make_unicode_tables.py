@@ -69,34 +69,24 @@ def is_cased_not_ignorable(ch):
     return final_after(ch + SIGMA)
 
 
-def format_pairs(name, pairs):
-    lines = [f"const CodePointRange {name}[] = {{"]
-    row = []
-    for first, last in pairs:
-        row.append(f"{{0x{first:X}, 0x{last:X}}}")
-        if len(row) == 5:
-            lines.append("    " + ", ".join(row) + ",")
-            row = []
-    if row:
-        lines.append("    " + ", ".join(row) + ",")
+def format_table(element_type, name, cells, per_row):
+    """A C++ array of `element_type` named `name` holding `cells` (their C++ initialisers), `per_row` to a line,
+    and its size."""
+    lines = [f"const {element_type} {name}[] = {{"]
+    for start in range(0, len(cells), per_row):
+        lines.append("    " + ", ".join(cells[start:start + per_row]) + ",")
     lines.append("};")
     lines.append(f"const std::size_t {name}_size = sizeof({name}) / sizeof({name}[0]);")
     return "\n".join(lines)
+
+
+def format_pairs(name, pairs):
+    return format_table("CodePointRange", name, [f"{{0x{first:X}, 0x{last:X}}}" for first, last in pairs], 5)
 
 
 def format_runs(name, runs):
-    lines = [f"const LowerRun {name}[] = {{"]
-    row = []
-    for first, last, stride, delta in runs:
-        row.append(f"{{0x{first:X}, 0x{last:X}, {stride}, {delta}}}")
-        if len(row) == 4:
-            lines.append("    " + ", ".join(row) + ",")
-            row = []
-    if row:
-        lines.append("    " + ", ".join(row) + ",")
-    lines.append("};")
-    lines.append(f"const std::size_t {name}_size = sizeof({name}) / sizeof({name}[0]);")
-    return "\n".join(lines)
+    cells = [f"{{0x{first:X}, 0x{last:X}, {stride}, {delta}}}" for first, last, stride, delta in runs]
+    return format_table("LowerRun", name, cells, 4)
 
 
 def main():
