@@ -2,6 +2,8 @@
 # Starts a local Slurm cluster on this machine, for the `slurm` and `multinode` tests and for trying a study:
 #   slurm/local/start.sh [--nodes N] STATE_DIR     then   export SLURM_CONF=STATE_DIR/slurm.conf
 #   slurm/local/stop.sh STATE_DIR
+#   slurm/local/start.sh --restart NODE STATE_DIR  starts node NODE (t5n<i>) of a running multi-node cluster again
+#                                                  after it was killed, and returns it to service
 # munged (as its own user, if no munged answers yet), slurmctld and slurmd (as root), with slurm.conf generated
 # from slurm.conf.in into STATE_DIR; state, spool, pid and log files all live under STATE_DIR. Needs root and
 # Debian's slurm-wlm and munge packages (scripts/setup.sh installs them). Start the daemons only after Open MPI
@@ -20,14 +22,17 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 usage() {
   echo "usage: $0 [--nodes N] STATE_DIR   (N from 1 to 4, default 1)" >&2
+  echo "       $0 --restart NODE STATE_DIR" >&2
   exit 1
 }
 nodes=1
+restart=""
 state_arg=""
 while [ $# -gt 0 ]; do
   case $1 in
     --nodes) [ $# -ge 2 ] || usage; nodes=$2; shift 2 ;;
     --nodes=*) nodes=${1#--nodes=}; shift ;;
+    --restart) [ $# -ge 2 ] || usage; restart=$2; shift 2 ;;
     -*) usage ;;
     *) [ -z "$state_arg" ] || usage; state_arg=$1; shift ;;
   esac
@@ -47,12 +52,49 @@ for program in munged munge unmunge slurmctld slurmd sinfo scontrol; do
   command -v "$program" >/dev/null 2>&1 ||
     fail "'$program' is not installed: apt-get install slurm-wlm munge (scripts/setup.sh does it)"
 done
-if [ "$nodes" -gt 1 ]; then
+if [ "$nodes" -gt 1 ] || [ -n "$restart" ]; then
   for program in ip unshare nsenter; do
     command -v "$program" >/dev/null 2>&1 ||
       fail "'$program' is not installed: several nodes need iproute2 and util-linux (apt-get install iproute2)"
   done
 fi
+
+# Starts the slurmd of node $2 (t5n<i>) in network namespace $1: in a new UTS namespace (its hostname) and mount
+# namespace (its /etc/hosts; unshare makes the mounts private, so the bind mount stays inside). slurmd forks into
+# the background and keeps the namespaces; its job steps (slurmstepd, srun, orted, the ranks) inherit them.
+# nsenter, not `ip netns exec`: that one mounts a fresh /sys, without the cgroup mounts slurmd's cgroup plugin needs.
+start_node_slurmd() {
+  # shellcheck disable=SC2016  # the inner shell expands its own arguments
+  nsenter --net="/run/netns/$1" -- unshare --uts --mount -- /bin/sh -c \
+    'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3.$1" "$3" && exec slurmd -f "$4" -N "$1"' \
+    sh "$2" "$state/hosts" "$state/tmp" "$state/slurm.conf" ||
+    fail "slurmd of $2 did not start: $(tail -n 20 "$state/log/slurmd.$2.log" 2>/dev/null)"
+}
+
+# --restart: the node's network namespace is still there (STATE_DIR/network); its slurmd starts again, and the
+# node, down since it was lost, is returned to service and waited for (idle).
+if [ -n "$restart" ]; then
+  export SLURM_CONF="$state/slurm.conf"
+  if [ ! -s "$state/slurmctld.pid" ] || ! kill -0 "$(cat "$state/slurmctld.pid")" 2>/dev/null; then
+    fail "no cluster runs from $state"
+  fi
+  netns=$(sed -n "s/^netns \(.*-$restart\)$/\1/p" "$state/network" 2>/dev/null)
+  [ -n "$netns" ] || fail "$state/network lists no node $restart"
+  if [ -s "$state/slurmd.$restart.pid" ] && kill -0 "$(cat "$state/slurmd.$restart.pid")" 2>/dev/null; then
+    fail "the slurmd of $restart still runs"
+  fi
+  start_node_slurmd "$netns" "$restart"
+  scontrol update nodename="$restart" state=resume 2>/dev/null || true  # not down (yet): nothing to resume
+  deadline=$((SECONDS + timeout_s))
+  until [ "$(sinfo -h -n "$restart" -o %T 2>/dev/null)" = idle ]; do
+    [ $SECONDS -lt $deadline ] ||
+      fail "$restart is '$(sinfo -h -n "$restart" -o %T 2>&1)' after ${timeout_s} s, not idle"
+    sleep 0.5
+  done
+  echo "slurm: node $restart idle again"
+  exit 0
+fi
+
 if [ -e "$state/slurmctld.pid" ] && kill -0 "$(cat "$state/slurmctld.pid")" 2>/dev/null; then
   fail "a cluster is already running from $state (slurm/local/stop.sh $state first)"
 fi
@@ -238,15 +280,7 @@ if [ "$nodes" -eq 1 ]; then
 else
   pid_files=("$state/slurmctld.pid")
   for i in $(seq "$nodes"); do
-    # In the node's network namespace, a new UTS namespace (its hostname) and mount namespace (its /etc/hosts;
-    # unshare makes the mounts private, so the bind mount stays inside). slurmd forks into the background and
-    # keeps the namespaces; its job steps (slurmstepd, srun, orted, the ranks) inherit them. nsenter, not
-    # `ip netns exec`: that one mounts a fresh /sys, without the cgroup mounts slurmd's cgroup plugin needs.
-    # shellcheck disable=SC2016  # the inner shell expands its own arguments
-    nsenter --net="/run/netns/t5s$tag-t5n$i" -- unshare --uts --mount -- /bin/sh -c \
-      'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3.$1" "$3" && exec slurmd -f "$4" -N "$1"' \
-      sh "t5n$i" "$state/hosts" "$state/tmp" "$SLURM_CONF" ||
-      fail "slurmd of t5n$i did not start: $(tail -n 20 "$state/log/slurmd.t5n$i.log" 2>/dev/null)"
+    start_node_slurmd "t5s$tag-t5n$i" "t5n$i"
     pid_files+=("$state/slurmd.t5n$i.pid")
   done
 fi

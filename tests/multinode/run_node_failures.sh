@@ -11,9 +11,9 @@
 #               plus the teardown, rank 0 naming the lost rank and its host; the run file keeps what was flushed
 #               and says failed with that error; once Slurm marks the node down (scontrol, as slurmctld would
 #               after SlurmdTimeout), the job resubmitted on the node that is left (2 ranks on t5n3) resumes from
-#               the last checkpoint and completes.
-# t5n4 stays down: on ctest's shared cluster this test runs after the others that use it (DEPENDS). The cluster is
-# ctest's shared one (T5SCALE_LOCAL_CLUSTER), or one this test starts and always removes (trap on EXIT).
+#               the last checkpoint and completes; then t5n4 is started again and returns to service.
+# The cluster is ctest's shared one (T5SCALE_LOCAL_CLUSTER), or one this test starts and always removes (trap on
+# EXIT).
 #   tests/multinode/run_node_failures.sh SOURCE_DIR BIN_DIR PYTHON
 # BIN_DIR holds t5scale-train and t5scale-study (a build's bin/). PYTHON must import h5py. Environment:
 # T5SCALE_MULTINODE_STEP_TIMEOUT_S (default 90), T5SCALE_MULTINODE_TEST_TIMEOUT_S (default 200),
@@ -124,6 +124,11 @@ EOF
        "$collective_timeout_s s), naming world rank 1 on t5n4; resubmitted on t5n3, resumed (${resumed_from:-?})" \
        "and completed"
   echo "node loss: $((SECONDS - lost_start)) s from submission to the completed resumption"
+  # The node comes back (its slurmd started again in its namespaces, returned to service): the cluster is whole.
+  step="node loss: t5n4 started again"
+  limit=$(step_limit) || exit 1
+  T5SCALE_SLURM_TIMEOUT_S=$limit "$src/slurm/local/start.sh" --restart t5n4 "$cluster" ||
+    fail "slurm/local/start.sh --restart t5n4 did not bring the node back (the reason is above)"
 }
 
 run_cases_together preemption node_loss
