@@ -1,5 +1,7 @@
 #include "plan/memory_advice.h"
 
+#include <algorithm>
+
 #include "config/run_config.h"
 #include "core/check.h"
 #include "core/units.h"
@@ -68,6 +70,40 @@ std::vector<MemoryRemedy> memory_remedies(const ModelConfig& model, const Memory
     offer(msg("train.grad_accumulation x", now.micro_batch.rows / tried.micro_batch.rows, " (micro-batch ",
               now.micro_batch.rows, " -> ", tried.micro_batch.rows, ", the same global batch)"),
           tried);
+  }
+  const bool one_fits = std::any_of(remedies.begin(), remedies.end(), [](const MemoryRemedy& r) { return r.fits; });
+  if (!one_fits && remedies.size() > 1) {
+    // None fits alone: the changes offered, all together (the least checkpointing that then fits, else every block).
+    MemoryInputs together = now;
+    std::vector<std::string> settings;
+    for (const MemoryRemedy& r : remedies) {
+      if (r.setting.rfind("parallel.zero", 0) == 0) {
+        together.zero1 = true;
+        together.zero2 = now.zero1;
+        settings.push_back(r.setting);
+      } else if (r.setting.rfind("parallel.tp=", 0) == 0) {
+        together.tp = static_cast<int>(wider_tp);
+        together.dp = now.dp / 2;
+        together.micro_batch.rows = 2 * now.micro_batch.rows;
+        settings.push_back(msg("parallel.tp=", wider_tp));
+      }
+    }
+    if (now.micro_batch.rows > 1 || together.micro_batch.rows > 1) {
+      const int64_t before = together.micro_batch.rows;
+      together.micro_batch.rows = largest_proper_divisor(before);
+      settings.push_back(msg("train.grad_accumulation x", before / together.micro_batch.rows, " (micro-batch ",
+                             before, " -> ", together.micro_batch.rows, ")"));
+    }
+    if (now.checkpoint_every_blocks != 1) {
+      int64_t k = 1;
+      if (limits.device_memory_bytes > 0) {
+        const CheckpointingChoice least = choose_activation_checkpointing(model, together, limits.device_memory_bytes);
+        if (least.fits) k = least.checkpoint_every_blocks;
+      }
+      together.checkpoint_every_blocks = k;
+      if (k > 0) settings.push_back(msg("parallel.activation_checkpointing=true, checkpoint_every_blocks=", k));
+    }
+    offer("all together: " + join(settings, ", "), together);
   }
   return remedies;
 }

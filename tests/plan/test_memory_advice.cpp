@@ -59,7 +59,7 @@ TEST(MemoryAdvice, EachFigureIsTheResolvedRunWithThatSetting) {
   const int64_t now = total_bytes(c);
   ASSERT_FALSE(fits_device_memory(now, gib_to_bytes(40)));
   const std::vector<MemoryRemedy> remedies = remedies_of(c);
-  ASSERT_EQ(remedies.size(), 4u);
+  ASSERT_EQ(remedies.size(), 5u);  // four changes, none fits alone, and all four together
   for (const auto& r : remedies) {
     EXPECT_LT(r.memory.total_bytes(), now) << r.setting;
     EXPECT_EQ(r.fits, fits_device_memory(r.memory.total_bytes(), gib_to_bytes(40))) << r.setting;
@@ -91,6 +91,26 @@ TEST(MemoryAdvice, EachFigureIsTheResolvedRunWithThatSetting) {
   with = c;
   with.train.grad_accumulation = 2;
   EXPECT_EQ(accumulation->memory.total_bytes(), total_bytes(with));
+
+  // None fits alone: all four together, as the config would say them (tp 2 makes the micro-batch 16, accumulation
+  // x2 makes it 8 again).
+  for (const auto& r : remedies) {
+    if (r.setting.rfind("all together", 0) != 0) EXPECT_FALSE(r.fits) << r.setting;
+  }
+  const MemoryRemedy* together = find(remedies, "all together: parallel.zero1=true, parallel.tp=2, "
+                                                "train.grad_accumulation x2 (micro-batch 16 -> 8)");
+  ASSERT_NE(together, nullptr) << remedies.back().setting;
+  with = c;
+  with.parallel.zero1 = true;
+  with.parallel.tp = 2;
+  with.train.grad_accumulation = 2;
+  const std::string& setting = together->setting;
+  if (setting.find("checkpoint_every_blocks=") != std::string::npos) {
+    with.parallel.activation_checkpointing = ParallelSettings::ActivationCheckpointing::kOn;
+    with.parallel.checkpoint_every_blocks = std::stoll(setting.substr(setting.rfind('=') + 1));
+  }
+  EXPECT_EQ(together->memory.total_bytes(), total_bytes(with)) << setting;
+  EXPECT_TRUE(together->fits) << together->describe();
 }
 
 TEST(MemoryAdvice, ZeroTwoComesAfterZeroOneAndOnlyWhatChangesTheRunIsOffered) {
