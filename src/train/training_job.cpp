@@ -79,14 +79,19 @@ int TrainingJob::run() {
     // The TP ranks of replica 0 gather the shards; the other replicas hold the same weights. The tokenizer files
     // go beside them, so that transformers loads the folder whole.
     std::string tokenizer_note;
-    if (grid_.dp_rank == 0) {
-      export_hf_checkpoint(*trainer_->model(), config_.export_.hf_dir);
-      const RunTokenizer tokenizer = find_run_tokenizer(config_);
-      if (!tokenizer.model_path.empty() && grid_.tp_rank == 0) {
-        write_hf_tokenizer_files(tokenizer, model_config_.vocab_size, config_.export_.hf_dir);
+    if (grid_.dp_rank == 0) export_hf_checkpoint(*trainer_->model(), config_.export_.hf_dir);
+    if (rank0()) {
+      // The trained model is written: a tokenizer that cannot be found is said, and does not fail the run.
+      try {
+        const RunTokenizer tokenizer = find_run_tokenizer(config_);
+        if (!tokenizer.model_path.empty()) {
+          write_hf_tokenizer_files(tokenizer, model_config_.vocab_size, config_.export_.hf_dir);
+        }
+        tokenizer_note = tokenizer.model_path.empty() ? "; no tokenizer written: " + tokenizer.description
+                                                      : "; tokenizer " + tokenizer.description;
+      } catch (const Error& e) {
+        tokenizer_note = std::string("; no tokenizer written: ") + e.what();
       }
-      tokenizer_note = tokenizer.model_path.empty() ? "; no tokenizer written: " + tokenizer.description
-                                                    : "; tokenizer " + tokenizer.description;
     }
     log(msg("[t5scale] exported the model to ", config_.export_.hf_dir, " (Hugging Face layout", tokenizer_note, ")"));
   }
