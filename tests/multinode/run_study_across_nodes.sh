@@ -76,7 +76,7 @@ axes:
     - {label: n4, nodes: 4, gpus_per_node: 1}
     - {label: n1-tp2, nodes: 1, gpus_per_node: 2, parallel.tp: 2}
     - {label: n2-tp2, nodes: 2, gpus_per_node: 2, parallel.tp: 2}
-slurm: {gpu: none, cpus_per_task: 1, time_limit: "00:05:00", launcher: srun, mpi: pmix}
+slurm: {gpu: none, cpus_per_task: 1, time_limit: "00:05:00", launcher: srun, mpi: pmix, extra_sbatch: [--exclusive]}
 EOF2
 # The demo's config is outside the spec's folder: named on the command line, as a spec may not name it.
 study_args=(--base-config "$src/jobs/demo/run.yaml")
