@@ -25,13 +25,14 @@ export T5SCALE_SLURM_NODE_CPUS=${T5SCALE_SLURM_NODE_CPUS:-4}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
 
 # The runs, as settings of the demo's tiny T5 on the synthetic task (jobs/demo/run.yaml):
-# short: 48 steps, one evaluation at the end (the runs across nodes, the study across nodes);
-# shellcheck disable=SC2034  # read through train_command's nameref
-short_settings=(train.max_steps=48 train.log_every=8 eval.every_steps=0 eval.max_examples=32 checkpoint.every_steps=0)
+# short: 24 steps, one evaluation at the end (the runs across nodes, the study across nodes; every step's loss is
+# compared, and every step all-reduces across the nodes);
+# shellcheck disable=SC2034  # read through a nameref
+short_settings=(train.max_steps=24 train.log_every=8 eval.every_steps=0 eval.max_examples=32 checkpoint.every_steps=0)
 # long: 500 steps with a checkpoint every 100, resumed when one is there, a collective waiting at most 5 s
 # (preemption and node loss).
 collective_timeout_s=5
-# shellcheck disable=SC2034
+# shellcheck disable=SC2034  # read through a nameref
 long_settings=(train.max_steps=500 train.log_every=50 eval.every_steps=0 eval.at_end=false checkpoint.every_steps=100
                checkpoint.resume=auto "parallel.collective_timeout_s=$collective_timeout_s")
 
@@ -42,6 +43,13 @@ train_command() {
   local setting
   train=("$bin/t5scale-train" --config "$src/jobs/demo/run.yaml" --set run.output_dir="$1")
   for setting in "${settings[@]}"; do train+=(--set "$setting"); done
+}
+
+# The settings of kind $1 as the lines of a study spec's `base:` (dotted keys).
+base_of_spec() {
+  local -n settings="$1_settings"
+  local setting
+  for setting in "${settings[@]}"; do echo "  ${setting%%=*}: ${setting#*=}"; done
 }
 
 # Root, the programs, namespaces that can be made, and Debian's slurm-wlm and munge (installed when missing).

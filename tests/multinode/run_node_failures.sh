@@ -36,12 +36,12 @@ cluster=${state:-$shared_state}
 
 # --- Preemption on t5n1 and t5n2: the study's sbatch script, USR1 to every node's rank, requeue, resume.
 preemption() {
-  local setting job job_log preempted_at
+  local job job_log preempted_at
   step="preemption: rendering the study"
   {
     echo "study: preempt"
     echo "base:"
-    for setting in "${long_settings[@]}"; do echo "  ${setting%%=*}: ${setting#*=}"; done
+    base_of_spec long
     echo "results_dir: $work/runs"
     echo "mode: list"
     echo "runs:"

@@ -61,13 +61,14 @@ fake_power_meters &
 meters=$!
 background_pids+=("$meters")
 step="study across nodes: plan"
-cat >nodes.yaml <<EOF2
-study: nodes
-base:
-  train: {max_steps: 48, log_every: 8}
-  eval: {every_steps: 0, max_examples: 32}
-  checkpoint: {every_steps: 0}
-  telemetry: {cpu_energy: rapl, powercap_root: $cluster/tmp/powercap, flush_every_steps: 8}
+{
+  echo "study: nodes"
+  echo "base:"
+  base_of_spec short
+  cat <<EOF2
+  telemetry.cpu_energy: rapl
+  telemetry.powercap_root: $cluster/tmp/powercap
+  telemetry.flush_every_steps: 8
 results_dir: $work/study
 axes:
   grid:
@@ -78,6 +79,7 @@ axes:
     - {label: n2-tp2, nodes: 2, gpus_per_node: 2, parallel.tp: 2}
 slurm: {gpu: none, cpus_per_task: 1, time_limit: "00:05:00", launcher: srun, mpi: pmix, extra_sbatch: [--exclusive]}
 EOF2
+} >nodes.yaml
 # The demo's config is outside the spec's folder: named on the command line, as a spec may not name it.
 study_args=(--base-config "$src/jobs/demo/run.yaml")
 "$bin/t5scale-study" plan nodes.yaml "${study_args[@]}" >plan.log 2>&1 || fail "t5scale-study plan: $(tail -n 5 plan.log)"

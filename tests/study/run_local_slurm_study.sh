@@ -5,7 +5,7 @@
 #   the demo study   jobs/cpu-demo.yaml submitted with `t5scale-study submit`; every run file checked (h5py:
 #                    status completed, attempt 0, the expected grid and every step once), the job logs and
 #                    `t5scale-study status`; submitting again leaves the completed runs alone
-#   job arrays       the demo once more as job arrays (`submit --array`), every run completed
+#   job arrays       the demo once more as job arrays (`submit --array`, 16 steps a run), every run completed
 #   preemption       a longer run gets SIGUSR1 (what --signal sends before the time limit) while it trains; the
 #                    trainer checkpoints and exits 75, the sbatch script requeues the job, and the second attempt
 #                    resumes from the checkpoint and completes; that run's script is edited by hand before submit,
@@ -163,10 +163,11 @@ EOF
     >"$work/resubmit.txt" || fail "the second submit failed"
   [ "$(grep -c "^skipped .*: completed" "$work/resubmit.txt")" -eq 4 ] || fail "resubmit: $(cat "$work/resubmit.txt")"
 
-  # The same study as job arrays (one per launch shape).
+  # The same study as job arrays (one per launch shape), its runs shortened to 16 steps (one evaluation, one
+  # checkpoint): what is checked here is that every array task runs its run to completion.
   step="job arrays: submit --array"
-  study submit "$src/jobs/cpu-demo.yaml" --array --out "$work/array-jobs" --results-dir "$work/array-results" \
-    --bin "$bin" || fail "t5scale-study submit --array failed"
+  study submit "$src/jobs/cpu-demo.yaml" --array --set train.max_steps=16 --out "$work/array-jobs" \
+    --results-dir "$work/array-results" --bin "$bin" || fail "t5scale-study submit --array failed"
   mapfile -t array_jobs < <(tail -n +2 "$work/array-jobs/jobs.csv" | cut -d, -f2)
   [ "${#array_jobs[@]}" -eq 4 ] || fail "expected 4 array tasks in jobs.csv, found ${#array_jobs[@]}"
   wait_for_jobs "${array_jobs[@]}"
