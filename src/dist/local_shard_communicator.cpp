@@ -5,10 +5,7 @@
 namespace t5scale {
 
 LocalShardCommunicator::LocalShardCommunicator(int size, std::string name, int rank)
-    : size_(size), rank_(rank), name_(std::move(name)) {
-  T5S_CHECK(size_ >= 1, "a local shard group needs at least one rank, got ", size_);
-  T5S_CHECK(rank_ >= 0 && rank_ < size_, "rank ", rank_, " is not a rank of the ", name_, " group of ", size_);
-}
+    : Communicator(rank, size, std::move(name)) {}
 
 torch::Tensor LocalShardCommunicator::all_gather(const torch::Tensor& tensor) {
   // A real all-gather writes size() tensors into a fresh buffer: the same allocation and the same writes here.
@@ -19,12 +16,6 @@ torch::Tensor LocalShardCommunicator::all_gather(const torch::Tensor& tensor) {
 
 void LocalShardCommunicator::broadcast(torch::Tensor& tensor, int root) {
   T5S_CHECK(root >= 0 && root < size_, "broadcast root ", root, " is not a rank of the ", name_, " group of ", size_);
-}
-
-torch::Tensor LocalShardCommunicator::reduce_scatter_sum(const torch::Tensor& flat) {
-  T5S_CHECK_DIVISIBLE(flat.numel(), size_);
-  const int64_t chunk = flat.numel() / size_;
-  return flat.reshape({-1}).narrow(0, rank_ * chunk, chunk).clone();  // (numel / size)
 }
 
 std::unique_ptr<CollectiveWork> LocalShardCommunicator::all_reduce_sum_async(torch::Tensor& tensor) {

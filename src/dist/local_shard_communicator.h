@@ -25,22 +25,11 @@ class LocalShardCommunicator final : public Communicator {
   // size: the group size whose rank's share is built (>= 1); name: the group's name in messages.
   LocalShardCommunicator(int size, std::string name, int rank = 0);
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  std::string name() const override { return name_; }
-
-  void all_reduce_sum(torch::Tensor& tensor) override {}
   void all_reduce_max(torch::Tensor& tensor) override {}
   torch::Tensor all_gather(const torch::Tensor& tensor) override;
   void broadcast(torch::Tensor& tensor, int root) override;
-  torch::Tensor reduce_scatter_sum(const torch::Tensor& flat) override;
   std::unique_ptr<CollectiveWork> all_reduce_sum_async(torch::Tensor& tensor) override;
   std::unique_ptr<CollectiveWork> reduce_scatter_sum_async(const torch::Tensor& flat, torch::Tensor& chunk) override;
-
- private:
-  int size_;
-  int rank_;
-  std::string name_;
 };
 
 }  // namespace t5scale

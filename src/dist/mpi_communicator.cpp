@@ -59,10 +59,8 @@ class MpiWork final : public CollectiveWork {
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, double timeout_s)
-    : comm_(comm), name_(std::move(name)), timeout_s_(timeout_s) {
+    : Communicator(rank_in(comm), size_of(comm), std::move(name)), comm_(comm), timeout_s_(timeout_s) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-  MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-  MPI_CHECK(MPI_Comm_size(comm_, &size_));
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -95,6 +93,7 @@ void MpiCommunicator::wait(MPI_Request& request, const char* operation) const {
 std::unique_ptr<CollectiveWork> MpiCommunicator::all_reduce_async(torch::Tensor& tensor, MPI_Op op,
                                                                   const char* operation) {
   check_cpu(tensor, operation, name_);
+  if (size_ == 1) return std::make_unique<CompletedWork>();  // the sum of one rank: no staging, no call
   if (needs_staging(tensor.scalar_type())) {
     torch::Tensor staged = tensor.to(torch::kFloat32);
     auto work = std::make_unique<MpiWork>(*this, operation, [tensor, staged]() mutable { tensor.copy_(staged); });
@@ -114,12 +113,8 @@ std::unique_ptr<CollectiveWork> MpiCommunicator::all_reduce_sum_async(torch::Ten
   return all_reduce_async(tensor, MPI_SUM, "all_reduce(sum)");
 }
 
-void MpiCommunicator::all_reduce_sum(torch::Tensor& tensor) {
-  if (size_ > 1) all_reduce_async(tensor, MPI_SUM, "all_reduce(sum)")->wait();
-}
-
 void MpiCommunicator::all_reduce_max(torch::Tensor& tensor) {
-  if (size_ > 1) all_reduce_async(tensor, MPI_MAX, "all_reduce(max)")->wait();
+  all_reduce_async(tensor, MPI_MAX, "all_reduce(max)")->wait();
 }
 
 torch::Tensor MpiCommunicator::all_gather(const torch::Tensor& tensor) {
@@ -164,12 +159,6 @@ std::unique_ptr<CollectiveWork> MpiCommunicator::reduce_scatter_sum_async(const 
   MPI_CHECK(MPI_Ireduce_scatter_block(flat.data_ptr(), chunk.data_ptr(), static_cast<int>(chunk.numel()),
                                       reduction_type(flat.scalar_type()), MPI_SUM, comm_, &work->request));
   return work;
-}
-
-torch::Tensor MpiCommunicator::reduce_scatter_sum(const torch::Tensor& flat) {
-  torch::Tensor chunk = torch::empty({flat.numel() / size_}, flat.options());
-  reduce_scatter_sum_async(flat.contiguous(), chunk)->wait();
-  return chunk;
 }
 
 }  // namespace t5scale

@@ -18,14 +18,9 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  std::string name() const override { return name_; }
-  void all_reduce_sum(torch::Tensor& tensor) override;
   void all_reduce_max(torch::Tensor& tensor) override;
   torch::Tensor all_gather(const torch::Tensor& tensor) override;
   void broadcast(torch::Tensor& tensor, int root) override;
-  torch::Tensor reduce_scatter_sum(const torch::Tensor& flat) override;
   std::unique_ptr<CollectiveWork> all_reduce_sum_async(torch::Tensor& tensor) override;
   std::unique_ptr<CollectiveWork> reduce_scatter_sum_async(const torch::Tensor& flat, torch::Tensor& chunk) override;
 
@@ -37,9 +32,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<CollectiveWork> all_reduce_async(torch::Tensor& tensor, MPI_Op op, const char* operation);
 
   MPI_Comm comm_;
-  std::string name_;
   double timeout_s_;
-  int rank_ = 0, size_ = 1;
 };
 
 }  // namespace t5scale

@@ -118,6 +118,18 @@ MpiRuntime::~MpiRuntime() {
   MPI_Finalize();
 }
 
+int rank_in(MPI_Comm comm) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  return rank;
+}
+
+int size_of(MPI_Comm comm) {
+  int size = 0;
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  return size;
+}
+
 int world_rank() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

@@ -26,6 +26,9 @@ class MpiRuntime {
 };
 
 int world_rank();  // MPI_COMM_WORLD rank, or 0 before MPI is initialised
+// This process's rank in `comm`, and the number of ranks of `comm`.
+int rank_in(MPI_Comm comm);
+int size_of(MPI_Comm comm);
 
 // Every rank's string of `comm`, in rank order (collective).
 std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& mine);

@@ -51,14 +51,12 @@ class NcclWork final : public CollectiveWork {
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(MPI_Comm group, std::string name, int device, double timeout_s)
-    : group_(group),
-      name_(std::move(name)),
+    : Communicator(rank_in(group), size_of(group), std::move(name)),
+      group_(group),
       device_(device),
       timeout_s_(timeout_s),
       stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device))) {
   T5S_CHECK(device_ >= 0, "the ", name_, " group's NCCL communicator needs a CUDA device index, got ", device_);
-  MPI_CHECK(MPI_Comm_rank(group_, &rank_));
-  MPI_CHECK(MPI_Comm_size(group_, &size_));
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
   ncclUniqueId id;
   if (rank_ == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -198,8 +196,6 @@ std::unique_ptr<CollectiveWork> NcclCommunicator::all_reduce_sum_async(torch::Te
   }), device_);
 }
 
-void NcclCommunicator::all_reduce_sum(torch::Tensor& tensor) { all_reduce_sum_async(tensor)->wait(); }
-
 void NcclCommunicator::all_reduce_max(torch::Tensor& tensor) {
   NcclWork(launch("ncclAllReduce(max)", {tensor}, [&](cudaStream_t s) {
     return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.scalar_type()),
@@ -235,12 +231,6 @@ std::unique_ptr<CollectiveWork> NcclCommunicator::reduce_scatter_sum_async(const
     return ncclReduceScatter(flat.data_ptr(), chunk.data_ptr(), chunk.numel(), nccl_type(flat.scalar_type()), ncclSum,
                              comm_, s);
   }), device_);
-}
-
-torch::Tensor NcclCommunicator::reduce_scatter_sum(const torch::Tensor& flat) {
-  torch::Tensor chunk = torch::empty({flat.numel() / size_}, flat.options());  // (numel / size,)
-  reduce_scatter_sum_async(flat.contiguous(), chunk)->wait();
-  return chunk;
 }
 
 }  // namespace t5scale

@@ -41,14 +41,9 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  std::string name() const override { return name_; }
-  void all_reduce_sum(torch::Tensor& tensor) override;
   void all_reduce_max(torch::Tensor& tensor) override;
   torch::Tensor all_gather(const torch::Tensor& tensor) override;
   void broadcast(torch::Tensor& tensor, int root) override;
-  torch::Tensor reduce_scatter_sum(const torch::Tensor& flat) override;
   std::unique_ptr<CollectiveWork> all_reduce_sum_async(torch::Tensor& tensor) override;
   std::unique_ptr<CollectiveWork> reduce_scatter_sum_async(const torch::Tensor& flat, torch::Tensor& chunk) override;
 
@@ -73,10 +68,8 @@ class NcclCommunicator final : public Communicator {
   [[noreturn]] void fail(const std::string& what);
 
   MPI_Comm group_;
-  std::string name_;
   int device_;
   double timeout_s_;
-  int rank_ = 0, size_ = 1;
   ncclComm_t comm_ = nullptr;
   c10::cuda::CUDAStream stream_;
 

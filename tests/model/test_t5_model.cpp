@@ -194,21 +194,13 @@ TEST(T5Model, AnUnpaddedBatchNeedsNoMask) {
 // need none.
 class StandInGroup final : public Communicator {
  public:
-  StandInGroup(int rank, int size) : rank_(rank), size_(size) {}
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  std::string name() const override { return "tp"; }
-  void all_reduce_sum(torch::Tensor&) override { FAIL() << "no collective expected"; }
+  StandInGroup(int rank, int size) : Communicator(rank, size, "tp") {}
   void all_reduce_max(torch::Tensor&) override { FAIL() << "no collective expected"; }
   torch::Tensor all_gather(const torch::Tensor& t) override {
     ADD_FAILURE() << "no collective expected";
     return t;
   }
   void broadcast(torch::Tensor&, int) override { FAIL() << "no collective expected"; }
-  torch::Tensor reduce_scatter_sum(const torch::Tensor& t) override {
-    ADD_FAILURE() << "no collective expected";
-    return t;
-  }
   std::unique_ptr<CollectiveWork> all_reduce_sum_async(torch::Tensor&) override {
     ADD_FAILURE() << "no collective expected";
     return std::make_unique<CompletedWork>();
@@ -217,10 +209,6 @@ class StandInGroup final : public Communicator {
     ADD_FAILURE() << "no collective expected";
     return std::make_unique<CompletedWork>();
   }
-
- private:
-  int rank_;
-  int size_;
 };
 
 TEST(T5Model, SplitsThatDoNotDivideAreRefusedWithBothNumbers) {
@@ -344,14 +332,10 @@ TEST(T5Model, DefaultGeneratorDrawsFromTheTensorParallelStreamInsideTheGuard) {
 // model then runs one rank's share with every collective it would make.
 class CountingGroup final : public Communicator {
  public:
-  int rank() const override { return 0; }
-  int size() const override { return 2; }
-  std::string name() const override { return "tp"; }
-  void all_reduce_sum(torch::Tensor&) override { ++all_reduce_sums; }
+  CountingGroup() : Communicator(0, 2, "tp") {}
   void all_reduce_max(torch::Tensor&) override {}
   torch::Tensor all_gather(const torch::Tensor& t) override { return torch::stack({t, t}); }
   void broadcast(torch::Tensor&, int) override {}
-  torch::Tensor reduce_scatter_sum(const torch::Tensor& t) override { return t.chunk(2)[0].clone(); }
   std::unique_ptr<CollectiveWork> all_reduce_sum_async(torch::Tensor&) override {
     ++all_reduce_sums;
     return std::make_unique<CompletedWork>();
