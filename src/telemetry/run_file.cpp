@@ -130,6 +130,7 @@ struct RunFile::Impl {
   std::vector<double> last_gpu_energy_j, last_cpu_energy_j;
   int64_t last_step = -1;
   StepTotals kept;  // the kept /steps rows' sums
+  RunSummaryTotals totals;  // over every row in the file: /summary's arithmetic
 
   Impl(const std::string& path_, const RunAttributes& attributes_, const RunFileOptions& options)
       : path(path_),
@@ -149,6 +150,7 @@ struct RunFile::Impl {
       Hdf5Quiet quiet;
       write_pending(steps, path);
       write_pending(evals, path);
+      rewrite_summary_figures();
       close();
     } catch (const std::exception& e) {
       std::cerr << "t5scale: run file '" << path << "' was not closed cleanly: " << e.what() << std::endl;
@@ -187,6 +189,12 @@ struct RunFile::Impl {
     try {
       H5Handle file_tmp(H5_CHECK(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), temporary));
       for (const auto& [name, value] : root_attributes()) write_attribute(file_tmp.get(), name, value, temporary);
+      {
+        // Every figure exists from the start: under SWMR only existing attributes can change.
+        H5Handle group(H5_CHECK(H5Gcreate2(file_tmp.get(), "summary", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                                temporary));
+        for (const auto& [name, value] : summary({}, "running")) write_attribute(group.get(), name, value, temporary);
+      }
       for (Table* table : {&steps, &evals}) {
         create_table(file_tmp.get(), *table, temporary);
         open_table(file_tmp.get(), *table, temporary);
@@ -270,7 +278,13 @@ struct RunFile::Impl {
       if (step.i64[row] > keep_through_step) continue;
       for (size_t c = 0; c < table.specs.size(); ++c) table.pending[c].append_row_of(rows.columns[c], row);
       ++table.pending_rows;
-      if (table.group == "steps") kept.add(record_of_row(step_columns(), rows, row));
+      if (table.group == "steps") {
+        const StepRecord record = record_of_row(step_columns(), rows, row);
+        kept.add(record);
+        totals.add(record);
+      } else {
+        totals.add(record_of_row(eval_columns(), rows, row));
+      }
     }
   }
 
@@ -297,112 +311,33 @@ struct RunFile::Impl {
     T5S_CHECK(open, "run file '", path, "': ", what, " after the file was finished or closed");
   }
 
-  RunAttributes summary(const TableRows& step_rows, const TableRows& eval_rows, const RunSummaryInputs& inputs,
-                        const std::string& status) const;
+  SummaryTerms summary_terms() const {
+    SummaryTerms terms;
+    terms.world_size = static_cast<int64_t>(world);
+    terms.nodes = std::get<int64_t>(attribute("nodes"));
+    terms.gpu_measured = std::get<std::string>(attribute("energy_source_gpu")) != "none";
+    terms.cpu_measured = std::get<std::string>(attribute("energy_source_cpu")) != "none";
+    terms.pue = std::get<double>(attribute("pue"));
+    terms.price_per_node_hour_usd = std::get<double>(attribute("price_per_node_hour_usd"));
+    terms.carbon_intensity_g_per_kwh = std::get<double>(attribute("carbon_intensity_g_per_kwh"));
+    return terms;
+  }
+
+  // /summary's attributes over the rows added so far (flushed or about to be).
+  RunAttributes summary(const RunSummaryInputs& inputs, const std::string& status,
+                        const std::string& end_time_utc = "") const {
+    return totals.figures(summary_terms(), inputs, status, end_time_utc);
+  }
+
+  // Rewrites /summary's figures in place (what SWMR allows): the numbers, not the texts, which stay those of a
+  // running file until finish().
+  void rewrite_summary_figures() {
+    H5Handle group(H5_CHECK(H5Gopen2(file.get(), "summary", H5P_DEFAULT), path));
+    for (const auto& [name, value] : summary({}, "running")) {
+      if (!std::holds_alternative<std::string>(value)) overwrite_attribute(group.get(), name, value, path);
+    }
+  }
 };
-
-RunAttributes RunFile::Impl::summary(const TableRows& step_rows, const TableRows& eval_rows,
-                                     const RunSummaryInputs& inputs, const std::string& status) const {
-  RunAttributes out;
-  out.emplace_back("end_time_utc", utc_iso_time());
-  out.emplace_back("status", status);
-
-  double wall_time_s = inputs.wall_time_s;
-  if (std::isnan(wall_time_s)) {
-    const double steps_wall = max_of(step_rows, steps, "wall_time_s");
-    const double evals_wall = max_of(eval_rows, evals, "wall_time_s");
-    wall_time_s = std::isnan(steps_wall) ? evals_wall : std::isnan(evals_wall) ? steps_wall
-                                                                                : std::max(steps_wall, evals_wall);
-  }
-  out.emplace_back("wall_time_s", wall_time_s);
-  out.emplace_back("train_time_s", sum_of(step_rows, steps, "step_time_s"));
-  out.emplace_back("eval_time_s", sum_of(eval_rows, evals, "eval_time_s"));
-  out.emplace_back("steps_completed", static_cast<int64_t>(step_rows.rows));
-  out.emplace_back("samples_total", integer_sum_of(step_rows, steps, "samples"));
-  out.emplace_back("tokens_total", integer_sum_of(step_rows, steps, "source_tokens") +
-                                       integer_sum_of(step_rows, steps, "target_tokens"));
-
-  // Cumulative joules per rank at the end: given, or the newest step row's (NaN without rows).
-  auto final_energy = [&](const std::vector<double>& given, const std::string& column) {
-    if (!given.empty()) return given;
-    std::vector<double> values(world, kNaN);
-    if (step_rows.rows == 0) return values;
-    const ColumnData& data = step_rows.columns[steps.column_index(column)];
-    for (size_t r = 0; r < world; ++r) values[r] = data.value(step_rows.rows - 1, r);
-    return values;
-  };
-  const std::vector<double> gpu_j = final_energy(inputs.gpu_energy_j, "gpu_energy_j");
-  const std::vector<double> cpu_j = final_energy(inputs.cpu_energy_j, "cpu_energy_j");
-  // GPU energy is per device: the sum over ranks. CPU energy is per node (every rank on a node reads the same
-  // package counters): one value per node, the lowest rank on it that has one.
-  double gpu_total_j = 0;
-  for (double value : gpu_j) gpu_total_j += value;
-  const int64_t nodes = std::get<int64_t>(attribute("nodes"));
-  const size_t ranks_per_node = world / static_cast<size_t>(nodes);
-  double cpu_total_j = 0;
-  for (int64_t node = 0; node < nodes; ++node) {
-    double node_j = kNaN;
-    for (size_t r = node * ranks_per_node; r < (node + 1) * ranks_per_node && std::isnan(node_j); ++r) {
-      node_j = cpu_j[r];
-    }
-    cpu_total_j += node_j;
-  }
-  // A source that was "none" was not measured: it adds nothing to energy_kwh, and its own figure is NaN.
-  const bool gpu_measured = std::get<std::string>(attribute("energy_source_gpu")) != "none";
-  const bool cpu_measured = std::get<std::string>(attribute("energy_source_cpu")) != "none";
-  out.emplace_back("gpu_energy_kwh", gpu_measured ? gpu_total_j / kJoulesPerKwh : kNaN);
-  out.emplace_back("cpu_energy_kwh", cpu_measured ? cpu_total_j / kJoulesPerKwh : kNaN);
-  const double pue = std::get<double>(attribute("pue"));
-  const double total_kwh = gpu_measured || cpu_measured
-                               ? energy_kwh(gpu_measured ? gpu_total_j : 0.0, cpu_measured ? cpu_total_j : 0.0, pue)
-                               : kNaN;
-  out.emplace_back("energy_kwh", total_kwh);
-  out.emplace_back("cost_usd", cost_usd(std::get<double>(attribute("price_per_node_hour_usd")), nodes, wall_time_s));
-  const double carbon_intensity = std::get<double>(attribute("carbon_intensity_g_per_kwh"));
-  out.emplace_back("co2_kg", co2_kg(total_kwh, carbon_intensity));
-  // An estimate only where nothing was measured, never added to the measured figures.
-  const bool estimated = !gpu_measured && !cpu_measured && std::isfinite(inputs.estimated_energy_j);
-  const double estimated_kwh = estimated ? energy_kwh(inputs.estimated_energy_j, 0.0, pue) : kNaN;
-  out.emplace_back("estimated_energy_kwh", estimated_kwh);
-  out.emplace_back("estimated_co2_kg", co2_kg(estimated_kwh, carbon_intensity));
-  out.emplace_back("energy_estimate_method", estimated ? inputs.energy_estimate_method : std::string());
-  out.emplace_back("mean_step_time_s", mean_of(step_rows, steps, "step_time_s"));
-  out.emplace_back("mean_tokens_per_s", mean_of(step_rows, steps, "tokens_per_s"));
-  out.emplace_back("mean_mfu", mean_of(step_rows, steps, "mfu"));
-  out.emplace_back("peak_memory_bytes", max_of(step_rows, steps, "memory_peak_bytes"));
-  out.emplace_back("mean_memory_allocated_bytes", mean_of(step_rows, steps, "memory_allocated_bytes"));
-  // The resident set only grows: the end's value is the peak, and the rows cover the attempts before this one.
-  double host_peak = step_rows.rows > 0 ? max_of(step_rows, steps, "host_memory_bytes") : kNaN;
-  for (const double bytes : inputs.host_memory_bytes) {
-    if (!std::isnan(bytes)) host_peak = std::isnan(host_peak) ? bytes : std::max(host_peak, bytes);
-  }
-  out.emplace_back("peak_host_memory_bytes", host_peak);
-  out.emplace_back("total_flops", sum_of(step_rows, steps, "model_flops"));
-
-  // Eval metrics: final = the newest evaluation that computed it, best = min (loss) or max (the rest), at the
-  // earliest step that reached it. Metrics never computed get no attributes.
-  const ColumnData& eval_step = eval_rows.columns[evals.column_index("step")];
-  for (const std::string& metric : run_file_eval_metrics()) {
-    const ColumnData& values = eval_rows.columns[evals.column_index(metric)];
-    const bool lower_is_better = metric == "loss";
-    double final_value = kNaN, best_value = kNaN;
-    int64_t best_step = -1;
-    for (size_t row = 0; row < eval_rows.rows; ++row) {
-      const double value = values.value(row);
-      if (std::isnan(value)) continue;
-      final_value = value;
-      if (std::isnan(best_value) || (lower_is_better ? value < best_value : value > best_value)) {
-        best_value = value;
-        best_step = eval_step.i64[row];
-      }
-    }
-    if (std::isnan(final_value)) continue;
-    out.emplace_back("final_" + metric, final_value);
-    out.emplace_back("best_" + metric, best_value);
-    out.emplace_back("best_" + metric + "_step", best_step);
-  }
-  return out;
-}
 
 RunFile::RunFile(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RunFile::RunFile(RunFile&&) noexcept = default;
@@ -438,12 +373,14 @@ RunFile RunFile::resume(const std::string& path, const RunDescription& descripti
 void RunFile::append_step(const StepRecord& record) {
   impl_->check_open("append_step");
   append_record(step_columns(), record, impl_->steps, impl_->path);
+  impl_->totals.add(record);
   if (static_cast<int64_t>(impl_->steps.pending_rows) >= impl_->flush_every_steps) flush();
 }
 
 void RunFile::append_eval(const EvalRecord& record) {
   impl_->check_open("append_eval");
   append_record(eval_columns(), record, impl_->evals, impl_->path);
+  impl_->totals.add(record);
   flush();
 }
 
@@ -452,6 +389,7 @@ void RunFile::flush() {
   Hdf5Quiet quiet;
   write_pending(impl_->steps, impl_->path);
   write_pending(impl_->evals, impl_->path);
+  impl_->rewrite_summary_figures();
   H5_CHECK(H5Fflush(impl_->file.get(), H5F_SCOPE_LOCAL), impl_->path);
 }
 
@@ -474,10 +412,10 @@ void RunFile::finish(const RunSummaryInputs& inputs, const std::string& status) 
   impl.close();
   // SWMR is over: the file is reopened plainly, which allows new groups and attributes.
   H5Handle file(open_for_writing_despite_readers(impl.path, H5F_ACC_RDWR, impl.reader_lock_wait_s));
-  const TableRows step_rows = read_table(file.get(), impl.steps, impl.path);
-  const TableRows eval_rows = read_table(file.get(), impl.evals, impl.path);
-  const RunAttributes summary = impl.summary(step_rows, eval_rows, inputs, status);
+  const RunAttributes summary = impl.summary(inputs, status, utc_iso_time());
   {
+    // The texts get their final lengths: the group is written anew.
+    H5_CHECK(H5Ldelete(file.get(), "summary", H5P_DEFAULT), impl.path);
     H5Handle group(H5_CHECK(H5Gcreate2(file.get(), "summary", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), impl.path));
     for (const auto& [name, value] : summary) write_attribute(group.get(), name, value, impl.path);
   }
@@ -495,6 +433,10 @@ void RunFile::record_failure(const std::string& error, int64_t step) {
   overwrite_attribute(impl.file.get(), "error", error, impl.path);
   overwrite_attribute(impl.file.get(), "error_step", step, impl.path);
   overwrite_attribute(impl.file.get(), "status", std::string("failed"), impl.path);  // fits "running"'s length
+  {
+    H5Handle summary(H5_CHECK(H5Gopen2(impl.file.get(), "summary", H5P_DEFAULT), impl.path));
+    overwrite_attribute(summary.get(), "status", std::string("failed"), impl.path);
+  }
   H5_CHECK(H5Fflush(impl.file.get(), H5F_SCOPE_LOCAL), impl.path);
   impl.close();
 }
@@ -551,6 +493,11 @@ std::string run_file_schema_json() {
   };
   schema["steps"] = columns_json(specs_of(step_columns()));
   schema["eval"] = columns_json(specs_of(eval_columns()));
+  nlohmann::ordered_json summary = nlohmann::ordered_json::array();
+  for (const SummaryFigure& figure : summary_figures()) {
+    summary.push_back({{"name", figure.name}, {"dtype", figure.dtype}, {"unit", figure.unit}});
+  }
+  schema["summary"] = summary;
   return schema.dump(1) + "\n";
 }
 

@@ -3,14 +3,14 @@
 //   RunFile file = RunFile::create("results/demo/run.h5", attributes, {.flush_every_steps = 10});
 //   file.append_step(step_record);        // buffered in memory; every 10th row flushes
 //   file.append_eval(eval_record);        // flushed at once: evaluations are rare and expensive
-//   file.finish({}, "completed");         // /summary and the final status
+//   file.finish({}, "completed");         // the final /summary and status
 //
 // Why it is built like this: the file must survive a SIGKILL with every flushed row readable, without
 // h5clear. So it is created complete under a temporary name (every attribute, every dataset), renamed, and
-// reopened as a SWMR writer; from then on HDF5 only sees dataset extends, writes and flushes (what SWMR allows),
-// and only inside flush(): between flushes no HDF5 call is in flight, so a kill loses at most the buffered rows.
-// Readers open it with SWMR read (h5py: File(path, "r", swmr=True)). At the end the SWMR writer is closed, the
-// file reopened plainly and /summary written; a kill inside that short window leaves a file that needs
+// reopened as a SWMR writer; from then on HDF5 only sees dataset extends, writes, rewrites of existing
+// attributes and flushes (what SWMR allows), and only inside flush(): between flushes no HDF5 call is in flight,
+// so a kill loses at most the buffered rows. Readers open it with SWMR read (h5py: File(path, "r", swmr=True)).
+// At the end the SWMR writer is closed, the file reopened plainly and the final /summary written; a kill inside that short window leaves a file that needs
 // `h5clear -s` (HDF5 1.10 has no public call to open it otherwise).
 //
 // Layout (every dataset has a `unit` attribute; chunks of 256 rows; floats unknown at write time are NaN):
@@ -18,26 +18,17 @@
 //                start_time_utc, status, attempt, resumed_from_step, error, error_step, which this class owns
 //   /steps/<c>   one row per optimizer step; scalars (rows,), per-rank columns (rows, world_size)
 //   /eval/<c>    one row per evaluation
-//   /summary     attributes, written by finish()
+//   /summary     attributes: the run's figures, current at every flush (run_summary.h)
 // Per-rank columns (memory, power, energy) are float64 so that "not measured" can be NaN (a CPU rank has no
 // allocator statistics); the integer columns named int64/int8 in the spec are integers. A kill inside a flush
 // can leave the columns of a group at different lengths, and rows allocated but not written read as fill values
 // (NaN for floats, -1 for integers; `step` is written last): readers take the shortest column's length and drop
 // rows whose step is -1. The trainer flushes at every checkpoint, so that a resume finds every row it keeps.
 //
-// /summary, computed by finish() from every row in the file (all attempts):
-//   wall_time_s (given, else the newest row's), train_time_s = sum of step_time_s, eval_time_s = sum of the
-//   evaluations', steps_completed = number of /steps rows, samples_total, tokens_total (source + target),
-//   gpu_energy_kwh (sum over ranks of the final cumulative joules), cpu_energy_kwh (per node: ranks on a node
-//   read the same RAPL packages, so the lowest rank of each node with a value counts; ranks are placed node by
-//   node, world_size / nodes each), energy_kwh = (gpu + cpu) / 3.6e6 * pue over the sources that were measured
-//   (a source "none" adds nothing; both "none": NaN), cost_usd, co2_kg (cost.h); where both sources are "none",
-//   estimated_energy_kwh (x pue) and estimated_co2_kg of the caller's estimate and energy_estimate_method (NaN and
-//   "" otherwise: an estimate is never mixed with measured joules), mean_step_time_s,
-//   mean_tokens_per_s, mean_mfu (over rows), peak_memory_bytes (max of memory_peak_bytes over rows and ranks),
-//   mean_memory_allocated_bytes (over rows and ranks), peak_host_memory_bytes (max of host_memory_bytes over rows
-//   and ranks and of the inputs' values at the end: known also for a run without steps), total_flops (sum of model_flops); an unknown (NaN) input
-//   makes the figure NaN. For each eval metric computed at least once: final_<m>, best_<m>, best_<m>_step.
+// /summary: the run's figures over every row in the file (all attempts), declared and computed in
+// telemetry/run_summary.h. Every attribute exists from the file's creation; each flush rewrites the figures
+// (status "running"), so a file whose job was killed holds those of its flushed rows; record_failure() sets its
+// status to "failed"; finish() writes the final figures and status.
 //
 // Not thread-safe (serial HDF5 builds are not): one thread of rank 0 writes.
 //
@@ -61,6 +52,7 @@
 
 #include "core/hdf5_attributes.h"
 #include "telemetry/run_description.h"
+#include "telemetry/run_summary.h"
 #include "telemetry/step_record.h"
 
 namespace t5scale {
@@ -86,26 +78,11 @@ const std::vector<std::pair<std::string, AttributeKind>>& run_file_caller_attrib
 // update_run_file_schema).
 std::string run_file_schema_json();
 
-// The eval metrics of /summary's final_<m>, best_<m>, best_<m>_step (lower is better for loss only).
-const std::vector<std::string>& run_file_eval_metrics();
-
 struct RunFileOptions {
   int64_t flush_every_steps = 10;  // >= 1
   // finish() reopens the file after SWMR; a reader holding it open (h5py, a status poll) holds HDF5's file lock.
   // The reopen waits this long for readers to let go, then goes on without the lock: no reader may end a run.
   double reader_lock_wait_s = 10.0;
-};
-
-// What finish() cannot read from the rows: the end of the run after its last step (final evaluation,
-// checkpoint). Left at their defaults, the newest rows' values are used.
-struct RunSummaryInputs {
-  double wall_time_s = kUnknownValue;  // since the first start, at the end
-  std::vector<double> gpu_energy_j;    // (world_size,) cumulative at the end, or empty
-  std::vector<double> cpu_energy_j;    // (world_size,) or empty
-  std::vector<double> host_memory_bytes;  // (world_size,) each rank's peak resident set at the end, or empty
-  // Where neither energy source measured anything: an estimate (telemetry/energy_estimate.h) and how it was made.
-  double estimated_energy_j = kUnknownValue;
-  std::string energy_estimate_method;
 };
 
 class RunFile {
@@ -137,13 +114,13 @@ class RunFile {
   // Writes every buffered row and flushes the file to disk: after it returns, a SWMR reader sees those rows
   // even if this process is killed.
   void flush();
-  // Flushes, ends SWMR, writes /summary (computed from every row in the file, this attempt's and the kept
-  // ones) and sets the root status: one of completed, preempted, diverged, failed. The object is then closed.
+  // Flushes, ends SWMR, writes the final /summary (over every row in the file, this attempt's and the kept
+  // ones, with `inputs`) and sets the root status: one of completed, preempted, diverged, failed. The object is then closed.
   void finish(const RunSummaryInputs& inputs, const std::string& status);
   // The job is going down with an error: flushes the rows, sets status "failed", `error` (the message, cut to
   // kErrorCapacityBytes) and `error_step` (optimizer steps completed), all while SWMR is still on, so that a
-  // kill at any moment leaves a file that opens; then closes it. No /summary is written (a reader computes the
-  // figures from the rows, as for a killed run).
+  // kill at any moment leaves a file that opens; then closes it. /summary holds the flushed rows' figures, with
+  // status "failed".
   void record_failure(const std::string& error, int64_t step);
 
   const std::string& path() const;

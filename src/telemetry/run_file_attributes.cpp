@@ -18,6 +18,10 @@ void overwrite_attribute(hid_t location, const std::string& name, const Attribut
     H5_CHECK(H5Awrite(attribute.get(), H5T_NATIVE_INT64, integer), path);
     return;
   }
+  if (const auto* real = std::get_if<double>(&value)) {
+    H5_CHECK(H5Awrite(attribute.get(), H5T_NATIVE_DOUBLE, real), path);
+    return;
+  }
   H5Handle type(H5_CHECK(H5Aget_type(attribute.get()), path));
   T5S_CHECK(H5Tget_class(type.get()) == H5T_STRING && std::holds_alternative<std::string>(value), "run file '", path,
             "': attribute '", name, "' is not a text attribute");
@@ -111,12 +115,6 @@ const std::vector<std::pair<std::string, AttributeKind>>& run_file_caller_attrib
     return kinds;
   }();
   return attributes;
-}
-
-const std::vector<std::string>& run_file_eval_metrics() {
-  static const std::vector<std::string> metrics = {"loss",        "rouge1", "rouge2",   "rougeL",  "rougeLsum",
-                                                   "exact_match", "f1",     "accuracy", "macro_f1"};
-  return metrics;
 }
 
 }  // namespace t5scale

@@ -53,6 +53,16 @@ def check_flushed(path, steps_reported, evals_reported):
         attrs = probe_attributes(MAX_STEPS)
         attrs.update({"status": "running", "attempt": 0, "resumed_from_step": -1, "error": "", "error_step": -1})
         check_root_attributes(f, attrs)
+        # /summary holds the figures of a flush: the one reported, or a later one the kill interrupted after it
+        # rewrote the figures.
+        summary = f["summary"].attrs
+        counted = int(summary["steps_completed"])
+        if text(summary["status"]) != "running" or not steps_reported <= counted <= n_steps:
+            fail(f"/summary: status {text(summary['status'])!r}, {counted} steps; expected running and "
+                 f"{steps_reported} to {n_steps} steps")
+        train_time_s = sum(step_row(s)["step_time_s"] for s in range(1, counted + 1))
+        if not math.isclose(float(summary["train_time_s"]), train_time_s, rel_tol=1e-12):
+            fail(f"/summary train_time_s {float(summary['train_time_s'])} after {counted} steps, expected {train_time_s}")
         return n_steps, text(f.attrs["start_time_utc"])
 
 

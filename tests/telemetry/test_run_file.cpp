@@ -153,10 +153,41 @@ TEST(RunFile, AnUnfinishedFileIsClosedWithEveryRowAndStatusRunning) {
   Reader reader(path);
   EXPECT_EQ(reader.doubles("/steps/step"), range_of(1, 5));
   EXPECT_EQ(reader.string_attribute("/", "status"), "running");
-  EXPECT_FALSE(reader.has("/summary"));
   const std::vector<double> energy = reader.doubles("/steps/gpu_energy_j");
   ASSERT_EQ(energy.size(), 5u * kWorld);
   EXPECT_EQ(energy[4 * kWorld + 3], 53.0);  // step 5, rank 3
+  // /summary holds the figures of the rows written, as a running file's.
+  EXPECT_EQ(reader.string_attribute("/summary", "status"), "running");
+  EXPECT_EQ(reader.string_attribute("/summary", "end_time_utc"), "");
+  EXPECT_EQ(reader.number_attribute("/summary", "steps_completed"), 5);
+}
+
+// The figures a running file holds after a flush are those finish() writes for the same rows without inputs:
+// one computation, whenever the file is read.
+TEST(RunFile, EveryFlushLeavesTheFiguresFinishWouldWrite) {
+  TempDir dir;
+  RunFile running = RunFile::create(dir / "running.h5", attributes(), {100});
+  RunFile finished = RunFile::create(dir / "finished.h5", attributes(), {100});
+  for (RunFile* file : {&running, &finished}) {
+    for (int s = 1; s <= 6; ++s) file->append_step(step(s));
+    file->append_eval(evaluation(3, 3.0));
+    file->append_eval(evaluation(6, 2.5));
+  }
+  finished.finish({}, "completed");
+  Reader live(dir / "running.h5"), done(dir / "finished.h5");
+  size_t compared = 0;
+  for (const SummaryFigure& figure : summary_figures()) {
+    if (figure.dtype == "string") continue;
+    const double a = live.number_attribute("/summary", figure.name), b = done.number_attribute("/summary", figure.name);
+    EXPECT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << figure.name << ": " << a << " vs " << b;
+    ++compared;
+  }
+  EXPECT_EQ(compared, summary_figures().size() - 3);  // all but end_time_utc, status, energy_estimate_method
+  EXPECT_EQ(live.number_attribute("/summary", "best_loss_step"), 6);
+  EXPECT_EQ(live.number_attribute("/summary", "final_loss"), 2.5);
+  // A metric no evaluation computed: NaN, and step -1.
+  EXPECT_TRUE(std::isnan(live.number_attribute("/summary", "final_rouge1")));
+  EXPECT_EQ(live.number_attribute("/summary", "best_rouge1_step"), -1);
 }
 
 TEST(RunFile, FinishWritesTheSummaryAndTheStatus) {
@@ -184,10 +215,10 @@ TEST(RunFile, FinishWritesTheSummaryAndTheStatus) {
   EXPECT_NE(error_of([&] { file.finish({}, "completed"); }).find("after the file was finished"), std::string::npos);
 }
 
-// A job going down: the status, the error and the step are written while SWMR is on (no /summary), the rows
-// appended so far are flushed, and the file is closed; an error longer than the room for it is cut between
+// A job going down: the status, the error and the step are written while SWMR is on (and /summary's status),
+// the rows appended so far are flushed, and the file is closed; an error longer than the room for it is cut between
 // characters.
-TEST(RunFile, RecordFailureSetsStatusErrorAndStepWithoutASummary) {
+TEST(RunFile, RecordFailureSetsStatusErrorAndStep) {
   TempDir dir;
   const std::string path = dir / "run.h5";
   RunFile file = RunFile::create(path, attributes(), {100});
@@ -202,7 +233,8 @@ TEST(RunFile, RecordFailureSetsStatusErrorAndStepWithoutASummary) {
     const std::string recorded = reader.string_attribute("/", "error");
     EXPECT_EQ(recorded, error.substr(0, kErrorCapacityBytes - 1));
     EXPECT_EQ(reader.doubles("/steps/step"), range_of(1, 3));
-    EXPECT_FALSE(reader.has("/summary"));
+    EXPECT_EQ(reader.string_attribute("/summary", "status"), "failed");
+    EXPECT_EQ(reader.number_attribute("/summary", "steps_completed"), 3);
   }
   // Closed: a plain (not SWMR) open works, as for a finished file; the object refuses to write more.
   const hid_t plain = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -298,14 +330,17 @@ TEST(RunFile, ResumeKeepsTheRowsUpToTheCheckpointAndCountsTheAttempt) {
     EXPECT_EQ(reader.number_attribute("/", "resumed_from_step"), 12);
     EXPECT_EQ(reader.string_attribute("/", "start_time_utc"), first_start);
   }
-  // A finished file can be resumed too (training on with more steps): attempt 2, no old summary.
+  // A finished file can be resumed too (training on with more steps): attempt 2, the old summary replaced by
+  // the figures of the 16 rows, running again.
   {
     RunFile again = RunFile::resume(path, attributes(), 15, {5}, &warning);
     EXPECT_EQ(again.attempt(), 2);
     again.append_step(step(16));
   }
   Reader reader(path);
-  EXPECT_FALSE(reader.has("/summary"));
+  EXPECT_EQ(reader.string_attribute("/summary", "status"), "running");
+  EXPECT_EQ(reader.string_attribute("/summary", "end_time_utc"), "");
+  EXPECT_EQ(reader.number_attribute("/summary", "steps_completed"), 16);
   EXPECT_EQ(reader.string_attribute("/", "status"), "running");
   EXPECT_EQ(reader.doubles("/steps/step"), range_of(1, 16));
 }

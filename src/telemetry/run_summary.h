@@ -1,0 +1,109 @@
+// /summary: a run's figures, declared once here and computed once, from every row the run file holds (all
+// attempts') as the rows are added. The run file keeps /summary current at every flush, so a file whose job was
+// killed, failed or is still running holds the figures of its flushed rows; finish() adds what the rows cannot
+// know (the end's wall time, energy and host memory, an energy estimate) and the final status. The checked-in
+// schema lists these figures (run_file_schema_json), and the analysis reads them, never recomputes them.
+//
+// Each line: FIGURE(name, kind, unit)  /* how it is computed */
+// An unknown (NaN) input makes a figure NaN, except where a line says otherwise.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/hdf5_attributes.h"
+#include "telemetry/step_record.h"
+
+namespace t5scale {
+
+#define T5SCALE_SUMMARY_FIGURES(FIGURE)                                                                          \
+  FIGURE(end_time_utc, string, "")          /* finish()'s time; "" while the run has not finished */             \
+  FIGURE(status, string, "")                /* running (flushed figures), completed, preempted, diverged, failed */ \
+  FIGURE(wall_time_s, float64, "s")         /* since the first start: finish()'s, else the newest row's */       \
+  FIGURE(train_time_s, float64, "s")        /* sum of step_time_s */                                             \
+  FIGURE(eval_time_s, float64, "s")         /* sum of the evaluations' eval_time_s */                            \
+  FIGURE(steps_completed, int64, "steps")   /* /steps rows */                                                    \
+  FIGURE(samples_total, int64, "samples")                                                                        \
+  FIGURE(tokens_total, int64, "tokens")     /* source + target */                                                \
+  FIGURE(gpu_energy_kwh, float64, "kWh")    /* sum over ranks of the final cumulative joules; NaN unmeasured */  \
+  FIGURE(cpu_energy_kwh, float64, "kWh")    /* per node, its lowest rank with a value (ranks share packages) */  \
+  FIGURE(energy_kwh, float64, "kWh")        /* (gpu + cpu) x pue over the measured sources; NaN if neither */    \
+  FIGURE(cost_usd, float64, "USD")          /* price_per_node_hour_usd x nodes x wall_time_s / 3600 */           \
+  FIGURE(co2_kg, float64, "kg")             /* energy_kwh x carbon_intensity_g_per_kwh / 1000 */                 \
+  FIGURE(estimated_energy_kwh, float64, "kWh") /* x pue; only where neither source measured, else NaN */         \
+  FIGURE(estimated_co2_kg, float64, "kg")                                                                        \
+  FIGURE(energy_estimate_method, string, "")   /* how the estimate was made; "" without one */                   \
+  FIGURE(mean_step_time_s, float64, "s")    /* means over the rows */                                            \
+  FIGURE(mean_tokens_per_s, float64, "tokens/s")                                                                 \
+  FIGURE(mean_mfu, float64, "fraction")                                                                          \
+  FIGURE(peak_memory_bytes, float64, "B")   /* max of memory_peak_bytes over rows and ranks */                   \
+  FIGURE(mean_memory_allocated_bytes, float64, "B") /* over rows and ranks */                                    \
+  FIGURE(peak_host_memory_bytes, float64, "B") /* max over rows, ranks and finish()'s values (known unmeasured  \
+                                                   rows aside: a run without steps has it too) */                 \
+  FIGURE(total_flops, float64, "FLOP")      /* sum of model_flops */
+// Then, for each eval metric m of run_file_eval_metrics(): final_<m> (the newest evaluation that computed it),
+// best_<m> (min for loss, max for the rest) and best_<m>_step (the earliest step that reached it; -1 and NaN
+// while no evaluation computed it), with the metric's unit.
+
+// One figure of /summary as the schema lists it.
+struct SummaryFigure {
+  std::string name, dtype, unit;
+};
+// Every figure, in the order written: the list above, then the eval metrics' three each.
+const std::vector<SummaryFigure>& summary_figures();
+
+// What the figures need from the run's root attributes.
+struct SummaryTerms {
+  int64_t world_size = 1, nodes = 1;
+  bool gpu_measured = false, cpu_measured = false;  // energy_source_gpu / _cpu other than "none"
+  double pue = 1.0, price_per_node_hour_usd = 0.0, carbon_intensity_g_per_kwh = 0.0;
+};
+
+// What the rows cannot tell: the end of the run after its last step (final evaluation, checkpoint). Left at
+// their defaults, the newest rows' values are used.
+struct RunSummaryInputs {
+  double wall_time_s = kUnknownValue;  // since the first start, at the end
+  std::vector<double> gpu_energy_j;    // (world_size,) cumulative at the end, or empty
+  std::vector<double> cpu_energy_j;    // (world_size,) or empty
+  std::vector<double> host_memory_bytes;  // (world_size,) each rank's peak resident set at the end, or empty
+  // Where neither energy source measured anything: an estimate (telemetry/energy_estimate.h) and how it was made.
+  double estimated_energy_j = kUnknownValue;
+  std::string energy_estimate_method;
+};
+
+// The figures' running arithmetic over the rows, in the order they stand in the file.
+class RunSummaryTotals {
+ public:
+  void add(const StepRecord& row);
+  void add(const EvalRecord& row);
+  // Every figure of summary_figures(), in its order.
+  std::vector<std::pair<std::string, Hdf5Value>> figures(const SummaryTerms& terms, const RunSummaryInputs& inputs,
+                                                         const std::string& status,
+                                                         const std::string& end_time_utc) const;
+
+ private:
+  // Max over values with NaN poisoning (an unknown value makes the maximum unknown); NaN before any value.
+  struct Maximum {
+    double value = kUnknownValue;
+    bool any = false, unknown = false;
+    void add(double v);
+    double result() const;
+  };
+  int64_t steps_ = 0, samples_ = 0, tokens_ = 0, evals_ = 0;
+  double step_time_sum_s_ = 0, eval_time_sum_s_ = 0, tokens_per_s_sum_ = 0, mfu_sum_ = 0, flops_sum_ = 0;
+  double memory_allocated_sum_bytes_ = 0;
+  int64_t memory_allocated_count_ = 0;
+  Maximum steps_wall_s_, evals_wall_s_, memory_peak_bytes_, host_memory_bytes_;
+  std::vector<double> newest_gpu_energy_j_, newest_cpu_energy_j_;  // the newest step row's
+  struct Metric {
+    double final_value = kUnknownValue, best_value = kUnknownValue;
+    int64_t best_step = -1;
+  };
+  std::vector<Metric> metrics_;  // run_file_eval_metrics()' order
+};
+
+// The eval metrics of /summary's final_<m>, best_<m>, best_<m>_step (lower is better for loss only).
+const std::vector<std::string>& run_file_eval_metrics();
+
+}  // namespace t5scale
