@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <set>
 #include <thread>
@@ -107,7 +109,99 @@ int64_t read_world_size(hid_t file, const std::string& path) {
 struct PreviousAttempt {
   TableRows step_rows, eval_rows;
   std::optional<AttributeValue> attempt, start_time_utc;
+  std::optional<RunSummaryTotals> totals;  // where the file started after earlier grids: their totals
 };
+
+// The totals a file started on a new grid carries (/earlier_grids), when it has them.
+std::optional<RunSummaryTotals> read_earlier_grids(hid_t file, const std::string& path) {
+  if (H5Lexists(file, "earlier_grids", H5P_DEFAULT) <= 0) return std::nullopt;
+  H5Handle group(H5_CHECK(H5Gopen2(file, "earlier_grids", H5P_DEFAULT), path));
+  RunSummaryTotals names;
+  names.carry_over({}, {});
+  std::vector<std::pair<std::string, Hdf5Value>> attributes;
+  for (const auto& [name, unused] : names.earlier_grids_attributes()) {
+    std::optional<Hdf5Value> value = read_attribute(group.get(), name, path);
+    T5S_CHECK(value.has_value(), "run file '", path, "': /earlier_grids has no attribute '", name, "'");
+    attributes.emplace_back(name, *value);
+  }
+  return RunSummaryTotals::from_earlier_grids_attributes(attributes);
+}
+
+// What the summary needs of a file's root attributes.
+SummaryTerms summary_terms_of(const std::function<const AttributeValue&(const std::string&)>& attribute) {
+  SummaryTerms terms;
+  terms.world_size = std::get<int64_t>(attribute("world_size"));
+  terms.nodes = std::get<int64_t>(attribute("nodes"));
+  terms.gpu_measured = std::get<std::string>(attribute("energy_source_gpu")) != "none";
+  terms.cpu_measured = std::get<std::string>(attribute("energy_source_cpu")) != "none";
+  terms.pue = std::get<double>(attribute("pue"));
+  terms.price_per_node_hour_usd = std::get<double>(attribute("price_per_node_hour_usd"));
+  terms.carbon_intensity_g_per_kwh = std::get<double>(attribute("carbon_intensity_g_per_kwh"));
+  return terms;
+}
+
+// The totals a run file started on a new grid takes over from the file of the grid before (world size
+// `old_world`): the rows through keep_through_step (and what that file carried), and what its grid spent over
+// every row it wrote. See EarlierGrids.
+RunSummaryTotals totals_after_another_grid(hid_t old, int64_t old_world, int64_t keep_through_step,
+                                           const std::string& path) {
+  Table old_steps("steps", specs_of(step_columns()), static_cast<size_t>(old_world));
+  Table old_evals("eval", specs_of(eval_columns()), static_cast<size_t>(old_world));
+  const TableRows step_rows = read_table(old, old_steps, path);
+  const TableRows eval_rows = read_table(old, old_evals, path);
+  RunSummaryTotals spent = read_earlier_grids(old, path).value_or(RunSummaryTotals{});
+  RunSummaryTotals kept = spent;
+  for (size_t row = 0; row < step_rows.rows; ++row) {
+    const StepRecord record = record_of_row(step_columns(), step_rows, row);
+    if (record.step < 0) continue;  // allocated by a flush that a kill interrupted
+    spent.add(record);
+    if (record.step <= keep_through_step) kept.add(record);
+  }
+  for (size_t row = 0; row < eval_rows.rows; ++row) {
+    const EvalRecord record = record_of_row(eval_columns(), eval_rows, row);
+    if (record.step < 0) continue;
+    spent.add(record);
+    if (record.step <= keep_through_step) kept.add(record);
+  }
+  std::map<std::string, AttributeValue> root;
+  for (const char* name : {"world_size", "nodes", "energy_source_gpu", "energy_source_cpu", "pue",
+                           "price_per_node_hour_usd", "carbon_intensity_g_per_kwh"}) {
+    std::optional<AttributeValue> value = read_attribute(old, name, path);
+    T5S_CHECK(value.has_value(), "run file '", path, "' has no attribute '", name, "'");
+    root[name] = *value;
+  }
+  const SummaryTerms terms = summary_terms_of([&](const std::string& name) -> const AttributeValue& {
+    return root.at(name);
+  });
+  std::map<std::string, AttributeValue> figures;
+  for (auto& [name, value] : spent.figures(terms, {}, "running", "")) figures[name] = value;
+  // An estimate exists only in the final /summary of a file whose job ended: that of the file, where it has one.
+  if (H5Lexists(old, "summary", H5P_DEFAULT) > 0) {
+    H5Handle summary(H5_CHECK(H5Gopen2(old, "summary", H5P_DEFAULT), path));
+    for (const char* name : {"estimated_energy_kwh", "estimated_co2_kg"}) {
+      const std::optional<AttributeValue> value = read_attribute(summary.get(), name, path);
+      if (value && std::holds_alternative<double>(*value) && std::isfinite(std::get<double>(*value))) {
+        figures[name] = *value;
+      }
+    }
+  }
+  EarlierGrids earlier;
+  earlier.through_step = keep_through_step;
+  earlier.wall_time_s = std::get<double>(figures.at("wall_time_s"));
+  if (std::isnan(earlier.wall_time_s)) earlier.wall_time_s = 0.0;  // no row: nothing known was spent
+  earlier.cost_usd = std::get<double>(figures.at("cost_usd"));
+  earlier.gpu_energy_kwh = std::get<double>(figures.at("gpu_energy_kwh"));
+  earlier.cpu_energy_kwh = std::get<double>(figures.at("cpu_energy_kwh"));
+  earlier.energy_kwh = std::get<double>(figures.at("energy_kwh"));
+  earlier.co2_kg = std::get<double>(figures.at("co2_kg"));
+  earlier.estimated_energy_kwh = std::get<double>(figures.at("estimated_energy_kwh"));
+  earlier.estimated_co2_kg = std::get<double>(figures.at("estimated_co2_kg"));
+  earlier.peak_memory_bytes = std::get<double>(figures.at("peak_memory_bytes"));
+  earlier.peak_host_memory_bytes = std::get<double>(figures.at("peak_host_memory_bytes"));
+  RunSummaryTotals carried;
+  carried.carry_over(kept, earlier);
+  return carried;
+}
 
 }  // namespace
 
@@ -195,6 +289,13 @@ struct RunFile::Impl {
                                 temporary));
         for (const auto& [name, value] : summary({}, "running")) write_attribute(group.get(), name, value, temporary);
       }
+      if (totals.earlier_grids()) {
+        H5Handle group(H5_CHECK(
+            H5Gcreate2(file_tmp.get(), "earlier_grids", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), temporary));
+        for (const auto& [name, value] : totals.earlier_grids_attributes()) {
+          write_attribute(group.get(), name, value, temporary);
+        }
+      }
       for (Table* table : {&steps, &evals}) {
         create_table(file_tmp.get(), *table, temporary);
         open_table(file_tmp.get(), *table, temporary);
@@ -225,7 +326,19 @@ struct RunFile::Impl {
   std::optional<std::string> take_over_previous_file(int64_t keep_through_step) {
     if (!std::filesystem::exists(path)) return msg("no run file at '", path, "' to continue");
     PreviousAttempt previous;
-    if (std::optional<std::string> why_not = read_previous_attempt(previous)) return why_not;
+    std::optional<std::string> why_not = read_previous_attempt(previous, keep_through_step);
+    if (previous.totals) {
+      totals = *previous.totals;
+      const int64_t through = totals.earlier_grids()->through_step;
+      if (why_not.has_value()) {
+        *why_not += msg("; the steps through ", through, " and what the earlier grid spent are carried over");
+      } else if (keep_through_step < through) {
+        std::cerr << "[t5scale] run file '" << path << "': resuming from step " << keep_through_step
+                  << ", before step " << through << " where the grid last changed: the earlier grids' totals "
+                  << "still count their steps through " << through << std::endl;
+      }
+    }
+    if (why_not) return why_not;
     keep_rows_through(previous.step_rows, steps, keep_through_step);
     keep_rows_through(previous.eval_rows, evals, keep_through_step);
     attempt = previous.attempt && std::holds_alternative<int64_t>(*previous.attempt)
@@ -239,7 +352,7 @@ struct RunFile::Impl {
 
   // Reads the file at `path` into `previous`. One that cannot be read, or whose rows have another world size, is
   // set aside, and the text returned says so.
-  std::optional<std::string> read_previous_attempt(PreviousAttempt& previous) const {
+  std::optional<std::string> read_previous_attempt(PreviousAttempt& previous, int64_t keep_through_step) const {
     // SWMR read opens a file whose writer was killed (its superblock still says "open for SWMR write").
     const hid_t old_id = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
     if (old_id < 0) {
@@ -250,7 +363,14 @@ struct RunFile::Impl {
     check_is_current_run_file(old.get(), path);
     const int64_t old_world = read_world_size(old.get(), path);
     if (old_world != static_cast<int64_t>(world)) {
-      // A checkpoint resumed on another grid: the per-rank columns have another width. The file is kept whole.
+      // A checkpoint resumed on another grid: the per-rank columns have another width. The file is kept whole;
+      // the new one starts from its totals.
+      try {
+        previous.totals = totals_after_another_grid(old.get(), old_world, keep_through_step, path);
+      } catch (const Error& e) {
+        std::cerr << "[t5scale] run file '" << path << "': its totals cannot be carried over (" << e.what()
+                  << "); the new file's figures start from this grid" << std::endl;
+      }
       old.reset();
       return set_aside_run_file(
           path, msg("its rows have a column per rank of world size ", old_world, ", this run has ", world),
@@ -261,6 +381,7 @@ struct RunFile::Impl {
       previous.eval_rows = read_table(old.get(), evals, path);
       previous.attempt = read_attribute(old.get(), "attempt", path);
       previous.start_time_utc = read_attribute(old.get(), "start_time_utc", path);
+      previous.totals = read_earlier_grids(old.get(), path);
     } catch (const Error& e) {
       old.reset();
       return set_aside_run_file(path, e.what(), "unreadable");
@@ -312,15 +433,7 @@ struct RunFile::Impl {
   }
 
   SummaryTerms summary_terms() const {
-    SummaryTerms terms;
-    terms.world_size = static_cast<int64_t>(world);
-    terms.nodes = std::get<int64_t>(attribute("nodes"));
-    terms.gpu_measured = std::get<std::string>(attribute("energy_source_gpu")) != "none";
-    terms.cpu_measured = std::get<std::string>(attribute("energy_source_cpu")) != "none";
-    terms.pue = std::get<double>(attribute("pue"));
-    terms.price_per_node_hour_usd = std::get<double>(attribute("price_per_node_hour_usd"));
-    terms.carbon_intensity_g_per_kwh = std::get<double>(attribute("carbon_intensity_g_per_kwh"));
-    return terms;
+    return summary_terms_of([this](const std::string& name) -> const AttributeValue& { return attribute(name); });
   }
 
   // /summary's attributes over the rows added so far (flushed or about to be).

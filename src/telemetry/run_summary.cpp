@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <type_traits>
 
+#include "core/check.h"
 #include "telemetry/cost.h"
 
 namespace t5scale {
@@ -92,6 +94,77 @@ void RunSummaryTotals::add(const EvalRecord& row) {
   }
 }
 
+void RunSummaryTotals::carry_over(const RunSummaryTotals& kept, const EarlierGrids& earlier) {
+  *this = RunSummaryTotals{};
+#define T5SCALE_COPY_TOTAL(type, name) name = kept.name;
+  T5SCALE_ROW_TOTALS(T5SCALE_COPY_TOTAL)
+#undef T5SCALE_COPY_TOTAL
+  metrics_ = kept.metrics_;
+  earlier_ = earlier;
+}
+
+namespace {
+
+std::string row_total_name(const char* member) {
+  std::string name = member;
+  name.pop_back();  // the member's trailing underscore
+  return "rows_" + name;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, Hdf5Value>> RunSummaryTotals::earlier_grids_attributes() const {
+  T5S_CHECK(earlier_.has_value(), "the run file has no earlier grids to write");
+  std::vector<std::pair<std::string, Hdf5Value>> out;
+#define T5SCALE_EARLIER_ATTRIBUTE(type, name, initial) out.emplace_back(#name, earlier_->name);
+  T5SCALE_EARLIER_GRIDS_FIELDS(T5SCALE_EARLIER_ATTRIBUTE)
+#undef T5SCALE_EARLIER_ATTRIBUTE
+#define T5SCALE_TOTAL_ATTRIBUTE(type, name) out.emplace_back(row_total_name(#name), name);
+  T5SCALE_ROW_TOTALS(T5SCALE_TOTAL_ATTRIBUTE)
+#undef T5SCALE_TOTAL_ATTRIBUTE
+  for (size_t m = 0; m < run_file_eval_metrics().size(); ++m) {
+    const std::string& name = run_file_eval_metrics()[m];
+    const Metric metric = m < metrics_.size() ? metrics_[m] : Metric{};
+    out.emplace_back("rows_final_" + name, metric.final_value);
+    out.emplace_back("rows_best_" + name, metric.best_value);
+    out.emplace_back("rows_best_" + name + "_step", metric.best_step);
+  }
+  return out;
+}
+
+RunSummaryTotals RunSummaryTotals::from_earlier_grids_attributes(
+    const std::vector<std::pair<std::string, Hdf5Value>>& attributes) {
+  auto value_of = [&](const std::string& name) -> const Hdf5Value& {
+    for (const auto& [key, value] : attributes) {
+      if (key == name) return value;
+    }
+    throw Error(msg("/earlier_grids has no attribute '", name, "'"));
+  };
+  auto take = [&](const std::string& name, auto& out) {
+    using Out = std::decay_t<decltype(out)>;
+    const Hdf5Value& value = value_of(name);
+    T5S_CHECK(std::holds_alternative<Out>(value), "/earlier_grids attribute '", name, "' has another type");
+    out = std::get<Out>(value);
+  };
+  RunSummaryTotals totals;
+  EarlierGrids earlier;
+#define T5SCALE_TAKE_EARLIER(type, name, initial) take(#name, earlier.name);
+  T5SCALE_EARLIER_GRIDS_FIELDS(T5SCALE_TAKE_EARLIER)
+#undef T5SCALE_TAKE_EARLIER
+#define T5SCALE_TAKE_TOTAL(type, name) take(row_total_name(#name), totals.name);
+  T5SCALE_ROW_TOTALS(T5SCALE_TAKE_TOTAL)
+#undef T5SCALE_TAKE_TOTAL
+  totals.metrics_.resize(run_file_eval_metrics().size());
+  for (size_t m = 0; m < run_file_eval_metrics().size(); ++m) {
+    const std::string& name = run_file_eval_metrics()[m];
+    take("rows_final_" + name, totals.metrics_[m].final_value);
+    take("rows_best_" + name, totals.metrics_[m].best_value);
+    take("rows_best_" + name + "_step", totals.metrics_[m].best_step);
+  }
+  totals.earlier_ = earlier;
+  return totals;
+}
+
 std::vector<std::pair<std::string, Hdf5Value>> RunSummaryTotals::figures(const SummaryTerms& terms,
                                                                          const RunSummaryInputs& inputs,
                                                                          const std::string& status,
@@ -105,7 +178,10 @@ std::vector<std::pair<std::string, Hdf5Value>> RunSummaryTotals::figures(const S
     wall_time_s = std::isnan(steps_wall) ? evals_wall : std::isnan(evals_wall) ? steps_wall
                                                                                 : std::max(steps_wall, evals_wall);
   }
-  out.emplace_back("wall_time_s", wall_time_s);
+  // This grid's own wall time, cost and energy count from its start; the earlier grids' are added to them.
+  const EarlierGrids before = earlier_.value_or(EarlierGrids{});
+  if (earlier_ && std::isnan(wall_time_s)) wall_time_s = 0.0;  // nothing recorded on this grid yet
+  out.emplace_back("wall_time_s", before.wall_time_s + wall_time_s);
   out.emplace_back("train_time_s", step_time_sum_s_);
   out.emplace_back("eval_time_s", eval_time_sum_s_);
   out.emplace_back("steps_completed", steps_);
@@ -116,7 +192,7 @@ std::vector<std::pair<std::string, Hdf5Value>> RunSummaryTotals::figures(const S
   const size_t world = static_cast<size_t>(terms.world_size);
   auto final_energy = [&](const std::vector<double>& given, const std::vector<double>& newest) {
     if (!given.empty()) return given;
-    return newest.size() == world ? newest : std::vector<double>(world, kNaN);
+    return newest.size() == world ? newest : std::vector<double>(world, earlier_ ? 0.0 : kNaN);
   };
   const std::vector<double> gpu_j = final_energy(inputs.gpu_energy_j, newest_gpu_energy_j_);
   const std::vector<double> cpu_j = final_energy(inputs.cpu_energy_j, newest_cpu_energy_j_);
@@ -134,28 +210,33 @@ std::vector<std::pair<std::string, Hdf5Value>> RunSummaryTotals::figures(const S
     cpu_total_j += node_j;
   }
   // A source that was "none" was not measured: it adds nothing to energy_kwh, and its own figure is NaN.
-  out.emplace_back("gpu_energy_kwh", terms.gpu_measured ? gpu_total_j / kJoulesPerKwh : kNaN);
-  out.emplace_back("cpu_energy_kwh", terms.cpu_measured ? cpu_total_j / kJoulesPerKwh : kNaN);
+  out.emplace_back("gpu_energy_kwh", before.gpu_energy_kwh + (terms.gpu_measured ? gpu_total_j / kJoulesPerKwh : kNaN));
+  out.emplace_back("cpu_energy_kwh", before.cpu_energy_kwh + (terms.cpu_measured ? cpu_total_j / kJoulesPerKwh : kNaN));
   const double total_kwh =
       terms.gpu_measured || terms.cpu_measured
           ? energy_kwh(terms.gpu_measured ? gpu_total_j : 0.0, terms.cpu_measured ? cpu_total_j : 0.0, terms.pue)
           : kNaN;
-  out.emplace_back("energy_kwh", total_kwh);
-  out.emplace_back("cost_usd", cost_usd(terms.price_per_node_hour_usd, terms.nodes, wall_time_s));
-  out.emplace_back("co2_kg", co2_kg(total_kwh, terms.carbon_intensity_g_per_kwh));
+  out.emplace_back("energy_kwh", before.energy_kwh + total_kwh);
+  out.emplace_back("cost_usd", before.cost_usd + cost_usd(terms.price_per_node_hour_usd, terms.nodes, wall_time_s));
+  out.emplace_back("co2_kg", before.co2_kg + co2_kg(total_kwh, terms.carbon_intensity_g_per_kwh));
   // An estimate only where nothing was measured, never added to the measured figures.
   const bool estimated = !terms.gpu_measured && !terms.cpu_measured && std::isfinite(inputs.estimated_energy_j);
   const double estimated_kwh = estimated ? energy_kwh(inputs.estimated_energy_j, 0.0, terms.pue) : kNaN;
-  out.emplace_back("estimated_energy_kwh", estimated_kwh);
-  out.emplace_back("estimated_co2_kg", co2_kg(estimated_kwh, terms.carbon_intensity_g_per_kwh));
+  out.emplace_back("estimated_energy_kwh", before.estimated_energy_kwh + estimated_kwh);
+  out.emplace_back("estimated_co2_kg",
+                   before.estimated_co2_kg + co2_kg(estimated_kwh, terms.carbon_intensity_g_per_kwh));
   out.emplace_back("energy_estimate_method", estimated ? inputs.energy_estimate_method : std::string());
   out.emplace_back("mean_step_time_s", mean(step_time_sum_s_, steps_));
   out.emplace_back("mean_tokens_per_s", mean(tokens_per_s_sum_, steps_));
   out.emplace_back("mean_mfu", mean(mfu_sum_, steps_));
-  out.emplace_back("peak_memory_bytes", memory_peak_bytes_.result());
+  Maximum memory_peak = memory_peak_bytes_;
+  if (earlier_) memory_peak.add(before.peak_memory_bytes);
+  out.emplace_back("peak_memory_bytes", memory_peak.result());
   out.emplace_back("mean_memory_allocated_bytes", mean(memory_allocated_sum_bytes_, memory_allocated_count_));
   // The resident set only grows: the end's value is the peak, and the rows cover the attempts before this one.
-  double host_peak = host_memory_bytes_.result();
+  Maximum host_memory = host_memory_bytes_;
+  if (earlier_) host_memory.add(before.peak_host_memory_bytes);
+  double host_peak = host_memory.result();
   for (const double bytes : inputs.host_memory_bytes) {
     if (!std::isnan(bytes)) host_peak = std::isnan(host_peak) ? bytes : std::max(host_peak, bytes);
   }

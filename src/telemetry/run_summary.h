@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,12 +73,45 @@ struct RunSummaryInputs {
   std::string energy_estimate_method;
 };
 
+// What the attempts on earlier grids leave to a run file that a resume on another world size starts (the old file
+// is set aside: its per-rank columns have another width). Those attempts' rows through `through_step` stay part
+// of the run: their totals come over as the new file's starting totals (RunSummaryTotals::carry_over); what they
+// spent, every row they wrote included (steps trained again cost their time and energy once already), is added
+// to the new file's own figures. Written once, as the attributes of /earlier_grids, when the file is created,
+// and carried on by resumes on the same grid.
+#define T5SCALE_EARLIER_GRIDS_FIELDS(FIELD)                                                                      \
+  FIELD(int64_t, through_step, -1)        /* the checkpoint the new grid resumed from */                       \
+  FIELD(double, wall_time_s, 0.0)         /* the run's wall time when the new grid started */                  \
+  FIELD(double, cost_usd, 0.0)            /* each at its own nodes and price */                                \
+  FIELD(double, gpu_energy_kwh, 0.0)      /* NaN where a grid did not measure it */                            \
+  FIELD(double, cpu_energy_kwh, 0.0)                                                                           \
+  FIELD(double, energy_kwh, 0.0)          /* each with its own PUE */                                          \
+  FIELD(double, co2_kg, 0.0)                                                                                   \
+  FIELD(double, estimated_energy_kwh, 0.0)                                                                     \
+  FIELD(double, estimated_co2_kg, 0.0)                                                                         \
+  FIELD(double, peak_memory_bytes, kUnknownValue)                                                              \
+  FIELD(double, peak_host_memory_bytes, kUnknownValue)
+
+struct EarlierGrids {
+#define T5SCALE_DECLARE_EARLIER(type, name, initial) type name = initial;
+  T5SCALE_EARLIER_GRIDS_FIELDS(T5SCALE_DECLARE_EARLIER)
+#undef T5SCALE_DECLARE_EARLIER
+};
+
 // The figures' running arithmetic over the rows, in the order they stand in the file.
 class RunSummaryTotals {
  public:
   void add(const StepRecord& row);
   void add(const EvalRecord& row);
-  // Every figure of summary_figures(), in its order.
+  // Starts a new grid's totals from those of the rows an earlier grid's file keeps (`kept`), with what the earlier
+  // grids spent.
+  void carry_over(const RunSummaryTotals& kept, const EarlierGrids& earlier);
+  const std::optional<EarlierGrids>& earlier_grids() const { return earlier_; }
+  // /earlier_grids' attributes: `earlier` and the kept rows' totals (rows_*), and back.
+  std::vector<std::pair<std::string, Hdf5Value>> earlier_grids_attributes() const;
+  static RunSummaryTotals from_earlier_grids_attributes(const std::vector<std::pair<std::string, Hdf5Value>>& attributes);
+  // Every figure of summary_figures(), in its order. With earlier grids, the spent figures add theirs and the
+  // wall time, cost and energy of this file's rows count from this grid's start.
   std::vector<std::pair<std::string, Hdf5Value>> figures(const SummaryTerms& terms, const RunSummaryInputs& inputs,
                                                          const std::string& status,
                                                          const std::string& end_time_utc) const;
@@ -90,10 +124,16 @@ class RunSummaryTotals {
     void add(double v);
     double result() const;
   };
-  int64_t steps_ = 0, samples_ = 0, tokens_ = 0, evals_ = 0;
-  double step_time_sum_s_ = 0, eval_time_sum_s_ = 0, tokens_per_s_sum_ = 0, mfu_sum_ = 0, flops_sum_ = 0;
-  double memory_allocated_sum_bytes_ = 0;
-  int64_t memory_allocated_count_ = 0;
+  // The totals a new grid carries over (the rows_* attributes of /earlier_grids).
+#define T5SCALE_ROW_TOTALS(FIELD)                                                                                \
+  FIELD(int64_t, steps_) FIELD(int64_t, samples_) FIELD(int64_t, tokens_) FIELD(int64_t, evals_)                \
+  FIELD(double, step_time_sum_s_) FIELD(double, eval_time_sum_s_) FIELD(double, tokens_per_s_sum_)             \
+  FIELD(double, mfu_sum_) FIELD(double, flops_sum_) FIELD(double, memory_allocated_sum_bytes_)                 \
+  FIELD(int64_t, memory_allocated_count_)
+#define T5SCALE_DECLARE_TOTAL(type, name) type name = 0;
+  T5SCALE_ROW_TOTALS(T5SCALE_DECLARE_TOTAL)
+#undef T5SCALE_DECLARE_TOTAL
+  std::optional<EarlierGrids> earlier_;
   Maximum steps_wall_s_, evals_wall_s_, memory_peak_bytes_, host_memory_bytes_;
   std::vector<double> newest_gpu_energy_j_, newest_cpu_energy_j_;  // the newest step row's
   struct Metric {

@@ -414,6 +414,51 @@ TEST(RunFile, ResumeOnAnotherWorldSizeKeepsTheOldFileAsideAndStartsANewOne) {
   EXPECT_TRUE(reader.doubles("/steps/step").empty());
 }
 
+// The file started on the new grid holds the whole run's figures: the old grid's rows through the checkpoint
+// (their totals carried over), what the old grid spent over all its rows, and its own rows counted from its start;
+// a later resume on the new grid carries them on.
+TEST(RunFile, AFileOnANewGridCarriesTheFiguresOfTheGridBefore) {
+  TempDir dir;
+  const std::string path = dir / "run.h5";
+  {
+    RunFile old = RunFile::create(path, attributes());  // 4 ranks on 2 nodes, 3 USD per node-hour
+    for (int s = 1; s <= 10; ++s) old.append_step(step(s));
+    old.append_eval(evaluation(4, 3.0));
+    old.append_eval(evaluation(8, 2.0));  // after the checkpoint of step 6: redone, not kept
+  }  // the job ends without finishing (killed after its last flush)
+  std::string warning;
+  {
+    RunFile resumed = RunFile::resume(path, attributes(2, 1), 6, {}, &warning);  // 2 ranks on 1 node
+    for (int s = 7; s <= 9; ++s) {
+      StepRecord row = step(s - 6, 2);  // its own clock and counters from 0
+      row.step = s;
+      resumed.append_step(row);
+    }
+  }
+  EXPECT_NE(warning.find("carried over"), std::string::npos) << warning;
+  {
+    RunFile again = RunFile::resume(path, attributes(2, 1), 8, {}, &warning);  // same grid: goes on in the file
+    RunSummaryInputs inputs;
+    inputs.wall_time_s = 2.0;  // this grid's clock at the end
+    again.finish(inputs, "completed");
+  }
+  Reader reader(path);
+  EXPECT_EQ(reader.number_attribute("/earlier_grids", "through_step"), 6);
+  EXPECT_EQ(reader.number_attribute("/summary", "steps_completed"), 6 + 2);  // old 1-6, new 7-8 (9 redone later)
+  EXPECT_EQ(reader.number_attribute("/summary", "samples_total"), 8 * 8);
+  EXPECT_DOUBLE_EQ(reader.number_attribute("/summary", "train_time_s"), 8 * 0.25);
+  EXPECT_EQ(reader.number_attribute("/summary", "final_loss"), 3.0);  // the evaluation of step 8 was not kept
+  // Spent: the old grid's 10 rows (5 s of wall time, energy at its newest row), then this grid's 2 s.
+  EXPECT_DOUBLE_EQ(reader.number_attribute("/summary", "wall_time_s"), 5.0 + 2.0);
+  EXPECT_DOUBLE_EQ(reader.number_attribute("/summary", "cost_usd"), 3.0 * 2 * 5.0 / 3600 + 3.0 * 1 * 2.0 / 3600);
+  const double old_gpu_j = 100 + 101 + 102 + 103, new_gpu_j = 20 + 21;  // newest rows: step 10 / step 8 (2nd)
+  EXPECT_DOUBLE_EQ(reader.number_attribute("/summary", "gpu_energy_kwh"), (old_gpu_j + new_gpu_j) / 3.6e6);
+  const double old_cpu_j = 50 + 52, new_cpu_j = 10;  // per node: ranks 0 and 2 of the old grid, rank 0 now
+  EXPECT_DOUBLE_EQ(reader.number_attribute("/summary", "energy_kwh"),
+                   (old_gpu_j + old_cpu_j) / 3.6e6 * 1.5 + (new_gpu_j + new_cpu_j) / 3.6e6 * 1.5);
+  EXPECT_EQ(reader.number_attribute("/summary", "peak_memory_bytes"), 1003.0);  // the old grid's rank 3
+}
+
 // ---- Bad input ----
 
 TEST(RunFile, ARowWithTheWrongNumberOfRanksIsRefusedAndNotWritten) {
