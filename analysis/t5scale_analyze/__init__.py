@@ -7,7 +7,7 @@
 
 from .report import Analysis, analyze, write_report
 from .runfile import (FORMAT, SCHEMA_VERSION, Attempt, NotARunFile, Run, Skipped, read_folder, read_run,
-                      read_run_file, summary_from_steps)
+                      read_run_file)
 
 __all__ = ["Analysis", "analyze", "write_report", "FORMAT", "SCHEMA_VERSION", "Attempt", "NotARunFile", "Run",
-           "Skipped", "read_folder", "read_run", "read_run_file", "summary_from_steps"]
+           "Skipped", "read_folder", "read_run", "read_run_file"]

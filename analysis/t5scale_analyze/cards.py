@@ -72,7 +72,7 @@ def _attempts_line(row: pd.Series) -> str:
     grids = "; ".join(f"world size {w} on {n} node(s), steps {st}" for w, n, st in zip(worlds, nodes, steps))
     text = f"{row.get('attempts')} attempt(s) in {len(worlds)} run file(s): {grids}"
     if _several_files(row):
-        text += " (time, cost and energy summed over the files)"
+        text += " (time, cost and energy of every grid)"
     if _unjoined(row):
         text += f"; not joined: {_unjoined(row)}"
     return text

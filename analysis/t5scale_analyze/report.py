@@ -101,13 +101,13 @@ low-priority cost uses cost.low_priority_price_per_node_hour_usd.</li>
 nothing counts as 0); <b>co2_kg</b> = energy_kwh x carbon_intensity_g_per_kwh / 1000.</li>
 <li>A run resumed on another world size has a run file per grid: the resuming job set the old one aside as
 <code>&lt;run&gt;.h5.world&lt;N&gt;.&lt;time&gt;</code>. They are joined into one run: its rows are every file's in
-step order (a step that two files hold, trained again after a checkpoint, is the later file's); wall time, cost
-(each file's nodes and price), energy and CO2 are the sums of the files' own; steps, throughput, means and MFU come
-from the joined rows. <b>attempts</b> counts the attempts, <b>attempt_world_sizes</b> names the grids. Such a run
+step order (a step that two files hold, trained again after a checkpoint, is the later file's); its figures are the
+newest file's, which carries those of the grids before: wall time, cost (each grid's nodes and price), energy and
+CO2 summed over the grids, steps, throughput, means and MFU over the rows kept. <b>attempts</b> counts the attempts, <b>attempt_world_sizes</b> names the grids. Such a run
 is left out of the scaling tables. A file set aside as unreadable (<code>&lt;run&gt;.h5.unreadable.&lt;time&gt;</code>)
 is not joined; it is listed with the skipped files and in the run's notes.</li>
-<li>Runs without a /summary (still being written, or killed) are <b>incomplete</b>: their figures come from the
-flushed steps and their totals are not final. Such a run is <b>stale</b> when nothing has written its file for two
+<li>Runs whose file still says running (still being written, or killed) are <b>incomplete</b>: their figures are
+those of the flushed steps and their totals are not final. Such a run is <b>stale</b> when nothing has written its file for two
 hours (its job was most likely killed), and <b>failed</b> when a rank left a failure note beside it (the error is
 in the notes). Pareto fronts use completed runs only.</li>
 </ul>

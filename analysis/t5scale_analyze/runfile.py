@@ -1,11 +1,13 @@
 """Reader for t5scale run files (HDF5, schema 1: see "Run file" in the README).
 
 A run file is opened with SWMR read, which works on a file that its job is still writing and on a file whose job
-was killed (SIGKILL) without h5clear. Such a file has no /summary group yet: its summary figures are then computed
-from the flushed steps with the same formulas the trainer uses at the end of a run (`summary_from_steps`).
+was killed (SIGKILL) without h5clear. Its /summary holds the run's figures as the trainer computes them: final
+once the run has ended, else those of the rows flushed so far (status "running"). The reader takes them as they
+are and computes none itself.
 
 A run resumed on another grid has one file per grid: the job that resumed it set the old file aside (see
-SET_ASIDE_NAME) and started a new one. `read_run` joins them into one run (`join_attempts`).
+SET_ASIDE_NAME) and started a new one, which carries the figures of the grids before (/earlier_grids), so that the
+newest file's /summary is the whole run's. `read_run` joins the files' rows into one run (`join_attempts`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from .schema import FORMAT, SCHEMA_VERSION
+from .schema import FORMAT, SCHEMA_VERSION, summary_figures
 
 # The metrics of /eval, in the order a report prefers them when no --metric is given.
 EVAL_METRICS = ("rougeL", "rougeLsum", "rouge1", "rouge2", "f1", "exact_match", "accuracy", "macro_f1", "loss")
@@ -65,15 +67,17 @@ class Run:
     rank_steps: dict  # the 2-D datasets of /steps: name -> array (rows, world_size); for a run of several files
     #                   (other world sizes), the newest file's rows (each file's are in `attempts`)
     evals: pd.DataFrame  # the datasets of /eval, one row per evaluation
-    summary: dict  # the file's /summary attributes over the figures computed from the steps
-    status: str  # the summary's status; for a file without a summary still saying "running": "failed" when a
-    #              rank left a failure note, "stale" when nothing wrote it for STALE_AFTER_S, else "incomplete"
-    summary_source: str  # "file" (/summary present) or "steps" (computed from the flushed rows); for a run of
-    #                      several files, one per file in attempt order ("steps,file")
+    summary: dict  # the file's /summary attributes (the schema's figures; NaN where the file has none)
+    status: str  # the summary's status; for a file still saying "running": "failed" when a rank left a failure
+    #              note, "stale" when nothing wrote it for STALE_AFTER_S, else "incomplete"
+    summary_source: str  # "file" (the final figures), "flush" (those of the rows flushed so far: a running or
+    #                      killed job's) or "none" (a file without /summary); for a run of several files, one per
+    #                      file in attempt order ("flush,file")
     notes: list = field(default_factory=list)  # what the reader had to assume or repair, in words
     attempts: list = field(default_factory=list)  # Attempt: the run's files in the order they were written; one
     #                                               for a run that never changed grid
     unjoined: list = field(default_factory=list)  # Skipped: set-aside files of the run that could not be joined
+    earlier_grids: dict = field(default_factory=dict)  # /earlier_grids: what the grids before this file's left it
 
     @property
     def run_id(self) -> str:
@@ -89,14 +93,15 @@ class Attempt:
     nodes: int
     attempt: int  # the file's root attribute `attempt`
     status: str  # the file's status, read alone
-    summary: dict  # the file's figures, read alone: wall time, cost and energy of this file's attempts
+    summary: dict  # the file's /summary, read alone (a file started on a new grid includes the grids before)
+    own_wall_time_s: float  # the wall time of this file's attempts alone (its grid's share of the run's)
     first_step: int  # the file's first and last /steps row (-1 without rows)
     last_step: int
     steps_joined: int  # the file's /steps and /eval rows that the run's rows hold (the first ones): the rest
     evals_joined: int  # were redone by a later attempt
     last_joined_step: int  # the step of the last of them (-1 without)
     rank_steps: dict  # the file's 2-D /steps datasets, cut to the joined rows
-    recorded: bool = True  # False for a file without rows and /summary: its job recorded no time or energy
+    recorded: bool = True  # False for a file whose wall time is unknown: its job recorded no time or energy
     notes: list = field(default_factory=list)
 
 
@@ -249,7 +254,10 @@ def read_run_file(path, now: float | None = None, set_aside: bool = False) -> Ru
         notes = []
         steps, rank_steps = _read_table(f, "steps", notes)
         evals, _ = _read_table(f, "eval", notes)
-        file_summary = {name: decode(v) for name, v in f["summary"].attrs.items()} if "summary" in f else None
+        file_summary = ({name: decode(v) for name, v in f["summary"].attrs.items()}
+                        if isinstance(f.get("summary"), h5py.Group) else None)
+        earlier_grids = ({name: decode(v) for name, v in f["earlier_grids"].attrs.items()}
+                         if isinstance(f.get("earlier_grids"), h5py.Group) else {})
 
     config = {}
     try:
@@ -261,52 +269,56 @@ def read_run_file(path, now: float | None = None, set_aside: bool = False) -> Ru
     except yaml.YAMLError as e:
         notes.append(f"config_yaml does not parse ({str(e).splitlines()[0]}); no cfg.* columns")
 
-    summary = summary_from_steps(attrs, steps, rank_steps, evals)
     file_status = attrs.get("status", "")
-    if file_summary is not None:
-        # The trainer's own figures win (its wall time includes the end of the run after the last row); the
-        # computed ones fill any key the file lacks.
-        summary.update({k: v for k, v in file_summary.items() if v is not None})
-        status = str(file_summary.get("status") or file_status or "unknown")
-        source = "file"
+    summary = unknown_summary()
+    if file_summary is None:
+        source = "none"
+        notes.append("no /summary: the figures of this file are unknown")
     else:
-        source = "steps"
+        summary.update(file_summary)
+        # The final figures carry the end's time; a flush's (running, or a failure recorded on the way down) do not.
+        source = "file" if file_summary.get("end_time_utc") else "flush"
+    if source == "file":
+        status = str(file_summary["status"])
+    else:
+        figures = f"its figures are those of the {len(steps)} flushed steps" if source == "flush" else "its figures are unknown"
         note = read_failure_note(path) if (file_status == "running" or not file_status) and not set_aside else None
         idle_s = (time.time() if now is None else now) - path.stat().st_mtime
         if set_aside and (file_status == "running" or not file_status):
             status = "incomplete"
-            notes.append(f"no /summary and status {file_status!r}: the job of this attempt was killed before its "
-                         f"end (a later job set the file aside); figures are computed from the {len(steps)} "
-                         f"flushed steps")
+            notes.append(f"status {file_status!r}: the job of this attempt was killed before its end (a later job "
+                         f"set the file aside); {figures}")
         elif note is not None:
             status = "failed"
             summary["error"] = str(note.get("error", ""))
             summary["error_step"] = note.get("step", -1)
             notes.append(f"rank {note.get('rank', '?')} failed after step {note.get('step', '?')}: "
-                         f"{note.get('error', '')} ({path.with_suffix(FAILURE_NOTE_SUFFIX).name}); figures are "
-                         f"computed from the {len(steps)} flushed steps")
+                         f"{note.get('error', '')} ({path.with_suffix(FAILURE_NOTE_SUFFIX).name}); {figures}")
         elif (file_status == "running" or not file_status) and idle_s > STALE_AFTER_S:
             status = "stale"
-            notes.append(f"no /summary, status {file_status!r}, and nothing written for {idle_s / 3600:.1f} h: the "
-                         f"job was most likely killed (SIGKILL, a lost node); figures are computed from the "
-                         f"{len(steps)} flushed steps")
+            notes.append(f"status {file_status!r}, and nothing written for {idle_s / 3600:.1f} h: the job was most "
+                         f"likely killed (SIGKILL, a lost node); {figures}")
         elif file_status == "running" or not file_status:
             status = "incomplete"
-            notes.append(f"no /summary and status {file_status!r}: the job is still writing this file or was "
-                         f"killed before its end (the file cannot tell which); figures are computed from the "
-                         f"{len(steps)} flushed steps")
+            notes.append(f"status {file_status!r}: the job is still writing this file or was killed before its "
+                         f"end (the file cannot tell which); {figures}")
         else:
             status = file_status
             if file_status == "failed":
                 summary["error"] = str(attrs.get("error", ""))
                 summary["error_step"] = attrs.get("error_step", -1)
-                notes.append(f"failed after step {attrs.get('error_step', '?')}: {attrs.get('error', '')}")
-            notes.append(f"no /summary; figures are computed from the {len(steps)} steps")
+                notes.append(f"failed after step {attrs.get('error_step', '?')}: {attrs.get('error', '')}; {figures}")
     summary["status"] = status
     run = Run(path=path, attrs=attrs, config=config, steps=steps, rank_steps=rank_steps, evals=evals,
-              summary=summary, status=status, summary_source=source, notes=notes)
+              summary=summary, status=status, summary_source=source, notes=notes, earlier_grids=earlier_grids)
     run.attempts = [_attempt_of(run, len(steps), len(evals), rank_steps)]
     return run
+
+
+def _own_wall_time_s(run: Run) -> float:
+    """The wall time of a file's own attempts: its /summary's, less the earlier grids' it includes."""
+    wall = float(run.summary.get("wall_time_s", math.nan))
+    return wall - float(run.earlier_grids.get("wall_time_s", 0.0))
 
 
 def _attempt_of(run: Run, steps_joined: int, evals_joined: int, rank_steps: dict) -> Attempt:
@@ -314,23 +326,16 @@ def _attempt_of(run: Run, steps_joined: int, evals_joined: int, rank_steps: dict
     return Attempt(path=run.path, world_size=int(run.attrs.get("world_size", 1) or 1),
                    nodes=int(run.attrs.get("nodes", 1) or 1), attempt=int(run.attrs.get("attempt", 0) or 0),
                    status=run.status, summary=dict(run.summary),
+                   own_wall_time_s=_own_wall_time_s(run),
                    first_step=int(step[0]) if step.size else -1, last_step=int(step[-1]) if step.size else -1,
                    steps_joined=steps_joined, evals_joined=evals_joined,
                    last_joined_step=int(step[steps_joined - 1]) if steps_joined else -1, rank_steps=rank_steps,
-                   recorded=run.summary_source == "file" or len(run.steps) > 0 or len(run.evals) > 0,
+                   recorded=math.isfinite(_own_wall_time_s(run)),
                    notes=list(run.notes))
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # A run of several files: one per grid it ran on.
-
-# What the attempts spent, each file's own figure (its wall time, at its own node count and price; its energy):
-# summed over the files.
-SPENT_FIGURES = ("wall_time_s", "cost_usd", "gpu_energy_kwh", "cpu_energy_kwh", "energy_kwh", "co2_kg",
-                 "estimated_energy_kwh", "estimated_co2_kg")
-# The most an attempt reached: the maximum of the files' own figures.
-PEAK_FIGURES = ("peak_memory_bytes", "peak_host_memory_bytes")
-
 
 def _start_step(run: Run) -> int | None:
     """The first step a file's attempt trained: its first row's, else the step after `resumed_from_step`."""
@@ -356,12 +361,9 @@ def join_attempts(files: list, unjoined: list) -> Run:
     files before, so that they count from the run's first start as a resume on one grid does; the per-rank
     counters (energy) stay each file's own.
 
-    Figures: wall time, cost, GPU/CPU/total energy and CO2 are sums of the files' own figures (all they spent,
-    steps trained again included, as a resume on one grid counts them; cost at each file's nodes and price; a
-    file without rows or /summary recorded nothing and adds nothing);
-    peak memory the maximum of theirs; steps, samples, tokens, training and evaluation time, the means
-    (step time, tokens/s, MFU, memory allocated), FLOPs and the eval metrics come from the joined rows. Status,
-    end time and error are the newest file's."""
+    Figures: the newest file's /summary, which the writer made the whole run's (the job that started it carried
+    over the totals of the rows kept and what the grids before spent: /earlier_grids). Status, end time and
+    error are the newest file's too."""
     current = files[-1]
     if len(files) == 1:
         current.notes += [f"{u.path.name}: {u.reason}" for u in unjoined]
@@ -383,27 +385,19 @@ def join_attempts(files: list, unjoined: list) -> Run:
         attempts.append(_attempt_of(run, keep_steps, keep_evals, rank_steps))
         if keep_steps < len(run.steps) or keep_evals < len(run.evals):
             dropped.append((run, keep_steps, keep_evals, cut))
-        wall = float(run.summary.get("wall_time_s", math.nan))
+        wall = attempts[-1].own_wall_time_s
         offset += wall if math.isfinite(wall) else 0.0
 
     steps = pd.concat(step_parts, ignore_index=True) if any(len(p.columns) for p in step_parts) else pd.DataFrame()
     evals = pd.concat(eval_parts, ignore_index=True) if any(len(p.columns) for p in eval_parts) else pd.DataFrame()
     summary = dict(current.summary)
-    summary.update(summary_from_steps(current.attrs, steps, {}, evals))
-    summary.update(_rank_figures([a.rank_steps for a in attempts]))
-    for key in SPENT_FIGURES:
-        summary[key] = float(sum(float(a.summary.get(key, math.nan)) for a in _counted(attempts)))
-    for key in PEAK_FIGURES:
-        values = [float(a.summary.get(key, math.nan)) for a in attempts]
-        summary[key] = math.nan if any(math.isnan(v) for v in values) else max(values)
-    for key in ("status", "end_time_utc", "error", "error_step"):
-        if key in current.summary:
-            summary[key] = current.summary[key]
-
     notes = [f"joined {len(files)} run files, one per grid: "
              + ", ".join(f"{a.path.name} (world size {a.world_size}, {a.nodes} node(s), "
                          f"{_steps_range(a.first_step, a.last_step)})" for a in attempts)
-             + "; time, cost and energy are their sums"]
+             + f"; the figures are {current.path.name}'s, which carries those of the grids before"]
+    if not current.earlier_grids:
+        notes.append(f"{current.path.name} carries no figures of the grids before (its job could not read the file "
+                     f"it set aside): the figures are those of its own grid")
     for run, keep_steps, keep_evals, cut in dropped:
         redone = run.steps.iloc[keep_steps:]
         what = ([f"{len(redone)} rows of steps {int(redone['step'].iloc[0])}-{int(redone['step'].iloc[-1])}"]
@@ -414,14 +408,14 @@ def join_attempts(files: list, unjoined: list) -> Run:
                      f"energy spent on the rows left out still count)")
     for a in attempts:
         if not a.recorded and any(other.recorded for other in attempts):
-            notes.append(f"{a.path.name}: no rows and no /summary: its job recorded no time or energy, so none is "
+            notes.append(f"{a.path.name}: no rows and no wall time: its job recorded no time or energy, so none is "
                          f"counted (as after a resume on one grid, what a job did after its last flush is not known)")
         notes += [f"{a.path.name}: {note}" for note in a.notes]
     notes += [f"{u.path.name}: {u.reason}" for u in unjoined]
     return Run(path=current.path, attrs=current.attrs, config=current.config, steps=steps,
                rank_steps=attempts[-1].rank_steps, evals=evals, summary=summary, status=current.status,
                summary_source=",".join(run.summary_source for run in files), notes=notes, attempts=attempts,
-               unjoined=list(unjoined))
+               unjoined=list(unjoined), earlier_grids=current.earlier_grids)
 
 
 def _before(table: pd.DataFrame, cut: int | None) -> int:
@@ -438,8 +432,8 @@ def _shifted(table: pd.DataFrame, offset: float) -> pd.DataFrame:
 
 
 def _counted(attempts: list) -> list:
-    """The files whose wall time, cost and energy a run's totals sum: those that recorded any (all when none
-    did, the totals then being unknown)."""
+    """The files whose wall time the run's node-hours count: those that recorded any (all when none did, the
+    node-hours then being unknown)."""
     recorded = [a for a in attempts if a.recorded]
     return recorded or attempts
 
@@ -456,8 +450,8 @@ def attempt_hours(run: Run) -> tuple:
     """(node-hours, GPU-hours) of the run: each file's wall time at its own node count and world size (the files
     that recorded any, as for the run's wall time)."""
     attempts = _counted(run.attempts or [_attempt_of(run, len(run.steps), len(run.evals), run.rank_steps)])
-    node_hours = sum(a.nodes * float(a.summary.get("wall_time_s", math.nan)) for a in attempts) / 3600.0
-    gpu_hours = sum(a.world_size * float(a.summary.get("wall_time_s", math.nan)) for a in attempts) / 3600.0
+    node_hours = sum(a.nodes * a.own_wall_time_s for a in attempts) / 3600.0
+    gpu_hours = sum(a.world_size * a.own_wall_time_s for a in attempts) / 3600.0
     return node_hours, gpu_hours
 
 
@@ -514,7 +508,13 @@ def _written_rows(table: pd.DataFrame, strictly_increasing: bool) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Summary figures computed from the rows, for files without /summary (running or killed jobs).
+# Figures.
+
+
+def unknown_summary() -> dict:
+    """Every /summary figure of the schema, unknown: NaN, "" for a text, -1 for a step."""
+    return {f["name"]: "" if f["dtype"] == "string" else -1 if f["name"].endswith("_step") else math.nan
+            for f in summary_figures()}
 
 
 def _column(table: pd.DataFrame, name: str) -> np.ndarray:
@@ -523,114 +523,12 @@ def _column(table: pd.DataFrame, name: str) -> np.ndarray:
     return np.full(len(table), np.nan)
 
 
-def _nan_if_empty(fn, values: np.ndarray) -> float:
-    """fn over the values; NaN for no values, and NaN when any value is NaN (an unknown value makes the figure
-    unknown, as in the trainer's summary)."""
-    return float(fn(values)) if values.size else math.nan
-
-
-def _last_row(per_rank, world: int) -> np.ndarray:
-    """The newest row of a cumulative per-rank counter (rows, world): NaN per rank without rows."""
-    if per_rank is None or len(per_rank) == 0:
-        return np.full(world, np.nan)
-    return per_rank[-1]
-
-
-def _cpu_total_j(last: np.ndarray, nodes: int) -> float:
-    """CPU energy is per node (every rank of a node reads the same package counters; ranks are consecutive per
-    node): one value per node, from the lowest rank on it that has one, summed over nodes."""
-    per_node = len(last) // max(nodes, 1) or 1
-    total = 0.0
-    for node in range(max(nodes, 1)):
-        values = last[node * per_node:(node + 1) * per_node]
-        known = values[np.isfinite(values)]
-        total += known[0] if known.size else math.nan
-    return total
-
-
-def metric_figures(evals: pd.DataFrame) -> dict:
-    """final_<m>, best_<m>, best_<m>_step for each eval metric with a finite value: final is the newest
-    evaluation that computed it, best the lowest (loss) or highest (the rest) at the earliest step reaching it."""
-    figures = {}
-    if evals.empty or "step" not in evals:
-        return figures
-    for m in EVAL_METRICS:
-        values = _column(evals, m)
-        finite = np.isfinite(values)
-        if not finite.any():
-            continue
-        steps = evals["step"].to_numpy()[finite]
-        values = values[finite]
-        best_index = int(np.argmin(values) if m in LOWER_IS_BETTER else np.argmax(values))
-        figures[f"final_{m}"] = float(values[-1])
-        figures[f"best_{m}"] = float(values[best_index])
-        figures[f"best_{m}_step"] = int(steps[best_index])
-    return figures
-
-
-def summary_from_steps(attrs: dict, steps: pd.DataFrame, rank_steps: dict, evals: pd.DataFrame) -> dict:
-    """The /summary figures from the rows, as the trainer computes them at the end of a run:
-    energy_kwh = (gpu_j + cpu_j) / 3.6e6 * pue over the measured sources (energy_source_* not "none"; NaN when
-    neither is), with gpu_j the sum over ranks and cpu_j the sum over nodes of the newest row's counters;
-    co2_kg = energy_kwh * carbon_intensity_g_per_kwh / 1000; cost_usd = price_per_node_hour_usd * nodes *
-    wall_time_s / 3600, with wall_time_s the latest wall time of a step or an evaluation (since the run's first
-    start); train_time_s and eval_time_s are sums of step_time_s and eval_time_s; steps_completed counts rows.
-    Sums, means and maxima of a column with an unknown (NaN) value are NaN."""
-    world = int(attrs.get("world_size", 1) or 1)
-    nodes = int(attrs.get("nodes", 1) or 1)
-    walls = np.concatenate([_column(steps, "wall_time_s"), _column(evals, "wall_time_s")])
-    walls = walls[np.isfinite(walls)]
-    wall_time_s = float(walls.max()) if walls.size else math.nan
-
-    gpu_measured = attrs.get("energy_source_gpu", "none") != "none"
-    cpu_measured = attrs.get("energy_source_cpu", "none") != "none"
-    gpu_j = float(np.sum(_last_row(rank_steps.get("gpu_energy_j"), world)))
-    cpu_j = _cpu_total_j(_last_row(rank_steps.get("cpu_energy_j"), world), nodes)
-    pue = float(attrs.get("pue", 1.0))
-    if gpu_measured or cpu_measured:
-        energy_kwh = ((gpu_j if gpu_measured else 0.0) + (cpu_j if cpu_measured else 0.0)) / 3.6e6 * pue
-    else:
-        energy_kwh = math.nan
-
-    price = float(attrs.get("price_per_node_hour_usd", 0.0))
-    summary = {
-        "end_time_utc": "",
-        "wall_time_s": wall_time_s,
-        "train_time_s": float(np.sum(_column(steps, "step_time_s"))),
-        "eval_time_s": float(np.sum(_column(evals, "eval_time_s"))),
-        "steps_completed": len(steps),
-        "samples_total": int(steps["samples"].sum()) if "samples" in steps else 0,
-        "tokens_total": int(steps["source_tokens"].sum() + steps["target_tokens"].sum())
-                        if "source_tokens" in steps and "target_tokens" in steps else 0,
-        "gpu_energy_kwh": gpu_j / 3.6e6 if gpu_measured else math.nan,
-        "cpu_energy_kwh": cpu_j / 3.6e6 if cpu_measured else math.nan,
-        "energy_kwh": energy_kwh,
-        "cost_usd": price * nodes * wall_time_s / 3600.0,
-        "co2_kg": energy_kwh * float(attrs.get("carbon_intensity_g_per_kwh", 475.0)) / 1000.0,
-        "mean_step_time_s": _nan_if_empty(np.mean, _column(steps, "step_time_s")),
-        "mean_tokens_per_s": _nan_if_empty(np.mean, _column(steps, "tokens_per_s")),
-        "mean_mfu": _nan_if_empty(np.mean, _column(steps, "mfu")),
-        **_rank_figures([rank_steps]),
-        "total_flops": float(np.sum(_column(steps, "model_flops"))),
-    }
-    summary.update(metric_figures(evals))
-    return summary
-
-
-def _rank_figures(rank_steps: list) -> dict:
-    """The memory figures over the rows and ranks of one or more (files of other world sizes) /steps tables."""
-    return {
-        "peak_memory_bytes": _per_rank_stat(rank_steps, "memory_peak_bytes", np.max),
-        "mean_memory_allocated_bytes": _per_rank_stat(rank_steps, "memory_allocated_bytes", np.mean),
-        "peak_host_memory_bytes": _per_rank_stat(rank_steps, "host_memory_bytes", np.max),
-    }
-
-
 def _per_rank_stat(rank_steps: list, name: str, fn) -> float:
     """fn over every value of the 2-D dataset `name` of the tables in `rank_steps` ({name: (rows, world)} each);
     NaN when none has it."""
     arrays = [table[name].ravel() for table in rank_steps if table.get(name) is not None]
-    return math.nan if not arrays else _nan_if_empty(fn, np.concatenate(arrays))
+    values = np.concatenate(arrays) if arrays else np.zeros(0)
+    return float(fn(values)) if values.size else math.nan
 
 
 def extra_figures(run: Run) -> dict:

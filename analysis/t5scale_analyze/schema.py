@@ -30,3 +30,8 @@ def numpy_dtype(column: dict):
 def root_attribute_names(set_by: str | None = None) -> list[str]:
     """The root attributes, all or those set by "run file" or "caller"."""
     return [a["name"] for a in SCHEMA["root_attributes"] if set_by is None or a["set_by"] == set_by]
+
+
+def summary_figures() -> list[dict]:
+    """The figures of /summary in the writer's order: {"name", "dtype", "unit"}."""
+    return SCHEMA["summary"]

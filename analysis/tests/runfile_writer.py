@@ -1,10 +1,5 @@
-"""Test fixtures: writes run files the way the run-file spec (schema 1) says rank 0 of t5scale-train does.
-
-- libver bounds (v110, latest); created at <path>.tmp.<pid> with every root attribute and every dataset (empty,
-  extendible, chunks of 256 rows), closed, renamed to <path>, reopened read-write and switched to SWMR write;
-- then only dataset extends/writes and flushes (append_steps, append_eval, flush);
-- at the end (finish): close, reopen without SWMR, write the /summary group and set the root status.
-Strings are fixed-length, numbers int64 or float64 scalars, unknown floats NaN.
+"""Test fixtures: run files written by t5scale's own writer (RunFile, driven through t5scale_run_file_writer), so
+that the rows, the attributes and every /summary figure the analysis reads are those t5scale-train writes.
 
 `synthetic_run` writes a run whose numbers are simple enough to work out by hand (constant step time, power and
 batch): the tests compare the analysis with those hand-made values.
@@ -12,8 +7,10 @@ batch): the tests compare the analysis with those hand-made values.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import subprocess
 from pathlib import Path
 
 import h5py
@@ -22,15 +19,12 @@ import yaml
 
 from t5scale_analyze import schema
 
-# The columns as the trainer's writer declares them (t5scale_analyze/run_file_schema.json).
-STEP_COLUMNS = {c["name"]: (schema.numpy_dtype(c), c["unit"]) for c in schema.columns("steps") if not c["per_rank"]}
-RANK_COLUMNS = {c["name"]: c["unit"] for c in schema.columns("steps") if c["per_rank"]}  # (rows, world_size)
-EVAL_COLUMNS = {c["name"]: (schema.numpy_dtype(c), c["unit"]) for c in schema.columns("eval")}
-# Columns a fixture may leave out of its rows, and the value they then hold.
-DEFAULT_VALUES = {"generated_ids_beyond_vocab": 0}
-METRICS = ("loss", "rouge1", "rouge2", "rougeL", "rougeLsum", "exact_match", "f1", "accuracy", "macro_f1")
+# The columns and the caller's attributes as the trainer's writer declares them (t5scale_analyze/run_file_schema.json).
+ALL_STEP_COLUMNS = {c["name"] for c in schema.columns("steps")}
+RANK_COLUMNS = {c["name"] for c in schema.columns("steps") if c["per_rank"]}  # (rows, world_size)
+EVAL_COLUMNS = {c["name"] for c in schema.columns("eval")}
+CALLER_ATTRIBUTES = set(schema.root_attribute_names("caller"))
 GIB = 1024 ** 3
-CHUNK_ROWS = 256
 
 
 def set_attr(obj, name: str, value) -> None:
@@ -72,14 +66,11 @@ def root_attributes(*, run_id="run", study="study", nodes=1, gpus_per_node=1, tp
                     grad_accumulation=1, base_lr=1e-3, effective_lr=None, lr_scaling_rule="none",
                     reference_global_batch=8, max_steps=10, price=0.0, low_priority_price=0.0, carbon=475.0, pue=1.0,
                     energy_source_gpu="nvml_energy_counter", energy_source_cpu="none",
-                    batch_mode="fixed_micro", attempt=0, resumed_from_step=-1) -> dict:
-    """Every root attribute of the spec, in its order, with the status "running" of a file being written."""
+                    batch_mode="fixed_micro") -> dict:
+    """The caller's root attributes of the spec (the writer adds its own: format, status, attempt, ...)."""
     world = nodes * gpus_per_node
     return {
-        "format": schema.FORMAT, "schema_version": schema.SCHEMA_VERSION, "run_id": run_id, "study": study,
-        "start_time_utc": "2025-01-01T00:00:00Z", "status": "running", "attempt": attempt,
-        "resumed_from_step": resumed_from_step,
-        "git_revision": "0123456789abcdef", "slurm_job_id": "4242", "slurm_array_task_id": "",
+        "run_id": run_id, "study": study, "git_revision": "0123456789abcdef", "slurm_job_id": "4242", "slurm_array_task_id": "",
         "hosts": ",".join(f"node{i}" for i in range(nodes)), "nodes": nodes, "gpus_per_node": gpus_per_node,
         "world_size": world, "tp": tp, "dp": world // tp, "model_name": "tiny", "parameter_count": 1_234_567,
         "global_batch": global_batch, "micro_batch": micro_batch, "grad_accumulation": grad_accumulation,
@@ -101,113 +92,108 @@ def root_attributes(*, run_id="run", study="study", nodes=1, gpus_per_node=1, tp
     }
 
 
-class RunWriter:
-    """Creates the file as the spec says and keeps it open in SWMR write mode until finish()."""
+def writer_program() -> str:
+    """t5scale_run_file_writer (tests/telemetry/run_file_writer.cpp): $T5SCALE_RUN_FILE_WRITER, else the build
+    folder's."""
+    given = os.environ.get("T5SCALE_RUN_FILE_WRITER")
+    program = Path(given) if given else Path(__file__).resolve().parents[2] / "build/tests/telemetry/t5scale_run_file_writer"
+    if not program.is_file():
+        raise FileNotFoundError(f"no run-file writer at {program}: build it (cmake --build build --target "
+                                f"t5scale_run_file_writer) or name it in T5SCALE_RUN_FILE_WRITER")
+    return str(program)
 
-    def __init__(self, path, attrs: dict):
+
+def _json_value(value):
+    """A value as the writer reads it: NaN as null, numpy scalars and arrays as numbers and lists."""
+    if isinstance(value, np.ndarray):
+        return [_json_value(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, (np.integer, bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return None if math.isnan(value) else float(value)
+    return value
+
+
+class RunWriter:
+    """A run file written by t5scale's own writer (RunFile, through t5scale_run_file_writer): created with the
+    caller's attributes (the run file's own ones in `attrs` are left to the writer), then rows, flushes and the end.
+    Every figure of /summary is the writer's."""
+
+    def __init__(self, path, attrs: dict, *, resume_through_step=None):
         self.path = Path(path)
         self.attrs = dict(attrs)
         self.world = int(attrs["world_size"])
-        self.rows = {"steps": {}, "eval": {}}  # what was appended, for the summary
-        tmp = self.path.with_name(f"{self.path.name}.tmp.{os.getpid()}")
-        with h5py.File(tmp, "w", libver=("v110", "latest")) as f:
-            for name, value in attrs.items():
-                set_attr(f, name, value)
-            steps, evals = f.create_group("steps"), f.create_group("eval")
-            for name, (dtype, unit) in STEP_COLUMNS.items():
-                ds = steps.create_dataset(name, shape=(0,), maxshape=(None,), chunks=(CHUNK_ROWS,), dtype=dtype)
-                set_attr(ds, "unit", unit)
-            for name, unit in RANK_COLUMNS.items():
-                ds = steps.create_dataset(name, shape=(0, self.world), maxshape=(None, self.world),
-                                          chunks=(CHUNK_ROWS, self.world), dtype=np.float64)
-                set_attr(ds, "unit", unit)
-            for name, (dtype, unit) in EVAL_COLUMNS.items():
-                ds = evals.create_dataset(name, shape=(0,), maxshape=(None,), chunks=(CHUNK_ROWS,), dtype=dtype)
-                set_attr(ds, "unit", unit)
-        os.rename(tmp, self.path)
-        self.file = h5py.File(self.path, "r+", libver=("v110", "latest"))
-        self.file.swmr_mode = True
+        self.warning = ""
+        self.process = subprocess.Popen([writer_program()], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        described = {k: _json_value(v) for k, v in attrs.items() if k in CALLER_ATTRIBUTES}
+        if resume_through_step is None:
+            self._send({"op": "create", "path": str(self.path), "attributes": described})
+        else:
+            answer = self._send({"op": "resume", "path": str(self.path), "attributes": described,
+                                 "keep_through_step": int(resume_through_step)})
+            self.warning = answer[3:]
 
-    def _append(self, group: str, rows: dict) -> None:
-        columns = STEP_COLUMNS if group == "steps" else EVAL_COLUMNS
-        names = list(columns) + (list(RANK_COLUMNS) if group == "steps" else [])
+    def _send(self, line: dict) -> str:
+        assert self.process is not None, "the file was finished or closed"
+        self.process.stdin.write(json.dumps(line, allow_nan=False) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline().strip()
+        if not answer.startswith("ok"):
+            self.process.wait(timeout=60)
+            raise RuntimeError(f"run-file writer, {line['op']} on {self.path}: {answer or 'no answer'}")
+        return answer
+
+    def _end(self, line: dict) -> None:
+        self._send(line)
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+        self.process = None
+
+    def _rows(self, group: str, rows: dict) -> list:
+        columns = ALL_STEP_COLUMNS if group == "steps" else EVAL_COLUMNS
+        unknown = set(rows) - set(columns)
+        assert not unknown, f"{group}: no columns {sorted(unknown)}"
         count = len(np.asarray(rows["step"]))
-        for name in names:
-            data = np.asarray(rows[name]) if name in rows else np.full(count, DEFAULT_VALUES[name])
-            assert data.shape[0] == count, f"{group}/{name}: {data.shape[0]} rows, expected {count}"
-            ds = self.file[group][name]
-            start = ds.shape[0]
-            ds.resize((start + count,) + ds.shape[1:])
-            ds[start:start + count] = data
-            self.rows[group].setdefault(name, []).append(data)
+        out = [{} for _ in range(count)]
+        for name, values in rows.items():
+            values = np.asarray(values)
+            assert values.shape[0] == count, f"{group}/{name}: {values.shape[0]} rows, expected {count}"
+            for i in range(count):
+                out[i][name] = _json_value(values[i])
+        if group == "steps":  # per-rank columns left out are not measured: NaN on every rank
+            for name in RANK_COLUMNS - set(rows):
+                for row in out:
+                    row[name] = [None] * self.world
+        return out
 
     def append_steps(self, rows: dict) -> None:
-        self._append("steps", rows)
+        self._send({"op": "steps", "rows": self._rows("steps", rows)})
 
     def append_eval(self, rows: dict) -> None:
-        self._append("eval", rows)
+        self._send({"op": "eval", "rows": self._rows("eval", rows)})
 
     def flush(self) -> None:
-        self.file.flush()
+        self._send({"op": "flush"})
 
-    def column(self, group: str, name: str) -> np.ndarray:
-        parts = self.rows[group].get(name)
-        return np.concatenate(parts) if parts else np.zeros(0)
+    def finish(self, status: str = "completed", **inputs) -> None:
+        """The end of the run: the final /summary (with `inputs`: wall_time_s, gpu_energy_j, ...) and status."""
+        self._end({"op": "finish", "status": status, "inputs": {k: _json_value(v) for k, v in inputs.items()}})
 
-    def summary(self, status: str) -> dict:
-        """The /summary figures, from what was appended, with the spec's formulas."""
-        a = self.attrs
-        step_wall, eval_wall = self.column("steps", "wall_time_s"), self.column("eval", "wall_time_s")
-        wall_time_s = float(max(step_wall.max(initial=0.0), eval_wall.max(initial=0.0)))
+    def fail(self, error: str, step: int) -> None:
+        """A job going down with an error (record_failure)."""
+        self._end({"op": "fail", "error": error, "step": int(step)})
 
-        # the newest row's cumulative counters: GPU joules summed over ranks; CPU joules once per node (each
-        # rank of a node reads the node's package counter), summed over nodes; sources "none" count nothing
-        gpu_last = self.column("steps", "gpu_energy_j").reshape(-1, self.world)[-1]
-        cpu_last = self.column("steps", "cpu_energy_j").reshape(-1, self.world)[-1]
-        per_node = self.world // a["nodes"]
-        gpu_j = float(gpu_last.sum())
-        cpu_j = float(sum(cpu_last[node * per_node] for node in range(a["nodes"])))
-        gpu_measured, cpu_measured = a["energy_source_gpu"] != "none", a["energy_source_cpu"] != "none"
-        energy_kwh = (((gpu_j if gpu_measured else 0.0) + (cpu_j if cpu_measured else 0.0)) / 3.6e6 * a["pue"]
-                      if gpu_measured or cpu_measured else math.nan)
-        gpu_kwh = gpu_j / 3.6e6 if gpu_measured else math.nan
-        cpu_kwh = cpu_j / 3.6e6 if cpu_measured else math.nan
-        memory_peak = self.column("steps", "memory_peak_bytes")
-        summary = {
-            "end_time_utc": "2025-01-01T01:00:00Z", "status": status, "wall_time_s": wall_time_s,
-            "train_time_s": float(self.column("steps", "step_time_s").sum()),
-            "eval_time_s": float(self.column("eval", "eval_time_s").sum()),
-            "steps_completed": len(self.column("steps", "step")),
-            "samples_total": int(self.column("steps", "samples").sum()),
-            "tokens_total": int(self.column("steps", "source_tokens").sum() + self.column("steps", "target_tokens").sum()),
-            "gpu_energy_kwh": gpu_kwh, "cpu_energy_kwh": cpu_kwh, "energy_kwh": energy_kwh,
-            "cost_usd": a["price_per_node_hour_usd"] * a["nodes"] * wall_time_s / 3600.0,
-            "co2_kg": energy_kwh * a["carbon_intensity_g_per_kwh"] / 1000.0,
-            "mean_step_time_s": float(self.column("steps", "step_time_s").mean()),
-            "mean_tokens_per_s": float(self.column("steps", "tokens_per_s").mean()),
-            "mean_mfu": float(self.column("steps", "mfu").mean()),
-            "peak_memory_bytes": float(memory_peak.max()),
-            "mean_memory_allocated_bytes": float(self.column("steps", "memory_allocated_bytes").mean()),
-            "total_flops": float(self.column("steps", "model_flops").sum()),
-        }
-        eval_steps = self.column("eval", "step")
-        for m in METRICS:
-            values = self.column("eval", m)
-            if len(values) and np.isfinite(values).any():
-                kept = np.isfinite(values)
-                v, s = values[kept], eval_steps[kept]
-                best = int(np.argmin(v)) if m == "loss" else int(np.argmax(v))
-                summary[f"final_{m}"], summary[f"best_{m}"], summary[f"best_{m}_step"] = float(v[-1]), float(v[best]), int(s[best])
-        return summary
+    def close(self) -> None:
+        """Ends the writer without finishing the file: a job that ended with the file "running"."""
+        self._end({"op": "close"})
 
-    def finish(self, status: str = "completed") -> None:
-        summary = self.summary(status)
-        self.file.close()
-        with h5py.File(self.path, "r+") as f:
-            group = f.create_group("summary")
-            for name, value in summary.items():
-                set_attr(group, name, value)
-            set_attr(f, "status", status)
+    def kill(self) -> None:
+        """SIGKILLs the writer: what it flushed stays, what it buffered is lost."""
+        self.process.kill()
+        self.process.wait(timeout=60)
+        self.process = None
 
 
 def step_rows(first_step: int, count: int, *, world: int, global_batch: int, step_time_s: float,
@@ -263,14 +249,16 @@ def eval_row(step: int, index: int, *, step_time_s: float, eval_time_s: float, r
 
 def synthetic_run(path, *, n_steps: int, step_time_s: float, evals=(), eval_time_s: float = 2.0,
                   gpu_power_w: float = 300.0, cpu_power_w=None, status="completed", flush_every: int = 10,
-                  first_step: int = 1, max_steps=None, **attr_kwargs) -> RunWriter:
+                  first_step: int = 1, max_steps=None, since_step=None, **attr_kwargs) -> RunWriter:
     """A whole run: n_steps steps from first_step on, evaluations `evals` = [(step, rougeL, eval loss), ...] after
     those steps, flushed every flush_every steps; finished with `status` (None: left open, still "running").
-    With first_step > 1 the file is the one a resume on another grid starts: its time and energy count from its
-    own start (pass attempt=1, resumed_from_step=first_step - 1). max_steps: default the last step."""
+    With first_step > 1 the writer resumes the file at `path` from the checkpoint of step first_step - 1, as a
+    resumed job does (on another grid, the old file is set aside and this one counts its rows' time and energy
+    from its own start; since_step, default first_step - 1, is the step after which this file's clock started: a
+    resume on the same grid goes on with the file's clock). max_steps: default the last step."""
     attrs = root_attributes(max_steps=first_step - 1 + n_steps if max_steps is None else max_steps, **attr_kwargs)
-    writer = RunWriter(path, attrs)
-    since = first_step - 1
+    writer = RunWriter(path, attrs, resume_through_step=first_step - 1 if first_step > 1 else None)
+    since = first_step - 1 if since_step is None else since_step
     eval_steps = [e[0] for e in evals]
     done = 0
     while done < n_steps:

@@ -1,10 +1,12 @@
-"""A writer process for the tests: writes a run file in SWMR mode as the trainer does and then waits, so that a
-test can read the file while it is still being written, or kill this process (SIGKILL) and read what is left.
+"""A writer process for the tests: writes a run file in SWMR mode through t5scale's writer (runfile_writer) and
+then waits, so that a test can read the file while it is still being written, or read what a killed writer left.
 
-    python swmr_writer_process.py PATH hold     # 20 steps flushed; "flushed 20"; on "finish": 20 more, summary
-    python swmr_writer_process.py PATH kill N   # 20 steps flushed, N more appended unflushed; "ready"; waits
-    python swmr_writer_process.py PATH end      # 20 steps; reopened without SWMR for the summary: "ending";
-                                                # on "finish": summary written, closed
+    python swmr_writer_process.py PATH hold     # 20 steps flushed; "flushed 20"; on "finish": 20 more, finished
+    python swmr_writer_process.py PATH kill N   # 20 steps flushed, N more appended unflushed, the writer killed
+                                                # (SIGKILL); "ready"; waits
+    python swmr_writer_process.py PATH end      # 20 steps, finished; then held open without SWMR (locked), as
+                                                # the trainer holds it while it writes the final summary:
+                                                # "ending"; on "finish": closed
 
 The run (hand values in test_live_files.py): 1 node x 2 GPUs, global batch 16, 0.5 s per step, an evaluation of
 1 s after step 10 (rougeL 0.3, eval loss 2.0), 200 W per GPU, 40 W of CPU packages on the node, 8 USD per node-hour,
@@ -52,21 +54,17 @@ def main():
         print("finished", flush=True)
         return 0
     if mode == "end":
-        summary = writer.summary("completed")
-        writer.file.close()
-        with h5py.File(path, "r+") as f:  # the end of a run: the file is open without SWMR (locked)
+        writer.finish("completed")
+        with h5py.File(path, "r+"):  # the end of a run: the file is open without SWMR (locked)
             print("ending", flush=True)
             if sys.stdin.readline().strip() != "finish":
                 return 1
-            group = f.create_group("summary")
-            for name, value in summary.items():
-                w.set_attr(group, name, value)
-            w.set_attr(f, "status", "completed")
         print("finished", flush=True)
         return 0
     extra = int(sys.argv[3])
     if extra:
         writer.append_steps(rows(21, extra))
+    writer.kill()
     print("ready", flush=True)
     while True:  # until killed
         time.sleep(1)

@@ -1,16 +1,18 @@
-"""A run resumed on another grid: the resuming job set the old run file aside as <run>.h5.world<N>.<stamp> and
-started a new <run>.h5; the analysis joins the files into one run. The numbers are worked out by hand.
+"""A run resumed on another grid: the resuming job (t5scale's writer, through runfile_writer) set the old run file
+aside as <run>.h5.world<N>.<stamp> and started a new <run>.h5 that carries the old grid's figures; the analysis
+joins the files' rows into one run and takes the newest file's figures. The numbers are worked out by hand.
 
 The run "resumed" (global batch 8, 12 USD per node-hour, 6 at low priority, PUE 1.2, 475 g/kWh, 300 W per GPU,
 50 W of CPU per node, evaluations of 2 s):
   world 1 (1 node x 1 GPU), set aside: steps 1-12 of 1 s, evaluations after steps 5 and 12; its job was killed
-    after flushing step 12 (no /summary). Wall time 12 + 2 x 2 = 16 s; GPU 300 x 12 = 3600 J; CPU 50 x 12 = 600 J.
+    after flushing step 12 (status "running"). Wall time 12 + 2 x 2 = 16 s; GPU 300 x 12 = 3600 J; CPU 50 x 12 = 600 J.
     Cost 12 x 1 x 16 / 3600 = 192 / 3600 USD.
   world 2 (2 nodes x 1 GPU), resumed from the checkpoint of step 10: steps 11-20 of 0.5 s, an evaluation after
     step 20, completed. Wall time (its own, from its start) 10 x 0.5 + 2 = 7 s; GPU 2 x 300 x 5 = 3000 J; CPU
     50 x 5 per node x 2 nodes = 500 J. Cost 12 x 2 x 7 / 3600 = 168 / 3600 USD.
 Joined: steps 1-10 of the world-1 file and 11-20 of the world-2 file (the world-1 rows of steps 11 and 12 and its
-evaluation after step 12 were redone: left out, their time and energy counted). Wall time 16 + 7 = 23 s, cost
+evaluation after step 12 were redone: left out, their time and energy counted; the world-2 file's /summary holds
+it all). Wall time 16 + 7 = 23 s, cost
 360 / 3600 = 0.1 USD, node-hours (1 x 16 + 2 x 7) / 3600 = 30 / 3600, energy (6600 + 1100) J / 3.6e6 x 1.2;
 training time 10 x 1 + 10 x 0.5 = 15 s, 20 x 8 = 160 samples, 160 / 15 samples/s.
 """
@@ -24,7 +26,7 @@ import runfile_writer as w
 from t5scale_analyze import analyze, read_folder, read_run
 from t5scale_analyze.cards import card_markdown
 
-WORLD1_ASIDE = "resumed.h5.world1.20261125T180102Z"
+WORLD1_ASIDE = "resumed.h5.world1.20261125T180102Z"  # renamed to this stamp after the writer set it aside
 UNREADABLE_ASIDE = "resumed.h5.unreadable.20261125T170000Z"
 COMMON = dict(run_id="resumed", study="grid", global_batch=8, price=12.0, low_priority_price=6.0, pue=1.2,
               carbon=475.0, energy_source_cpu="rapl", max_steps=20)
@@ -45,12 +47,23 @@ def write_resumed_run(folder, unreadable=True):
     old = w.synthetic_run(folder / "resumed.h5", n_steps=12, step_time_s=1.0, flush_every=4, status=None,
                           evals=[(5, 0.30, 1.70), (12, 0.45, 1.55)], cpu_power_w=50.0, nodes=1, gpus_per_node=1,
                           micro_batch=8, **COMMON)
-    old.file.close()  # killed: status "running", no /summary
-    (folder / "resumed.h5").rename(folder / WORLD1_ASIDE)
-    w.synthetic_run(folder / "resumed.h5", first_step=11, n_steps=10, step_time_s=0.5, flush_every=5,
-                    evals=[(20, 0.40, 1.60)], cpu_power_w=50.0, nodes=2, gpus_per_node=1, micro_batch=4,
-                    attempt=1, resumed_from_step=10, **COMMON)
+    old.close()  # killed: status "running"
+    resume_on_another_grid(folder / "resumed.h5", WORLD1_ASIDE, first_step=11, n_steps=10, step_time_s=0.5,
+                           flush_every=5, evals=[(20, 0.40, 1.60)], cpu_power_w=50.0, nodes=2, gpus_per_node=1,
+                           micro_batch=4, **COMMON)
     return folder
+
+
+def resume_on_another_grid(path, aside_name, **run):
+    """Resumes the run file at `path` on another grid (w.synthetic_run from run["first_step"]); the file the writer
+    sets aside is renamed to `aside_name`, the stamp a test chooses (the writer stamps the current time)."""
+    before = set(path.parent.iterdir())
+    writer = w.synthetic_run(path, **run)
+    aside = [p for p in set(path.parent.iterdir()) - before if ".h5.world" in p.name]
+    assert len(aside) == 1, (aside, writer.warning)
+    if aside_name:
+        aside[0].rename(path.parent / aside_name)
+    return writer
 
 
 @pytest.fixture(scope="module")
@@ -71,14 +84,15 @@ def test_the_run_joins_the_rows_of_its_attempts_in_step_order(resumed_dir):
     assert list(run.evals["step"]) == [5, 20]  # the evaluation after step 12 was of the rows left out
     assert list(run.evals["wall_time_s"]) == pytest.approx([7.0, 23.0])
     assert [a.steps_joined for a in run.attempts] == [10, 10] and [a.evals_joined for a in run.attempts] == [1, 1]
-    assert run.status == "completed" and run.summary_source == "steps,file"
+    assert run.status == "completed" and run.summary_source == "flush,file"
     assert any(f"{WORLD1_ASIDE}: its 2 rows of steps 11-12 and 1 evaluation(s) are left out: a later attempt "
                f"trained from step 11 on again" in note for note in run.notes), run.notes
-    assert any(f"{WORLD1_ASIDE}: no /summary and status 'running': the job of this attempt was killed" in note
+    assert any(f"{WORLD1_ASIDE}: status 'running': the job of this attempt was killed" in note
                for note in run.notes), run.notes
+    assert run.earlier_grids["through_step"] == 10
 
 
-def test_time_cost_and_energy_are_summed_over_the_attempts(resumed_dir):
+def test_the_newest_file_holds_the_figures_of_every_grid(resumed_dir):
     s = read_run(resumed_dir / "resumed.h5").summary
     assert s["wall_time_s"] == pytest.approx(WALL_S, rel=1e-12)
     assert s["cost_usd"] == pytest.approx(COST_USD, rel=1e-12)  # 0.1
@@ -123,7 +137,7 @@ def test_runs_table_and_card_of_a_run_on_two_grids(resumed_dir):
 
     card = card_markdown(row, "rougeL")
     assert ("| Attempts | 2 attempt(s) in 2 run file(s): world size 1 on 1 node(s), steps 1-10; world size 2 on "
-            "2 node(s), steps 11-20 (time, cost and energy summed over the files); not joined: "
+            "2 node(s), steps 11-20 (time, cost and energy of every grid); not joined: "
             f"{UNREADABLE_ASIDE} |") in card
     assert "| Run Duration | 23.00s (training 15.00s, evaluation 4.00s) |" in card
     assert ("| Compute Cost (LowPriority/Dedicated) | $0.05/$0.10 (USD) at 6/12 USD per node-hour x 1,2 node(s) "
@@ -153,22 +167,25 @@ def test_attempts_are_ordered_by_the_time_they_were_set_aside(tmp_path):
     # world 2 (attempt 0, steps 1-4) set aside at 09:00, then world 1 (started by the resume: attempt 1, then
     # resumed once more on its grid: attempt 2, steps 4-6) set aside at 10:00, then world 4 (attempt 1, steps
     # 6-7): by name the world-1 file comes first, by time the world-2 file does. Attempts: 1 + 2 + 1 = 4.
-    def part(name, first_step, n_steps, gpus, attempt, resumed):
-        writer = w.synthetic_run(tmp_path / "chain.h5", first_step=first_step, n_steps=n_steps, step_time_s=1.0,
-                                 status=None, run_id="chain", gpus_per_node=gpus, global_batch=8, micro_batch=2,
-                                 price=36.0, attempt=attempt, resumed_from_step=resumed, max_steps=7)
-        writer.file.close()
-        if name:
-            (tmp_path / "chain.h5").rename(tmp_path / name)
-    part("chain.h5.world2.20261125T090000Z", 1, 4, 2, 0, -1)
-    part("chain.h5.world1.20261125T100000Z", 4, 3, 1, 2, 3)
-    part(None, 6, 2, 4, 1, 5)
-    run = read_run(tmp_path / "chain.h5")
+    path = tmp_path / "chain.h5"
+    common = dict(step_time_s=1.0, status=None, run_id="chain", global_batch=8, micro_batch=2, price=36.0,
+                  max_steps=7)
+    w.synthetic_run(path, n_steps=4, gpus_per_node=2, **common).close()
+    resume_on_another_grid(path, None, first_step=4, n_steps=2, gpus_per_node=1, **common).close()
+    w.synthetic_run(path, first_step=6, since_step=3, n_steps=1, gpus_per_node=1, **common).close()  # same grid
+    (tmp_path / "chain.h5.world2.20261125T090000Z").write_bytes(b"")  # the stamp's place, taken below
+    for aside in tmp_path.glob("chain.h5.world2.2*"):
+        if aside.stat().st_size:
+            aside.replace(tmp_path / "chain.h5.world2.20261125T090000Z")
+    resume_on_another_grid(path, "chain.h5.world1.20261125T100000Z", first_step=6, n_steps=2, gpus_per_node=4,
+                           **common).close()
+    run = read_run(path)
     assert [a.world_size for a in run.attempts] == [2, 1, 4]
     assert list(run.steps["step"]) == list(range(1, 8))
     assert [a.steps_joined for a in run.attempts] == [3, 2, 2]
     # each file's rows count 1 s a step from its own start: 4 + 3 + 2 = 9 s; 36 USD per node-hour, 1 node
     assert run.summary["wall_time_s"] == pytest.approx(9.0) and run.summary["cost_usd"] == pytest.approx(0.09)
+    assert run.summary["steps_completed"] == 7 and run.summary["samples_total"] == 7 * 8
     row = analyze(tmp_path).table.iloc[0]
     assert row["attempts"] == 4 and row["attempt"] == 3 and row["attempt_world_sizes"] == "2,1,4"
     assert row["attempt_steps"] == "1-3,4-5,6-7"
@@ -218,25 +235,26 @@ def test_the_command_notes_the_joined_run_and_warns_of_the_unreadable_file(resum
 
 def test_a_later_attempt_without_rows_counts_nothing_and_cuts_at_its_checkpoint(tmp_path):
     # world 1: steps 1-6 of 1 s (6 s, 36 USD per node-hour: 0.06 USD); world 2, resumed from step 4, killed
-    # before its first flush: no rows, no /summary. The run holds steps 1-4; its time is the world-1 file's.
+    # before its first flush: no rows. The run holds steps 1-4; its time is the world-1 file's.
     w.synthetic_run(tmp_path / "r.h5", n_steps=6, step_time_s=1.0, run_id="r", price=36.0)
-    (tmp_path / "r.h5").rename(tmp_path / "r.h5.world1.20261125T180102Z")
-    w.RunWriter(tmp_path / "r.h5", w.root_attributes(run_id="r", gpus_per_node=2, price=36.0, attempt=1,
-                                                     resumed_from_step=4)).file.close()
+    w.RunWriter(tmp_path / "r.h5", w.root_attributes(run_id="r", gpus_per_node=2, price=36.0),
+                resume_through_step=4).close()
     run = read_run(tmp_path / "r.h5")
     assert list(run.steps["step"]) == [1, 2, 3, 4] and run.status == "incomplete"
     assert run.summary["wall_time_s"] == pytest.approx(6.0) and run.summary["cost_usd"] == pytest.approx(0.06)
     assert run.summary["gpu_energy_kwh"] == pytest.approx(300 * 6 / 3.6e6)
-    assert any("r.h5: no rows and no /summary: its job recorded no time or energy" in n for n in run.notes)
+    assert run.summary["steps_completed"] == 4
     row = analyze(tmp_path).table.iloc[0]
     assert row["node_hours"] == pytest.approx(6.0 / 3600) and row["attempt_steps"] == "1-4,-"
 
 
 def test_a_run_file_after_an_unreadable_one_is_one_file_and_two_attempts(tmp_path):
     # the resume could not read the old file: it set it aside and started anew (attempt 1) from step 10
-    (tmp_path / "r.h5.unreadable.20261125T180102Z").write_bytes(b"x" * 100)
-    w.synthetic_run(tmp_path / "r.h5", first_step=11, n_steps=5, step_time_s=1.0, run_id="r", attempt=1,
-                    resumed_from_step=10)
+    (tmp_path / "r.h5").write_bytes(b"x" * 100)
+    writer = w.synthetic_run(tmp_path / "r.h5", first_step=11, n_steps=5, step_time_s=1.0, run_id="r")
+    assert "cannot be read" in writer.warning
+    [aside] = tmp_path.glob("r.h5.unreadable.*")
+    aside.rename(tmp_path / "r.h5.unreadable.20261125T180102Z")
     analysis = analyze(tmp_path)
     row = analysis.table.iloc[0]
     assert row["attempts"] == 2 and row["attempt_files"] == 1 and row["wall_time_s"] == pytest.approx(5.0)

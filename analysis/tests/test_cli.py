@@ -30,7 +30,7 @@ def results(study_dir, tmp_path_factory):
     live.mkdir()
     writer = w.synthetic_run(live / "killed.h5", n_steps=12, step_time_s=0.5, status=None, run_id="killed",
                              study="live", nodes=1, gpus_per_node=2, global_batch=16, price=8.0)
-    writer.file.close()  # as a killed job leaves it: status "running", no /summary
+    writer.close()  # as a killed job leaves it: status "running", no /summary
     with h5py.File(folder / "tokens.h5", "w") as f:
         w.set_attr(f, "format", "t5scale-tokenized-dataset")
     return folder
@@ -156,13 +156,13 @@ def test_runs_without_evaluation_price_energy_or_steps(tmp_path):
     folder.mkdir()
     writer = w.synthetic_run(folder / "trained.h5", n_steps=5, step_time_s=0.2, run_id="trained", study="",
                              energy_source_gpu="none", status=None)
-    writer.file.close()
+    writer.close()
     with h5py.File(folder / "trained.h5", "r+") as f:  # the trainer's NaN for a GPU energy it cannot measure
         f["steps/gpu_energy_j"][...] = float("nan")
         f["steps/gpu_power_w"][...] = float("nan")
     only = w.RunWriter(folder / "eval-only.h5", w.root_attributes(run_id="eval-only", study=""))
     only.append_eval(w.eval_row(0, 0, step_time_s=0.0, eval_time_s=3.0, rougeL=0.2, loss=2.5))
-    only.file.close()
+    only.close()
 
     out = tmp_path / "out"
     done = analyze(folder, "--out", out)

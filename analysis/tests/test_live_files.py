@@ -30,7 +30,7 @@ def check_first_20_flushed_steps(run):
     """20 steps of 0.5 s, 16 samples, 640 tokens each; an evaluation of 1 s after step 10; 2 GPUs at 200 W and
     the node's CPUs at 40 W over the training time; 1 node at 8 USD/hour, PUE 1.5, 400 g/kWh."""
     s = run.summary
-    assert run.status == "incomplete" and run.summary_source == "steps"
+    assert run.status == "incomplete" and run.summary_source == "flush"
     assert list(run.steps["step"]) == list(range(1, 21))
     assert s["steps_completed"] == 20
     assert s["wall_time_s"] == pytest.approx(11.0)  # 20 * 0.5 + 1

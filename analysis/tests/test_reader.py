@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import runfile_writer as w
-from t5scale_analyze import read_folder, read_run, summary_from_steps
+from t5scale_analyze import read_folder, read_run
+from t5scale_analyze import schema
+from t5scale_analyze.schema import summary_figures
 
 
 def test_reads_attributes_tables_and_summary_of_a_completed_run(study_dir):
@@ -31,21 +33,19 @@ def test_reads_attributes_tables_and_summary_of_a_completed_run(study_dir):
     assert run.summary["train_time_s"] == pytest.approx(16.0)
 
 
-def test_summary_computed_from_steps_equals_the_files_summary(study_dir):
+def test_the_summary_is_the_files_as_the_writer_computed_it(study_dir):
+    # The reader computes no figure: each one of the schema is the file's /summary attribute, as it is.
     runs, skipped = read_folder(study_dir)
     assert len(runs) == 7 and skipped == []
     for run in runs:
         with h5py.File(run.path, "r") as f:
             written = {k: w_decode(v) for k, v in f["summary"].attrs.items()}
-        computed = summary_from_steps(run.attrs, run.steps, run.rank_steps, run.evals)
+        assert sorted(written) == sorted(f["name"] for f in summary_figures())
         for key, value in written.items():
-            if key in ("status", "end_time_utc"):
-                continue
-            assert key in computed, key
             if isinstance(value, float) and math.isnan(value):
-                assert math.isnan(computed[key]), key
+                assert math.isnan(run.summary[key]), (run.run_id, key)
             else:
-                assert computed[key] == pytest.approx(value, rel=1e-12), (run.run_id, key)
+                assert run.summary[key] == value, (run.run_id, key)
 
 
 def w_decode(value):
@@ -76,20 +76,20 @@ def test_files_that_are_not_run_files_are_skipped_with_the_reason(tmp_path):
     assert "schema_version 2" in reasons["future.h5"]
 
 
-def test_no_summary_but_a_final_status_keeps_that_status(tmp_path):
+def test_flushed_figures_and_a_final_status_keep_that_status(tmp_path):
     writer = w.synthetic_run(tmp_path / "r.h5", n_steps=4, step_time_s=1.0, status=None, run_id="r")
-    writer.file.close()
+    writer.close()
     with h5py.File(tmp_path / "r.h5", "r+") as f:
         w.set_attr(f, "status", "failed")
     run = read_run(tmp_path / "r.h5")
-    assert run.status == "failed" and run.summary_source == "steps"
+    assert run.status == "failed" and run.summary_source == "flush"
     assert run.summary["steps_completed"] == 4 and run.summary["wall_time_s"] == pytest.approx(4.0)
 
 
 def _running_file(path, n_steps=4):
     """A file whose writer went away without finishing it: it still says "running"."""
     writer = w.synthetic_run(path, n_steps=n_steps, step_time_s=1.0, status=None, run_id="r")
-    writer.file.close()
+    writer.close()
 
 
 def test_a_running_file_with_a_failure_note_is_failed_with_its_error(tmp_path):
@@ -100,7 +100,7 @@ def test_a_running_file_with_a_failure_note_is_failed_with_its_error(tmp_path):
         {"rank": 3, "error": "token id 53 is outside the vocabulary [0, 48)", "step": 4, "host": "node0",
          "time_utc": "2025-01-01T00:01:00Z"}))
     run = read_run(tmp_path / "r.h5")
-    assert run.status == "failed" and run.summary_source == "steps"
+    assert run.status == "failed" and run.summary_source == "flush"
     assert run.summary["error"] == "token id 53 is outside the vocabulary [0, 48)" and run.summary["error_step"] == 4
     assert any(note.startswith("rank 3 failed after step 4: token id 53") for note in run.notes)
     assert run.summary["steps_completed"] == 4
@@ -126,8 +126,9 @@ def test_a_running_file_that_nothing_wrote_for_two_hours_is_stale(tmp_path):
 
 
 def _write_raw(path, columns: dict, rank_columns: dict, **attributes):
-    """A run file whose /steps datasets are given as they are (to damage them on purpose)."""
-    attrs = w.root_attributes(run_id="raw", **attributes)
+    """A run file whose /steps datasets are given as they are (to damage them on purpose), without /summary."""
+    attrs = {"format": schema.FORMAT, "schema_version": schema.SCHEMA_VERSION, "status": "running",
+             **w.root_attributes(run_id="raw", **attributes)}
     with h5py.File(path, "w", libver=("v110", "latest")) as f:
         for name, value in attrs.items():
             w.set_attr(f, name, value)
@@ -145,8 +146,11 @@ def test_datasets_of_different_lengths_are_read_to_the_rows_they_all_hold(tmp_pa
                {"gpu_energy_j": np.array([[10.0], [20.0], [30.0], [40.0]])})
     run = read_run(tmp_path / "r.h5")
     assert len(run.steps) == 3 and run.rank_steps["gpu_energy_j"].shape == (3, 1)
-    assert run.summary["train_time_s"] == 3.0 and run.summary["gpu_energy_kwh"] == pytest.approx(30.0 / 3.6e6)
+    assert list(run.steps["step_time_s"]) == [1.0, 1.0, 1.0]
     assert any("differ in length (3..4 rows)" in note for note in run.notes)
+    # no /summary: the figures are unknown, and said so
+    assert run.summary_source == "none" and math.isnan(run.summary["train_time_s"])
+    assert any("no /summary: the figures of this file are unknown" in note for note in run.notes)
 
 
 def test_rows_extended_but_never_written_are_dropped(tmp_path):
@@ -157,9 +161,8 @@ def test_rows_extended_but_never_written_are_dropped(tmp_path):
                 "step_time_s": np.array([1.0, 1.0, 1.0, nan, nan]), "samples": np.array([8, 8, 8, -1, -1])},
                {"gpu_energy_j": np.array([[10.0], [20.0], [30.0], [nan], [nan]])})
     run = read_run(tmp_path / "r.h5")
-    assert list(run.steps["step"]) == [1, 2, 3]
-    assert run.summary["gpu_energy_kwh"] == pytest.approx(30.0 / 3.6e6) and run.summary["samples_total"] == 24
-    assert run.summary["train_time_s"] == 3.0 and run.summary["steps_completed"] == 3
+    assert list(run.steps["step"]) == [1, 2, 3] and list(run.steps["samples"]) == [8, 8, 8]
+    assert run.rank_steps["gpu_energy_j"].tolist() == [[10.0], [20.0], [30.0]]
     assert run.status == "incomplete"
     assert any("2 trailing rows hold no data" in note for note in run.notes)
 
@@ -168,8 +171,14 @@ def test_rows_extended_but_never_written_are_dropped(tmp_path):
                                    "step_time_s": np.array([nan]), "samples": np.array([-1])},
                {"gpu_energy_j": np.array([[nan]])})
     run = read_run(tmp_path / "r.h5")
-    assert len(run.steps) == 0 and run.summary["steps_completed"] == 0 and run.summary["samples_total"] == 0
-    assert math.isnan(run.summary["wall_time_s"]) and run.status == "incomplete"
+    assert len(run.steps) == 0 and run.status == "incomplete"
+
+
+def _write_steps(path, columns: dict, **attributes):
+    """A finished run file of the given /steps columns (the rest at the writer's defaults), by t5scale's writer."""
+    writer = w.RunWriter(path, w.root_attributes(run_id="r", **attributes))
+    writer.append_steps(columns)
+    writer.finish("completed")
 
 
 def test_energy_counts_gpus_per_rank_and_cpus_per_node(tmp_path):
@@ -177,12 +186,12 @@ def test_energy_counts_gpus_per_rank_and_cpus_per_node(tmp_path):
     # node's: node 0 read by rank 1 only (rank 0 NaN) 50 J, node 1 by ranks 2 and 3 (70 J each) -> 120 J.
     # PUE 2, 500 g/kWh: energy = 1120 / 3.6e6 x 2 kWh.
     nan = np.nan
-    _write_raw(tmp_path / "r.h5",
-               {"step": np.array([1, 2]), "wall_time_s": np.array([1.0, 2.0]), "step_time_s": np.array([1.0, 1.0]),
-                "samples": np.array([8, 8])},
-               {"gpu_energy_j": np.array([[50.0, 100.0, 150.0, 200.0], [100.0, 200.0, 300.0, 400.0]]),
-                "cpu_energy_j": np.array([[nan, 25.0, 35.0, 35.0], [nan, 50.0, 70.0, 70.0]])},
-               nodes=2, gpus_per_node=2, pue=2.0, carbon=500.0, energy_source_cpu="rapl", price=9.0)
+    _write_steps(tmp_path / "r.h5",
+                 {"step": np.array([1, 2]), "wall_time_s": np.array([1.0, 2.0]), "step_time_s": np.array([1.0, 1.0]),
+                  "samples": np.array([8, 8]),
+                  "gpu_energy_j": np.array([[50.0, 100.0, 150.0, 200.0], [100.0, 200.0, 300.0, 400.0]]),
+                  "cpu_energy_j": np.array([[nan, 25.0, 35.0, 35.0], [nan, 50.0, 70.0, 70.0]])},
+                 nodes=2, gpus_per_node=2, pue=2.0, carbon=500.0, energy_source_cpu="rapl", price=9.0)
     s = read_run(tmp_path / "r.h5").summary
     assert s["gpu_energy_kwh"] == pytest.approx(1000 / 3.6e6)
     assert s["cpu_energy_kwh"] == pytest.approx(120 / 3.6e6)
@@ -193,17 +202,15 @@ def test_energy_counts_gpus_per_rank_and_cpus_per_node(tmp_path):
 
 def test_a_source_that_is_none_counts_nothing(tmp_path):
     nan = np.nan
-    _write_raw(tmp_path / "r.h5",
-               {"step": np.array([1]), "wall_time_s": np.array([1.0]), "step_time_s": np.array([1.0]),
-                "samples": np.array([8])},
-               {"gpu_energy_j": np.array([[nan]]), "cpu_energy_j": np.array([[36.0]])},
-               energy_source_gpu="none", energy_source_cpu="rapl", pue=1.0)
+    _write_steps(tmp_path / "r.h5",
+                 {"step": np.array([1]), "wall_time_s": np.array([1.0]), "step_time_s": np.array([1.0]),
+                  "samples": np.array([8]), "gpu_energy_j": np.array([[nan]]), "cpu_energy_j": np.array([[36.0]])},
+                 energy_source_gpu="none", energy_source_cpu="rapl", pue=1.0)
     s = read_run(tmp_path / "r.h5").summary
     assert math.isnan(s["gpu_energy_kwh"]) and s["energy_kwh"] == pytest.approx(36.0 / 3.6e6)
-    _write_raw(tmp_path / "r.h5",
-               {"step": np.array([1]), "wall_time_s": np.array([1.0]), "step_time_s": np.array([1.0]),
-                "samples": np.array([8])},
-               {"gpu_energy_j": np.array([[nan]]), "cpu_energy_j": np.array([[nan]])},
-               energy_source_gpu="none", energy_source_cpu="none")
-    s = read_run(tmp_path / "r.h5").summary
+    _write_steps(tmp_path / "r2.h5",
+                 {"step": np.array([1]), "wall_time_s": np.array([1.0]), "step_time_s": np.array([1.0]),
+                  "samples": np.array([8]), "gpu_energy_j": np.array([[nan]]), "cpu_energy_j": np.array([[nan]])},
+                 energy_source_gpu="none", energy_source_cpu="none")
+    s = read_run(tmp_path / "r2.h5").summary
     assert math.isnan(s["energy_kwh"]) and math.isnan(s["co2_kg"]) and s["cost_usd"] == 0.0

@@ -15,7 +15,7 @@ def test_schema_is_the_readers():
 def test_fixture_files_have_every_column_and_attribute_of_the_schema(tmp_path):
     attrs = root_attributes(nodes=2, gpus_per_node=2, tp=2)
     writer = RunWriter(tmp_path / "run.h5", attrs)
-    writer.file.close()
+    writer.close()
     with h5py.File(tmp_path / "run.h5", "r") as f:
         # error and error_step are the writer's own, set when a run fails.
         missing = set(schema.root_attribute_names()) - set(f.attrs) - {"error", "error_step"}

@@ -225,6 +225,7 @@ struct RunFile::Impl {
   int64_t last_step = -1;
   StepTotals kept;  // the kept /steps rows' sums
   RunSummaryTotals totals;  // over every row in the file: /summary's arithmetic
+  std::optional<RunSummaryTotals> carried;  // what the grids before left this file (/earlier_grids)
 
   Impl(const std::string& path_, const RunAttributes& attributes_, const RunFileOptions& options)
       : path(path_),
@@ -289,10 +290,10 @@ struct RunFile::Impl {
                                 temporary));
         for (const auto& [name, value] : summary({}, "running")) write_attribute(group.get(), name, value, temporary);
       }
-      if (totals.earlier_grids()) {
+      if (carried) {
         H5Handle group(H5_CHECK(
             H5Gcreate2(file_tmp.get(), "earlier_grids", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), temporary));
-        for (const auto& [name, value] : totals.earlier_grids_attributes()) {
+        for (const auto& [name, value] : carried->earlier_grids_attributes()) {
           write_attribute(group.get(), name, value, temporary);
         }
       }
@@ -328,6 +329,7 @@ struct RunFile::Impl {
     PreviousAttempt previous;
     std::optional<std::string> why_not = read_previous_attempt(previous, keep_through_step);
     if (previous.totals) {
+      carried = previous.totals;
       totals = *previous.totals;
       const int64_t through = totals.earlier_grids()->through_step;
       if (why_not.has_value()) {

@@ -671,7 +671,9 @@ def read_failure(job, name):
     from t5scale_analyze.runfile import read_run
     with h5py.File(job.run_file(name), "r", swmr=True) as f:
         attrs = {k: (text(v) if isinstance(v, (bytes, np.bytes_, str)) else v) for k, v in f.attrs.items()}
-        check("summary" not in f, "a failed run got a /summary")
+        summary_status = text(f["summary"].attrs["status"])
+        check(summary_status in ("failed", "running") and text(f["summary"].attrs["end_time_utc"]) == "",
+              f"a failed run's /summary says {summary_status!r}: not the flushed figures of a run that did not end")
     note_path = os.path.join(job.work, f"{name}.failed.json")
     note = json.load(open(note_path)) if os.path.exists(note_path) else None
     return attrs, note, read_run(job.run_file(name))

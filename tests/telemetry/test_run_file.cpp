@@ -444,6 +444,8 @@ TEST(RunFile, AFileOnANewGridCarriesTheFiguresOfTheGridBefore) {
   }
   Reader reader(path);
   EXPECT_EQ(reader.number_attribute("/earlier_grids", "through_step"), 6);
+  EXPECT_EQ(reader.number_attribute("/earlier_grids", "rows_steps"), 6);  // as carried: not this grid's rows
+  EXPECT_DOUBLE_EQ(reader.number_attribute("/earlier_grids", "wall_time_s"), 5.0);
   EXPECT_EQ(reader.number_attribute("/summary", "steps_completed"), 6 + 2);  // old 1-6, new 7-8 (9 redone later)
   EXPECT_EQ(reader.number_attribute("/summary", "samples_total"), 8 * 8);
   EXPECT_DOUBLE_EQ(reader.number_attribute("/summary", "train_time_s"), 8 * 0.25);
