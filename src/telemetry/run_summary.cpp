@@ -94,6 +94,17 @@ void RunSummaryTotals::add(const EvalRecord& row) {
   }
 }
 
+void RunSummaryTotals::append_metrics(std::vector<std::pair<std::string, Hdf5Value>>& out,
+                                      const std::string& prefix) const {
+  for (size_t m = 0; m < run_file_eval_metrics().size(); ++m) {
+    const std::string& name = run_file_eval_metrics()[m];
+    const Metric metric = m < metrics_.size() ? metrics_[m] : Metric{};
+    out.emplace_back(prefix + "final_" + name, metric.final_value);
+    out.emplace_back(prefix + "best_" + name, metric.best_value);
+    out.emplace_back(prefix + "best_" + name + "_step", metric.best_step);
+  }
+}
+
 void RunSummaryTotals::carry_over(const RunSummaryTotals& kept, const EarlierGrids& earlier) {
   *this = RunSummaryTotals{};
 #define T5SCALE_COPY_TOTAL(type, name) name = kept.name;
@@ -122,13 +133,7 @@ std::vector<std::pair<std::string, Hdf5Value>> RunSummaryTotals::earlier_grids_a
 #define T5SCALE_TOTAL_ATTRIBUTE(type, name) out.emplace_back(row_total_name(#name), name);
   T5SCALE_ROW_TOTALS(T5SCALE_TOTAL_ATTRIBUTE)
 #undef T5SCALE_TOTAL_ATTRIBUTE
-  for (size_t m = 0; m < run_file_eval_metrics().size(); ++m) {
-    const std::string& name = run_file_eval_metrics()[m];
-    const Metric metric = m < metrics_.size() ? metrics_[m] : Metric{};
-    out.emplace_back("rows_final_" + name, metric.final_value);
-    out.emplace_back("rows_best_" + name, metric.best_value);
-    out.emplace_back("rows_best_" + name + "_step", metric.best_step);
-  }
+  append_metrics(out, "rows_");
   return out;
 }
 
@@ -242,13 +247,7 @@ std::vector<std::pair<std::string, Hdf5Value>> RunSummaryTotals::figures(const S
   }
   out.emplace_back("peak_host_memory_bytes", host_peak);
   out.emplace_back("total_flops", flops_sum_);
-  for (size_t m = 0; m < run_file_eval_metrics().size(); ++m) {
-    const std::string& name = run_file_eval_metrics()[m];
-    const Metric metric = m < metrics_.size() ? metrics_[m] : Metric{};
-    out.emplace_back("final_" + name, metric.final_value);
-    out.emplace_back("best_" + name, metric.best_value);
-    out.emplace_back("best_" + name + "_step", metric.best_step);
-  }
+  append_metrics(out, "");
   return out;
 }
 

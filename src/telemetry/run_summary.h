@@ -141,6 +141,8 @@ class RunSummaryTotals {
     int64_t best_step = -1;
   };
   std::vector<Metric> metrics_;  // run_file_eval_metrics()' order
+  // <prefix>final_<m>, <prefix>best_<m>, <prefix>best_<m>_step for each eval metric.
+  void append_metrics(std::vector<std::pair<std::string, Hdf5Value>>& out, const std::string& prefix) const;
 };
 
 // The eval metrics of /summary's final_<m>, best_<m>, best_<m>_step (lower is better for loss only).
