@@ -508,7 +508,7 @@ void RunFile::flush() {
   H5_CHECK(H5Fflush(impl_->file.get(), H5F_SCOPE_LOCAL), impl_->path);
 }
 
-void RunFile::finish(const RunSummaryInputs& inputs, const std::string& status) {
+RunAttributes RunFile::finish(const RunSummaryInputs& inputs, const std::string& status) {
   Impl& impl = *impl_;
   impl.check_open("finish");
   const auto& statuses = valid_statuses();
@@ -538,6 +538,7 @@ void RunFile::finish(const RunSummaryInputs& inputs, const std::string& status) 
   H5_CHECK(H5Adelete(file.get(), "status"), impl.path);
   write_attribute(file.get(), "status", status, impl.path);
   H5_CHECK(file.reset(), impl.path);
+  return summary;
 }
 
 void RunFile::record_failure(const std::string& error, int64_t step) {

@@ -116,7 +116,8 @@ class RunFile {
   void flush();
   // Flushes, ends SWMR, writes the final /summary (over every row in the file, this attempt's and the kept
   // ones, with `inputs`) and sets the root status: one of completed, preempted, diverged, failed. The object is then closed.
-  void finish(const RunSummaryInputs& inputs, const std::string& status);
+  // Returns the figures written.
+  RunAttributes finish(const RunSummaryInputs& inputs, const std::string& status);
   // The job is going down with an error: flushes the rows, sets status "failed", `error` (the message, cut to
   // kErrorCapacityBytes) and `error_step` (optimizer steps completed), all while SWMR is still on, so that a
   // kill at any moment leaves a file that opens; then closes it. /summary holds the flushed rows' figures, with

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
@@ -379,15 +380,12 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
   const int world = in_.world_size;
   RunSummaryInputs inputs;
   inputs.wall_time_s = wall_time_s();
-  double gpu_j = 0.0, cpu_j = 0.0;
   for (int r = 0; r < world; ++r) {
     const auto i = static_cast<size_t>(r);
     const double gpu = all[i * 3], cpu = all[i * 3 + 1];
     inputs.host_memory_bytes.push_back(all[i * 3 + 2]);
     inputs.gpu_energy_j.push_back(std::isfinite(gpu) ? gpu + gpu_energy_offset_j_[i] : last_gpu_energy_j_[i]);
     inputs.cpu_energy_j.push_back(std::isfinite(cpu) ? cpu + cpu_energy_offset_j_[i] : last_cpu_energy_j_[i]);
-    if (std::isfinite(gpu)) gpu_j += inputs.gpu_energy_j.back();
-    if (std::isfinite(cpu)) cpu_j += inputs.cpu_energy_j.back();
   }
   if (meter_->gpu_energy_source() == "none" && meter_->cpu_energy_source() == "none") {
     const EnergyEstimate estimate =
@@ -396,17 +394,29 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
     inputs.estimated_energy_j = estimate.energy_j;
     inputs.energy_estimate_method = estimate.method;
   }
-  file_->finish(inputs, outcome.status);
+  const RunAttributes figures = file_->finish(inputs, outcome.status);
 
-  ResourceCardFigures card = card_figures(outcome, inputs, gpu_j, cpu_j);
+  ResourceCardFigures card = card_figures(outcome, inputs, figures);
   card.estimated_energy_j = std::isfinite(inputs.estimated_energy_j) ? inputs.estimated_energy_j : 0.0;
   card.energy_estimate_method = inputs.energy_estimate_method;
   return resource_card(card);
 }
 
 // The resource card's figures: the run's totals on rank 0 and what finish() gathered.
-ResourceCardFigures RunRecord::card_figures(const RunOutcome& outcome, const RunSummaryInputs& inputs, double gpu_j,
-                                            double cpu_j) const {
+ResourceCardFigures RunRecord::card_figures(const RunOutcome& outcome, const RunSummaryInputs& inputs,
+                                            const RunAttributes& figures) const {
+  // The run file's final figures, so that the card and /summary say the same: energy over every grid of the run,
+  // the CPU packages counted once per node.
+  auto figure = [&](const std::string& name) {  // NaN where unknown
+    for (const auto& [key, value] : figures) {
+      if (key == name && std::holds_alternative<double>(value)) return std::get<double>(value);
+    }
+    return std::numeric_limits<double>::quiet_NaN();
+  };
+  auto joules_of = [&](const std::string& name) {
+    const double kwh = figure(name);
+    return std::isfinite(kwh) ? kwh * kJoulesPerKwh : 0.0;
+  };
   ResourceCardFigures card;
   card.run_name = config_.run.name;
   card.status = outcome.status;
@@ -416,7 +426,7 @@ ResourceCardFigures RunRecord::card_figures(const RunOutcome& outcome, const Run
   card.nodes = nodes_;
   card.on_gpu = in_.device.is_cuda();
   card.device_names = device_names_;
-  card.wall_time_s = inputs.wall_time_s;
+  card.wall_time_s = figure("wall_time_s");  // the run's, earlier grids included
   card.train_time_s = outcome.train_time_s;
   card.eval_time_s = outcome.eval_time_s;
   card.price_per_node_hour_usd = config_.cost.price_per_node_hour_usd;
@@ -424,8 +434,8 @@ ResourceCardFigures RunRecord::card_figures(const RunOutcome& outcome, const Run
   card.host_peak_bytes = *std::max_element(inputs.host_memory_bytes.begin(), inputs.host_memory_bytes.end());
   card.gpu_energy_source = meter_->gpu_energy_source();
   card.cpu_energy_source = meter_->cpu_energy_source();
-  card.gpu_energy_j = gpu_j;
-  card.cpu_energy_j = cpu_j;
+  card.gpu_energy_j = joules_of("gpu_energy_kwh");
+  card.cpu_energy_j = joules_of("cpu_energy_kwh");
   card.pue = config_.cost.pue;
   card.carbon_intensity_g_per_kwh = config_.cost.carbon_intensity_g_per_kwh;
   card.totals = totals_;

@@ -92,8 +92,8 @@ class RunRecord {
   void complete_row(StepRecord& row, const std::vector<double>& gathered, size_t rows, size_t k);
   void add_to_totals(const StepRecord& row);
   StepSummary log_figures(const StepRecord& row) const;
-  ResourceCardFigures card_figures(const RunOutcome& outcome, const RunSummaryInputs& inputs, double gpu_j,
-                                   double cpu_j) const;
+  ResourceCardFigures card_figures(const RunOutcome& outcome, const RunSummaryInputs& inputs,
+                                   const RunAttributes& figures) const;
 
   // This rank's measurements since the last gather, one row each; rank 0 also keeps the rows to complete.
   std::vector<std::vector<double>> pending_measurements_;
