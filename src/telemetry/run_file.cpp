@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -116,19 +115,20 @@ struct PreviousAttempt {
 std::optional<RunSummaryTotals> read_earlier_grids(hid_t file, const std::string& path) {
   if (H5Lexists(file, "earlier_grids", H5P_DEFAULT) <= 0) return std::nullopt;
   H5Handle group(H5_CHECK(H5Gopen2(file, "earlier_grids", H5P_DEFAULT), path));
-  RunSummaryTotals names;
-  names.carry_over({}, {});
-  std::vector<std::pair<std::string, Hdf5Value>> attributes;
-  for (const auto& [name, unused] : names.earlier_grids_attributes()) {
+  return RunSummaryTotals::from_earlier_grids_attributes([&](const std::string& name) {
     std::optional<Hdf5Value> value = read_attribute(group.get(), name, path);
     T5S_CHECK(value.has_value(), "run file '", path, "': /earlier_grids has no attribute '", name, "'");
-    attributes.emplace_back(name, *value);
-  }
-  return RunSummaryTotals::from_earlier_grids_attributes(attributes);
+    return *value;
+  });
 }
 
 // What the summary needs of a file's root attributes.
-SummaryTerms summary_terms_of(const std::function<const AttributeValue&(const std::string&)>& attribute) {
+SummaryTerms summary_terms_of(const RunAttributes& attributes) {
+  auto attribute = [&](const std::string& name) -> const AttributeValue& {
+    const AttributeValue* value = find_attribute(attributes, name);
+    T5S_CHECK(value != nullptr, "run file: no root attribute '", name, "'");
+    return *value;
+  };
   SummaryTerms terms;
   terms.world_size = std::get<int64_t>(attribute("world_size"));
   terms.nodes = std::get<int64_t>(attribute("nodes"));
@@ -163,16 +163,14 @@ RunSummaryTotals totals_after_another_grid(hid_t old, int64_t old_world, int64_t
     spent.add(record);
     if (record.step <= keep_through_step) kept.add(record);
   }
-  std::map<std::string, AttributeValue> root;
+  RunAttributes root;
   for (const char* name : {"world_size", "nodes", "energy_source_gpu", "energy_source_cpu", "pue",
                            "price_per_node_hour_usd", "carbon_intensity_g_per_kwh"}) {
     std::optional<AttributeValue> value = read_attribute(old, name, path);
     T5S_CHECK(value.has_value(), "run file '", path, "' has no attribute '", name, "'");
-    root[name] = *value;
+    root.emplace_back(name, *value);
   }
-  const SummaryTerms terms = summary_terms_of([&](const std::string& name) -> const AttributeValue& {
-    return root.at(name);
-  });
+  const SummaryTerms terms = summary_terms_of(root);
   std::map<std::string, AttributeValue> figures;
   for (auto& [name, value] : spent.figures(terms, {}, "running", "")) figures[name] = value;
   // An estimate exists only in the final /summary of a file whose job ended: that of the file, where it has one.
@@ -435,7 +433,7 @@ struct RunFile::Impl {
   }
 
   SummaryTerms summary_terms() const {
-    return summary_terms_of([this](const std::string& name) -> const AttributeValue& { return attribute(name); });
+    return summary_terms_of(attributes);
   }
 
   // /summary's attributes over the rows added so far (flushed or about to be).

@@ -138,16 +138,10 @@ std::vector<std::pair<std::string, Hdf5Value>> RunSummaryTotals::earlier_grids_a
 }
 
 RunSummaryTotals RunSummaryTotals::from_earlier_grids_attributes(
-    const std::vector<std::pair<std::string, Hdf5Value>>& attributes) {
-  auto value_of = [&](const std::string& name) -> const Hdf5Value& {
-    for (const auto& [key, value] : attributes) {
-      if (key == name) return value;
-    }
-    throw Error(msg("/earlier_grids has no attribute '", name, "'"));
-  };
+    const std::function<Hdf5Value(const std::string&)>& read) {
   auto take = [&](const std::string& name, auto& out) {
     using Out = std::decay_t<decltype(out)>;
-    const Hdf5Value& value = value_of(name);
+    const Hdf5Value value = read(name);
     T5S_CHECK(std::holds_alternative<Out>(value), "/earlier_grids attribute '", name, "' has another type");
     out = std::get<Out>(value);
   };

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -109,7 +110,8 @@ class RunSummaryTotals {
   const std::optional<EarlierGrids>& earlier_grids() const { return earlier_; }
   // /earlier_grids' attributes: `earlier` and the kept rows' totals (rows_*), and back.
   std::vector<std::pair<std::string, Hdf5Value>> earlier_grids_attributes() const;
-  static RunSummaryTotals from_earlier_grids_attributes(const std::vector<std::pair<std::string, Hdf5Value>>& attributes);
+  // `read` gives the value of the attribute it is asked for.
+  static RunSummaryTotals from_earlier_grids_attributes(const std::function<Hdf5Value(const std::string&)>& read);
   // Every figure of summary_figures(), in its order. With earlier grids, the spent figures add theirs and the
   // wall time, cost and energy of this file's rows count from this grid's start.
   std::vector<std::pair<std::string, Hdf5Value>> figures(const SummaryTerms& terms, const RunSummaryInputs& inputs,
