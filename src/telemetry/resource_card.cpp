@@ -3,29 +3,55 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 #include "telemetry/cost.h"
 
 namespace t5scale {
+namespace {
+
+// A figure of /summary as a number (NaN when absent or not a number) or as text ("" when absent).
+double number_of(const ResourceCardFigures& f, const std::string& name) {
+  for (const auto& [key, value] : f.summary) {
+    if (key != name) continue;
+    if (const auto* d = std::get_if<double>(&value)) return *d;
+    if (const auto* i = std::get_if<int64_t>(&value)) return static_cast<double>(*i);
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+std::string text_of(const ResourceCardFigures& f, const std::string& name) {
+  for (const auto& [key, value] : f.summary) {
+    if (const auto* s = std::get_if<std::string>(&value); key == name && s != nullptr) return *s;
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string resource_card(const ResourceCardFigures& f) {
-  const double kwh = energy_kwh(f.gpu_energy_j, f.cpu_energy_j, f.pue);
-  const double steps = static_cast<double>(std::max<int64_t>(f.totals.steps, 1));
-  const double step_time_sum_s = std::max(f.totals.step_time_s, 1e-12);
+  auto figure = [&](const char* name) { return number_of(f, name); };
+  const double wall_time_s = figure("wall_time_s"), train_time_s = figure("train_time_s");
+  const int64_t steps = static_cast<int64_t>(std::isfinite(figure("steps_completed")) ? figure("steps_completed") : 0);
   std::ostringstream card;
-  char line[256];
-  card << "---- resource card: " << f.run_name << " (" << f.status << ") ----\n";
+  char line[320];
+  card << "---- resource card: " << f.run_name << " (" << text_of(f, "status") << ") ----\n";
   std::snprintf(line, sizeof(line), "grid            %d %s = tp %d x dp %d on %lld node(s); %s\n", f.world_size,
                 f.on_gpu ? "GPU ranks" : "CPU ranks", f.tp, f.dp, static_cast<long long>(f.nodes),
                 f.device_names.substr(0, 60).c_str());
   card << line;
-  std::snprintf(line, sizeof(line), "duration        %.1f s wall (%.1f s training, %.1f s evaluation)\n", f.wall_time_s,
-                f.train_time_s, f.eval_time_s);
+  std::snprintf(line, sizeof(line), "duration        %.1f s wall (%.1f s training, %.1f s evaluation)\n", wall_time_s,
+                train_time_s, figure("eval_time_s"));
   card << line;
+  // /summary prices every grid of the run at its own nodes; the low-priority price applies to the same node-hours.
+  const double node_hours = f.price_per_node_hour_usd > 0
+                                ? figure("cost_usd") / f.price_per_node_hour_usd
+                                : static_cast<double>(f.nodes) * wall_time_s / 3600.0;
   auto price_line = [&](const char* label, const char* key, double price) {
     if (price > 0) {
-      std::snprintf(line, sizeof(line), "%-15s %.4f USD (%.2f USD per node-hour x %lld node(s))\n", label,
-                    cost_usd(price, f.nodes, f.wall_time_s), price, static_cast<long long>(f.nodes));
+      std::snprintf(line, sizeof(line), "%-15s %.4f USD (%.2f USD per node-hour x %.4f node-hours)\n", label,
+                    price * node_hours, price, node_hours);
     } else {
       std::snprintf(line, sizeof(line), "%-15s unknown (cost.%s not set)\n", label, key);
     }
@@ -33,56 +59,57 @@ std::string resource_card(const ResourceCardFigures& f) {
   };
   price_line("cost", "price_per_node_hour_usd", f.price_per_node_hour_usd);
   price_line("cost low-prio", "low_priority_price_per_node_hour_usd", f.low_priority_price_per_node_hour_usd);
+  const std::string host_peak = gib_text(figure("peak_host_memory_bytes"));
   if (f.on_gpu) {
     std::snprintf(line, sizeof(line),
-                  "memory          %s average allocated (rank 0), %s peak allocated (max over GPUs); host peak "
+                  "memory          %s mean allocated (over ranks), %s peak allocated (max over GPUs); host peak "
                   "resident set %s (max over ranks)\n",
-                  f.totals.steps > 0 ? gib_text(f.totals.memory_allocated_sum_bytes / steps).c_str() : "n/a (no steps)",
-                  f.totals.steps > 0 ? gib_text(f.totals.peak_memory_bytes).c_str() : "n/a",
-                  gib_text(f.host_peak_bytes).c_str());
+                  steps > 0 ? gib_text(figure("mean_memory_allocated_bytes")).c_str() : "n/a (no steps)",
+                  steps > 0 ? gib_text(figure("peak_memory_bytes")).c_str() : "n/a", host_peak.c_str());
   } else {
     std::snprintf(line, sizeof(line),
                   "memory          host peak resident set %s (max over %d CPU ranks; no device memory)\n",
-                  gib_text(f.host_peak_bytes).c_str(), f.world_size);
+                  host_peak.c_str(), f.world_size);
   }
   card << line;
   const bool gpu_known = f.gpu_energy_source != "none", cpu_known = f.cpu_energy_source != "none";
+  auto kilojoules = [&](const char* name) { return std::to_string(figure(name) * kJoulesPerKwh / 1000.0); };
   std::snprintf(line, sizeof(line), "GPU energy      %s\n",
-                gpu_known ? (std::to_string(f.gpu_energy_j / 1000.0) + " kJ (" + f.gpu_energy_source + ")").c_str()
+                gpu_known ? (kilojoules("gpu_energy_kwh") + " kJ (" + f.gpu_energy_source + ")").c_str()
                 : f.on_gpu ? "not measured (no NVML)"
                            : "none (CPU ranks)");
   card << line;
   std::snprintf(line, sizeof(line), "CPU energy      %s\n",
-                cpu_known ? (std::to_string(f.cpu_energy_j / 1000.0) + " kJ (RAPL)").c_str()
-                          : "not measured (RAPL not readable)");
+                cpu_known ? (kilojoules("cpu_energy_kwh") + " kJ (RAPL)").c_str() : "not measured (RAPL not readable)");
   card << line;
+  const std::string estimate_method = text_of(f, "energy_estimate_method");
   if (gpu_known || cpu_known) {
     std::snprintf(line, sizeof(line),
                   "emissions       %.6f kg CO2eq (%.6f kWh x PUE %.2f x %.0f g/kWh; measured sources only)\n",
-                  co2_kg(kwh, f.carbon_intensity_g_per_kwh), kwh / f.pue, f.pue, f.carbon_intensity_g_per_kwh);
+                  figure("co2_kg"), figure("energy_kwh") / f.pue, f.pue, f.carbon_intensity_g_per_kwh);
     card << line;
-  } else if (f.energy_estimate_method.empty()) {
+  } else if (estimate_method.empty()) {
     card << "emissions       unknown (no energy measured)\n";
   } else {
     // Nothing measured: unknown, and beside it an estimate that says it is one.
-    const double estimated_kwh = energy_kwh(f.estimated_energy_j, 0.0, f.pue);
     std::snprintf(line, sizeof(line),
                   "emissions       unknown (no energy measured); estimated %.6f kg CO2eq (%.6f kWh x PUE %.2f x "
                   "%.0f g/kWh)\n",
-                  co2_kg(estimated_kwh, f.carbon_intensity_g_per_kwh), estimated_kwh / f.pue, f.pue,
+                  figure("estimated_co2_kg"), figure("estimated_energy_kwh") / f.pue, f.pue,
                   f.carbon_intensity_g_per_kwh);
-    card << line << "energy estimate " << f.energy_estimate_method << "\n";
+    card << line << "energy estimate " << estimate_method << "\n";
   }
   std::snprintf(line, sizeof(line), "throughput      %.1f samples/s, %.0f tokens/s, %.3f s per step (%lld steps)\n",
-                static_cast<double>(f.totals.samples) / step_time_sum_s, static_cast<double>(f.totals.tokens) / step_time_sum_s,
-                f.totals.step_time_s / steps, static_cast<long long>(f.totals.steps));
+                figure("samples_total") / train_time_s, figure("tokens_total") / train_time_s,
+                figure("mean_step_time_s"), static_cast<long long>(steps));
   card << line;
-  std::snprintf(line, sizeof(line), "FLOPs           %.3e model FLOPs in total, MFU %s\n", f.totals.model_flops,
-                f.peak_flops_per_device > 0 ? (std::to_string(100.0 * f.totals.mfu_sum / steps) + "%").c_str()
+  std::snprintf(line, sizeof(line), "FLOPs           %.3e model FLOPs in total, MFU %s\n", figure("total_flops"),
+                f.peak_flops_per_device > 0 ? (std::to_string(100.0 * figure("mean_mfu")) + "%").c_str()
                                             : "n/a (no peak known for this device)");
   card << line;
   std::snprintf(line, sizeof(line), "telemetry       %.0f us per step, %.3f%% of the step time\n",
-                1e6 * f.telemetry_time_s / steps, 100.0 * f.telemetry_time_s / step_time_sum_s);
+                1e6 * f.telemetry_time_s / static_cast<double>(std::max<int64_t>(steps, 1)),
+                100.0 * f.telemetry_time_s / train_time_s);
   card << line;
   card << "run file        " << f.run_file_path << "\n";
   return card.str();

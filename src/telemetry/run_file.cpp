@@ -221,7 +221,6 @@ struct RunFile::Impl {
   double last_wall_time_s = 0;
   std::vector<double> last_gpu_energy_j, last_cpu_energy_j;
   int64_t last_step = -1;
-  StepTotals kept;  // the kept /steps rows' sums
   RunSummaryTotals totals;  // over every row in the file: /summary's arithmetic
   std::optional<RunSummaryTotals> carried;  // what the grids before left this file (/earlier_grids)
 
@@ -400,9 +399,7 @@ struct RunFile::Impl {
       for (size_t c = 0; c < table.specs.size(); ++c) table.pending[c].append_row_of(rows.columns[c], row);
       ++table.pending_rows;
       if (table.group == "steps") {
-        const StepRecord record = record_of_row(step_columns(), rows, row);
-        kept.add(record);
-        totals.add(record);
+        totals.add(record_of_row(step_columns(), rows, row));
       } else {
         totals.add(record_of_row(eval_columns(), rows, row));
       }
@@ -565,7 +562,7 @@ int64_t RunFile::steps_buffered() const { return static_cast<int64_t>(impl_->ste
 int64_t RunFile::evals_written() const { return static_cast<int64_t>(impl_->evals.rows_written); }
 double RunFile::last_wall_time_s() const { return impl_->last_wall_time_s; }
 int64_t RunFile::last_step() const { return impl_->last_step; }
-const StepTotals& RunFile::kept_step_totals() const { return impl_->kept; }
+double RunFile::mean_step_time_s() const { return impl_->totals.mean_step_time_s(); }
 
 double RunFile::last_gpu_energy_j(int rank) const {
   T5S_CHECK(rank >= 0 && static_cast<size_t>(rank) < impl_->world, "rank ", rank, " is not in world_size ",

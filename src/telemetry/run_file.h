@@ -138,9 +138,9 @@ class RunFile {
   double last_gpu_energy_j(int rank) const;  // its newest /steps row's value (NaN if it was unknown)
   double last_cpu_energy_j(int rank) const;
   int64_t last_step() const;              // its largest step (-1 when it had none)
-  // Totals over the /steps rows a resumed file kept (the steps before the resume; zeros for a new file), so that
-  // the run's figures count every attempt.
-  const StepTotals& kept_step_totals() const;
+  // The mean step time over every /steps row of the run so far (kept, appended, and an earlier grid's): the
+  // log line's figure, /summary's arithmetic.
+  double mean_step_time_s() const;
 
  private:
   struct Impl;

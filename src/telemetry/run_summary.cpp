@@ -105,6 +105,8 @@ void RunSummaryTotals::append_metrics(std::vector<std::pair<std::string, Hdf5Val
   }
 }
 
+double RunSummaryTotals::mean_step_time_s() const { return mean(step_time_sum_s_, steps_); }
+
 void RunSummaryTotals::carry_over(const RunSummaryTotals& kept, const EarlierGrids& earlier) {
   *this = RunSummaryTotals{};
 #define T5SCALE_COPY_TOTAL(type, name) name = kept.name;
@@ -225,7 +227,7 @@ std::vector<std::pair<std::string, Hdf5Value>> RunSummaryTotals::figures(const S
   out.emplace_back("estimated_co2_kg",
                    before.estimated_co2_kg + co2_kg(estimated_kwh, terms.carbon_intensity_g_per_kwh));
   out.emplace_back("energy_estimate_method", estimated ? inputs.energy_estimate_method : std::string());
-  out.emplace_back("mean_step_time_s", mean(step_time_sum_s_, steps_));
+  out.emplace_back("mean_step_time_s", mean_step_time_s());
   out.emplace_back("mean_tokens_per_s", mean(tokens_per_s_sum_, steps_));
   out.emplace_back("mean_mfu", mean(mfu_sum_, steps_));
   Maximum memory_peak = memory_peak_bytes_;

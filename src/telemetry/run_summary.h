@@ -108,6 +108,7 @@ class RunSummaryTotals {
   // grids spent.
   void carry_over(const RunSummaryTotals& kept, const EarlierGrids& earlier);
   const std::optional<EarlierGrids>& earlier_grids() const { return earlier_; }
+  double mean_step_time_s() const;  // /summary's figure over the rows added so far
   // /earlier_grids' attributes: `earlier` and the kept rows' totals (rows_*), and back.
   std::vector<std::pair<std::string, Hdf5Value>> earlier_grids_attributes() const;
   // `read` gives the value of the attribute it is asked for.

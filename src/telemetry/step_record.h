@@ -84,16 +84,4 @@ struct EvalRecord {
 
 #undef T5SCALE_DECLARE_FIELD
 
-// Sums over gathered steps: the resource card's and /summary's figures of a run, continued over its attempts (a
-// resumed run starts from its kept rows' totals, RunFile::kept_step_totals()).
-struct StepTotals {
-  int64_t steps = 0, samples = 0, tokens = 0;  // tokens: source + target
-  double step_time_s = 0.0, model_flops = 0.0;
-  double mfu_sum = 0.0;                     // over the rows whose MFU is known
-  double memory_allocated_sum_bytes = 0.0;  // rank 0's, over the rows where it is known
-  double peak_memory_bytes = 0.0;           // the largest of every rank's
-
-  void add(const StepRecord& row);
-};
-
 }  // namespace t5scale

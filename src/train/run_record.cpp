@@ -161,7 +161,6 @@ void RunRecord::start(int64_t resumed_from_step, const std::vector<std::string>&
       if (!warning.empty()) std::printf("[t5scale] run file: %s\n", warning.c_str());
       // Time and energy go on from where the kept rows end; the totals of the steps count the kept rows too.
       wall_offset_s_ = std::isfinite(file_->last_wall_time_s()) ? file_->last_wall_time_s() : 0.0;
-      totals_ = file_->kept_step_totals();
       for (int r = 0; r < world; ++r) {
         const double gpu = file_->last_gpu_energy_j(r), cpu = file_->last_cpu_energy_j(r);
         gpu_energy_offset_j_[static_cast<size_t>(r)] = std::isfinite(gpu) ? gpu : 0.0;
@@ -270,10 +269,10 @@ StepSummary RunRecord::gather_buffered_steps() {
     StepRecord& row = own_rows[k];
     complete_row(row, all, rows, k);
     file_->append_step(row);
-    add_to_totals(row);
+    note_newest_energy(row);
     summary = log_figures(row);
   }
-  summary.mean_step_time_s = totals_.step_time_s / static_cast<double>(std::max<int64_t>(totals_.steps, 1));
+  summary.mean_step_time_s = file_->mean_step_time_s();
   return summary;
 }
 
@@ -313,13 +312,12 @@ void RunRecord::complete_row(StepRecord& row, const std::vector<double>& all, si
   }
 }
 
-// Rank 0's running totals, for the resource card and the summary of a run that ends without one.
-void RunRecord::add_to_totals(const StepRecord& row) {
+// Rank 0's newest cumulative energy of each rank: finish()'s value where the final reading is unknown.
+void RunRecord::note_newest_energy(const StepRecord& row) {
   for (size_t i = 0; i < row.gpu_energy_j.size(); ++i) {
     if (std::isfinite(row.gpu_energy_j[i])) last_gpu_energy_j_[i] = row.gpu_energy_j[i];
     if (std::isfinite(row.cpu_energy_j[i])) last_cpu_energy_j_[i] = row.cpu_energy_j[i];
   }
-  totals_.add(row);
 }
 
 // The log line's figures of a step.
@@ -394,55 +392,25 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
     inputs.estimated_energy_j = estimate.energy_j;
     inputs.energy_estimate_method = estimate.method;
   }
-  const RunAttributes figures = file_->finish(inputs, outcome.status);
-
-  ResourceCardFigures card = card_figures(outcome, inputs, figures);
-  card.estimated_energy_j = std::isfinite(inputs.estimated_energy_j) ? inputs.estimated_energy_j : 0.0;
-  card.energy_estimate_method = inputs.energy_estimate_method;
-  return resource_card(card);
-}
-
-// The resource card's figures: the run's totals on rank 0 and what finish() gathered.
-ResourceCardFigures RunRecord::card_figures(const RunOutcome& outcome, const RunSummaryInputs& inputs,
-                                            const RunAttributes& figures) const {
-  // The run file's final figures, so that the card and /summary say the same: energy over every grid of the run,
-  // the CPU packages counted once per node.
-  auto figure = [&](const std::string& name) {  // NaN where unknown
-    for (const auto& [key, value] : figures) {
-      if (key == name && std::holds_alternative<double>(value)) return std::get<double>(value);
-    }
-    return std::numeric_limits<double>::quiet_NaN();
-  };
-  auto joules_of = [&](const std::string& name) {
-    const double kwh = figure(name);
-    return std::isfinite(kwh) ? kwh * kJoulesPerKwh : 0.0;
-  };
   ResourceCardFigures card;
+  card.summary = file_->finish(inputs, outcome.status);  // every attempt and grid of the run
   card.run_name = config_.run.name;
-  card.status = outcome.status;
-  card.world_size = in_.world_size;
+  card.world_size = world;
   card.tp = grid_.tp_size;
   card.dp = grid_.dp_size;
   card.nodes = nodes_;
   card.on_gpu = in_.device.is_cuda();
   card.device_names = device_names_;
-  card.wall_time_s = figure("wall_time_s");  // the run's, earlier grids included
-  card.train_time_s = outcome.train_time_s;
-  card.eval_time_s = outcome.eval_time_s;
   card.price_per_node_hour_usd = config_.cost.price_per_node_hour_usd;
   card.low_priority_price_per_node_hour_usd = config_.cost.low_priority_price_per_node_hour_usd;
-  card.host_peak_bytes = *std::max_element(inputs.host_memory_bytes.begin(), inputs.host_memory_bytes.end());
   card.gpu_energy_source = meter_->gpu_energy_source();
   card.cpu_energy_source = meter_->cpu_energy_source();
-  card.gpu_energy_j = joules_of("gpu_energy_kwh");
-  card.cpu_energy_j = joules_of("cpu_energy_kwh");
   card.pue = config_.cost.pue;
   card.carbon_intensity_g_per_kwh = config_.cost.carbon_intensity_g_per_kwh;
-  card.totals = totals_;
   card.peak_flops_per_device = peak_flops_per_device_;
   card.telemetry_time_s = outcome.telemetry_time_s;
   card.run_file_path = path_;
-  return card;
+  return resource_card(card);
 }
 
 }  // namespace t5scale

@@ -3,7 +3,7 @@
 // steps that need them (a log line, a flush of the run file, a checkpoint, the end), and rank 0 appends them to
 // the HDF5 run file (telemetry/run_file.h) with throughput and MFU. Gathering every flush_every_steps rather than
 // every step keeps the recording's cost, collectives included, a small fraction of a step. At the end it writes the
-// summary and returns the resource card (telemetry/resource_card.h) of the run's totals.
+// summary and returns the resource card (telemetry/resource_card.h) of its figures.
 #pragma once
 
 #include <torch/torch.h>
@@ -46,8 +46,7 @@ struct StepSummary {
 
 struct RunOutcome {
   std::string status;  // completed, preempted, diverged, failed
-  double train_time_s = 0.0, eval_time_s = 0.0;
-  double telemetry_time_s = 0.0;  // spent in observe_step over the whole attempt (the overhead of recording)
+  double telemetry_time_s = 0.0;  // spent in observe_step over every attempt (the overhead of recording)
 };
 
 class RunRecord {
@@ -90,10 +89,8 @@ class RunRecord {
   std::vector<double> gather(const std::vector<double>& mine);  // (world x n) row-major on every rank
   StepSummary gather_buffered_steps();                           // collective; appends on rank 0
   void complete_row(StepRecord& row, const std::vector<double>& gathered, size_t rows, size_t k);
-  void add_to_totals(const StepRecord& row);
+  void note_newest_energy(const StepRecord& row);
   StepSummary log_figures(const StepRecord& row) const;
-  ResourceCardFigures card_figures(const RunOutcome& outcome, const RunSummaryInputs& inputs,
-                                   const RunAttributes& figures) const;
 
   // This rank's measurements since the last gather, one row each; rank 0 also keeps the rows to complete.
   std::vector<std::vector<double>> pending_measurements_;
@@ -115,12 +112,10 @@ class RunRecord {
   std::unique_ptr<ReservedFailureNote> note_;  // this rank's note, its space reserved at start()
   bool recording_ = false;       // between start() and finish() or record_failure()
 
-  // Rank 0's running figures (for the log, the card and the summary).
+  // Rank 0's offsets of a resumed run and newest energy readings (the run file holds the totals).
   double wall_offset_s_ = 0.0;
   std::vector<double> gpu_energy_offset_j_, cpu_energy_offset_j_;
   std::vector<double> last_gpu_energy_j_, last_cpu_energy_j_;
-  // Over every attempt: a resumed run starts from the kept rows' totals (RunFile::kept_step_totals).
-  StepTotals totals_;
 };
 
 }  // namespace t5scale

@@ -354,7 +354,6 @@ bool TrainingJob::train_step() {
   const StepResult result = trainer_->step(micro_batches, lr);
   step_ += 1;
   const double step_time_s = seconds_since(step_start);
-  train_time_s_ += step_time_s;
   if (!result.skipped && !std::isfinite(result.loss)) return false;
 
   // The trainer filled its fields (loss, lr, phase times, ...); the job adds what it alone knows.
@@ -407,7 +406,6 @@ void TrainingJob::evaluate_now(bool final_evaluation) {
       evaluate(model, grid_, *eval_examples_, options, [this](const std::vector<int32_t>& ids) { return decode(ids); },
                device_);
   model.train();
-  eval_time_s_ += result.eval_time_s;
   record_->observe_evaluation(step_, prefetcher_->epoch_fraction(), result);
 
   std::string line = msg("eval step ", step_, " | ", result.num_examples, " examples");
@@ -482,8 +480,6 @@ int TrainingJob::finish(const std::string& status) {
   record_exit_code(exit_code);
   RunOutcome outcome;
   outcome.status = status;
-  outcome.train_time_s = train_time_s_;
-  outcome.eval_time_s = eval_time_s_;
   outcome.telemetry_time_s = telemetry_time_s_;
   const std::string card = record_->finish(outcome);
   if (rank0()) std::cout << card << std::flush;

@@ -60,8 +60,7 @@ void TrainingJob::resume_or_start() {
   prefetcher_->restore(s.at("sampler").get<SamplerPosition>());
   trainer_->set_loss_scale_state(s.at("loss_scale").get<double>(), s.at("steps_since_overflow").get<int64_t>());
   step_ = loaded->step;
-  train_time_s_ = s.at("train_time_s").get<double>();
-  telemetry_time_s_ = s.value("telemetry_time_s", 0.0);  // kept since the card counts every attempt's steps
+  telemetry_time_s_ = s.value("telemetry_time_s", 0.0);  // the card counts every attempt's steps
   if (early_stopping_ && s.contains("early_stopping")) early_stopping_->from_json(s.at("early_stopping"));
   last_checkpoint_step_ = step_;
   record_->start(/*resumed_from_step=*/step_, config_changes_);
@@ -134,7 +133,6 @@ nlohmann::json TrainingJob::run_state() const {
   nlohmann::json state = {{"sampler", prefetcher_->position()},
                           {"loss_scale", trainer_->loss_scale()},
                           {"steps_since_overflow", trainer_->steps_since_overflow()},
-                          {"train_time_s", train_time_s_},
                           {"telemetry_time_s", telemetry_time_s_},
                           {"config_yaml", to_yaml(config_)},
                           {"config_changes", config_changes_}};

@@ -187,9 +187,7 @@ class TrainingJob {
 
   // Progress.
   int64_t step_ = 0;  // optimizer steps completed
-  double train_time_s_ = 0.0;
-  double eval_time_s_ = 0.0;
-  double telemetry_time_s_ = 0.0;
+  double telemetry_time_s_ = 0.0;  // the recording's cost over every attempt (the checkpoint carries it)
   std::optional<EarlyStopping> early_stopping_;
   Clock::time_point last_checkpoint_ = Clock::now();
   int64_t last_checkpoint_step_ = -1;

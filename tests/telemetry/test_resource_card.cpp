@@ -10,37 +10,57 @@
 namespace t5scale {
 namespace {
 
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+// Sets /summary's figure `name` (added when absent).
+void set_figure(ResourceCardFigures& f, const std::string& name, const Hdf5Value& value) {
+  for (auto& [key, v] : f.summary) {
+    if (key == name) {
+      v = value;
+      return;
+    }
+  }
+  f.summary.emplace_back(name, value);
+}
+
 ResourceCardFigures two_gpu_nodes() {
   ResourceCardFigures f;
   f.run_name = "xl-4n";
-  f.status = "completed";
   f.world_size = 16;
   f.tp = 4;
   f.dp = 4;
   f.nodes = 2;
   f.on_gpu = true;
   f.device_names = "NVIDIA H100 80GB HBM3";
-  f.wall_time_s = 3600.0;
-  f.train_time_s = 3000.0;
-  f.eval_time_s = 500.0;
-  f.price_per_node_hour_usd = 2.5;  // 2 nodes x 1 h: 5 USD
-  f.host_peak_bytes = 3.0 * 1024 * 1024 * 1024;
-  f.totals.memory_allocated_sum_bytes = 100 * 40.0 * 1024 * 1024 * 1024;  // 40 GiB a step
-  f.totals.peak_memory_bytes = 60.5 * 1024 * 1024 * 1024;
+  f.price_per_node_hour_usd = 2.5;
   f.gpu_energy_source = "nvml_energy_counter";
   f.cpu_energy_source = "none";
-  f.gpu_energy_j = 3.6e6;  // 1 kWh, x PUE 1.5 = 1.5 kWh, x 400 g/kWh = 0.6 kg
   f.pue = 1.5;
   f.carbon_intensity_g_per_kwh = 400.0;
-  f.totals.steps = 100;
-  f.totals.samples = 1000;
-  f.totals.tokens = 512000;
-  f.totals.step_time_s = 10.0;  // 100 samples/s, 51200 tokens/s, 0.1 s per step
-  f.totals.model_flops = 1.5e15;
-  f.totals.mfu_sum = 40.0;  // 0.4 per step on average: 40%
   f.peak_flops_per_device = 989e12;
-  f.telemetry_time_s = 0.01;  // 100 us per step, 0.1% of the step time
+  f.telemetry_time_s = 3.0;  // 30000 us per step, 0.1% of the step time
   f.run_file_path = "results/xl/xl-4n.h5";
+  f.summary = {{"status", std::string("completed")},
+               {"wall_time_s", 3600.0},
+               {"train_time_s", 3000.0},  // 100 samples/s, 51200 tokens/s
+               {"eval_time_s", 500.0},
+               {"steps_completed", int64_t{100}},
+               {"samples_total", int64_t{300000}},
+               {"tokens_total", int64_t{153600000}},
+               {"gpu_energy_kwh", 1.0},  // 3600 kJ
+               {"cpu_energy_kwh", std::numeric_limits<double>::quiet_NaN()},
+               {"energy_kwh", 1.5},  // x PUE 1.5, x 400 g/kWh: 0.6 kg
+               {"cost_usd", 5.0},    // 2 nodes x 1 h at 2.5 USD: 2 node-hours
+               {"co2_kg", 0.6},
+               {"estimated_energy_kwh", std::numeric_limits<double>::quiet_NaN()},
+               {"estimated_co2_kg", std::numeric_limits<double>::quiet_NaN()},
+               {"energy_estimate_method", std::string("")},
+               {"mean_step_time_s", 30.0},
+               {"mean_mfu", 0.4},
+               {"peak_memory_bytes", 60.5 * kGiB},
+               {"mean_memory_allocated_bytes", 40.0 * kGiB},
+               {"peak_host_memory_bytes", 3.0 * kGiB},
+               {"total_flops", 1.5e15}};
   return f;
 }
 
@@ -53,9 +73,9 @@ TEST(ResourceCard, FiguresWorkedOutByHand) {
   EXPECT_TRUE(has_line(card, "---- resource card: xl-4n (completed) ----")) << card;
   EXPECT_TRUE(has_line(card, "grid            16 GPU ranks = tp 4 x dp 4 on 2 node(s); NVIDIA H100 80GB HBM3")) << card;
   EXPECT_TRUE(has_line(card, "duration        3600.0 s wall (3000.0 s training, 500.0 s evaluation)")) << card;
-  EXPECT_TRUE(has_line(card, "cost            5.0000 USD (2.50 USD per node-hour x 2 node(s))")) << card;
+  EXPECT_TRUE(has_line(card, "cost            5.0000 USD (2.50 USD per node-hour x 2.0000 node-hours)")) << card;
   EXPECT_TRUE(has_line(card, "cost low-prio   unknown (cost.low_priority_price_per_node_hour_usd not set)")) << card;
-  EXPECT_TRUE(has_line(card, "memory          40.00 GiB average allocated (rank 0), 60.50 GiB peak allocated (max "
+  EXPECT_TRUE(has_line(card, "memory          40.00 GiB mean allocated (over ranks), 60.50 GiB peak allocated (max "
                              "over GPUs); host peak resident set 3.00 GiB (max over ranks)"))
       << card;
   EXPECT_TRUE(has_line(card, "GPU energy      3600.000000 kJ (nvml_energy_counter)")) << card;
@@ -63,9 +83,9 @@ TEST(ResourceCard, FiguresWorkedOutByHand) {
   EXPECT_TRUE(has_line(card, "emissions       0.600000 kg CO2eq (1.000000 kWh x PUE 1.50 x 400 g/kWh; measured "
                              "sources only)"))
       << card;
-  EXPECT_TRUE(has_line(card, "throughput      100.0 samples/s, 51200 tokens/s, 0.100 s per step (100 steps)")) << card;
+  EXPECT_TRUE(has_line(card, "throughput      100.0 samples/s, 51200 tokens/s, 30.000 s per step (100 steps)")) << card;
   EXPECT_TRUE(has_line(card, "FLOPs           1.500e+15 model FLOPs in total, MFU 40.000000%")) << card;
-  EXPECT_TRUE(has_line(card, "telemetry       100 us per step, 0.100% of the step time")) << card;
+  EXPECT_TRUE(has_line(card, "telemetry       30000 us per step, 0.100% of the step time")) << card;
   EXPECT_TRUE(has_line(card, "run file        results/xl/xl-4n.h5")) << card;
 }
 
@@ -75,11 +95,15 @@ TEST(ResourceCard, CpuRanksWithoutMetersOrPrices) {
   f.world_size = 4;
   f.price_per_node_hour_usd = 0.0;
   f.gpu_energy_source = "none";
-  f.gpu_energy_j = 0.0;
   f.peak_flops_per_device = 0.0;
-  f.totals.steps = 0;
+  set_figure(f, "gpu_energy_kwh", std::numeric_limits<double>::quiet_NaN());
+  set_figure(f, "energy_kwh", std::numeric_limits<double>::quiet_NaN());
+  set_figure(f, "co2_kg", std::numeric_limits<double>::quiet_NaN());
+  set_figure(f, "cost_usd", 0.0);
+  f.low_priority_price_per_node_hour_usd = 0.5;  // without the dedicated price: 2 nodes x the wall time of 1 h
   const std::string card = resource_card(f);
   EXPECT_TRUE(has_line(card, "cost            unknown (cost.price_per_node_hour_usd not set)")) << card;
+  EXPECT_TRUE(has_line(card, "cost low-prio   1.0000 USD (0.50 USD per node-hour x 2.0000 node-hours)")) << card;
   EXPECT_TRUE(
       has_line(card, "memory          host peak resident set 3.00 GiB (max over 4 CPU ranks; no device memory)"))
       << card;
@@ -87,8 +111,9 @@ TEST(ResourceCard, CpuRanksWithoutMetersOrPrices) {
   // Nothing measured: unknown, with the estimate beside it as one (never "0.000000 kg").
   EXPECT_EQ(card.find("0.000000 kg"), std::string::npos) << card;
   EXPECT_TRUE(has_line(card, "emissions       unknown (no energy measured)")) << card;
-  f.estimated_energy_j = 3.6e6;  // 1 kWh, x PUE 1.5, x 400 g/kWh: 0.6 kg
-  f.energy_estimate_method = "CodeCarbon constant mode, per node: ...";
+  set_figure(f, "estimated_energy_kwh", 1.5);  // 1 kWh x PUE 1.5, x 400 g/kWh: 0.6 kg
+  set_figure(f, "estimated_co2_kg", 0.6);
+  set_figure(f, "energy_estimate_method", std::string("CodeCarbon constant mode, per node: ..."));
   const std::string estimated = resource_card(f);
   EXPECT_TRUE(has_line(estimated, "emissions       unknown (no energy measured); estimated 0.600000 kg CO2eq (1.000000 "
                                   "kWh x PUE 1.50 x 400 g/kWh)"))
