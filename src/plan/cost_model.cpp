@@ -9,12 +9,10 @@
 
 namespace t5scale {
 
-double forward_flops(const ModelConfig& m, const BatchShape& batch) {
-  T5S_CHECK(batch.rows > 0 && batch.source_length > 0 && batch.target_length > 0,
-            "a batch shape needs positive rows and lengths, got ", batch.rows, " x (", batch.source_length, ", ",
-            batch.target_length, ")");
-  const double b = static_cast<double>(batch.rows);
-  const double s = static_cast<double>(batch.source_length), t = static_cast<double>(batch.target_length);
+namespace {
+
+// Forward FLOPs of one example with source length s and target length t (forward_flops' terms per row).
+double example_forward_flops(const ModelConfig& m, double s, double t) {
   const double d = static_cast<double>(m.d_model), inner = static_cast<double>(m.inner_dim());
   const double ff_inputs = m.feed_forward == FeedForwardKind::kGatedGelu ? 2.0 : 1.0;
   const double feed_forward_per_token = 2.0 * (ff_inputs + 1.0) * d * static_cast<double>(m.d_ff);
@@ -28,11 +26,34 @@ double forward_flops(const ModelConfig& m, const BatchShape& batch) {
                                t * (2.0 * 2.0 * d * inner + 2.0 * 2.0 * s * inner) + s * (2.0 * 2.0 * d * inner) +
                                t * feed_forward_per_token;
   const double lm_head = t * 2.0 * d * static_cast<double>(m.vocab_size);
-  return b * (static_cast<double>(m.num_layers) * encoder_block +
-              static_cast<double>(m.num_decoder_layers) * decoder_block + lm_head);
+  return static_cast<double>(m.num_layers) * encoder_block + static_cast<double>(m.num_decoder_layers) * decoder_block +
+         lm_head;
+}
+
+}  // namespace
+
+double forward_flops(const ModelConfig& m, const BatchShape& batch) {
+  T5S_CHECK(batch.rows > 0 && batch.source_length > 0 && batch.target_length > 0,
+            "a batch shape needs positive rows and lengths, got ", batch.rows, " x (", batch.source_length, ", ",
+            batch.target_length, ")");
+  return static_cast<double>(batch.rows) * example_forward_flops(m, static_cast<double>(batch.source_length),
+                                                                 static_cast<double>(batch.target_length));
 }
 
 double training_flops(const ModelConfig& model, const BatchShape& batch) { return 3.0 * forward_flops(model, batch); }
+
+double unpadded_training_flops(const ModelConfig& model, const std::vector<int64_t>& source_lengths,
+                               const std::vector<int64_t>& target_lengths) {
+  T5S_CHECK(source_lengths.size() == target_lengths.size(), "unpadded_training_flops: ", source_lengths.size(),
+            " source lengths and ", target_lengths.size(), " target lengths");
+  double total = 0.0;
+  for (size_t i = 0; i < source_lengths.size(); ++i) {
+    T5S_CHECK(source_lengths[i] >= 0 && target_lengths[i] >= 0, "unpadded_training_flops: example ", i,
+              " has lengths ", source_lengths[i], " and ", target_lengths[i]);
+    total += example_forward_flops(model, static_cast<double>(source_lengths[i]), static_cast<double>(target_lengths[i]));
+  }
+  return 3.0 * total;
+}
 
 int64_t parameters_per_rank(const ModelConfig& c, int tp) {
   int64_t total = 0;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/model_config.h"
 
@@ -24,6 +25,11 @@ double forward_flops(const ModelConfig& model, const BatchShape& batch);
 // Model FLOPs of a training step on it: forward + backward = 3 x forward. Activation recomputation is not
 // counted (model FLOPs, not hardware FLOPs), so MFU does not reward recomputing.
 double training_flops(const ModelConfig& model, const BatchShape& batch);
+// Model FLOPs of a training step on examples of their own lengths, padding not counted: the sum of each example's
+// training_flops as a batch of one. The same examples count the same on every grid, however they were batched and
+// padded (a run's recorded model_flops, and so its MFU).
+double unpadded_training_flops(const ModelConfig& model, const std::vector<int64_t>& source_lengths,
+                               const std::vector<int64_t>& target_lengths);
 
 // Under ZeRO-2 the whole buckets a rank holds at once: one being filled and the others being reduced (the gradient
 // buckets of train/ leave kZero2BucketsHeld - 1 reductions outstanding).

@@ -42,7 +42,7 @@ using PerRank = std::vector<double>;
   FIELD(comm_exposed_time_s, double, "s", kUnknownValue)    /* DP reductions not hidden behind backward */     \
   FIELD(tokens_per_s, double, "tokens/s", kUnknownValue)    /* (source + target tokens) / step_time_s */       \
   FIELD(samples_per_s, double, "samples/s", kUnknownValue)                                                     \
-  FIELD(model_flops, double, "FLOP", kUnknownValue)         /* model FLOPs of this step, all ranks together */ \
+  FIELD(model_flops, double, "FLOP", kUnknownValue)         /* of its examples, unpadded, all replicas */      \
   FIELD(mfu, double, "fraction", kUnknownValue)             /* model_flops / (step_time_s peak world_size) */  \
   FIELD(memory_allocated_bytes, PerRank, "B", {})           /* NaN where not measured (a CPU rank) */          \
   FIELD(memory_reserved_bytes, PerRank, "B", {})                                                               \

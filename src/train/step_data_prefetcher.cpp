@@ -2,14 +2,28 @@
 
 #include <chrono>
 
+#include "core/ignore_index.h"
+#include "plan/cost_model.h"
+
 namespace t5scale {
 
+namespace {
+
+// Each row's tokens: the source's unmasked positions, the target's labels that count (kIgnoreIndex pads them).
+std::vector<int64_t> row_counts(const torch::Tensor& counted) {
+  const torch::Tensor per_row = counted.sum(1).to(torch::kInt64).contiguous();
+  return std::vector<int64_t>(per_row.data_ptr<int64_t>(), per_row.data_ptr<int64_t>() + per_row.numel());
+}
+
+}  // namespace
+
 StepDataPrefetcher::StepDataPrefetcher(DistributedBatchSampler& sampler, ExampleSource& source, CollateOptions collate,
-                                       bool pin_memory)
+                                       bool pin_memory, const ModelConfig& model)
     : sampler_(sampler),
       source_(source),
       collate_(collate),
       pin_memory_(pin_memory),
+      model_(model),
       handed_position_(sampler.position()),
       handed_epoch_(sampler.epoch_fraction()) {}
 
@@ -24,7 +38,9 @@ std::future<StepData> StepDataPrefetcher::prepare_next() {
     for (const auto& micro_batch : indices) {
       Seq2SeqBatch batch = collate(source_.fetch(micro_batch), collate_);
       data.samples += batch.input_ids.size(0);
-      data.source_tokens += batch.attention_mask.sum().item<int64_t>();
+      const std::vector<int64_t> source_lengths = row_counts(batch.attention_mask);
+      for (const int64_t n : source_lengths) data.source_tokens += n;
+      data.model_flops += unpadded_training_flops(model_, source_lengths, row_counts(batch.labels != kIgnoreIndex));
       if (pin_memory_) batch = pinned(batch);
       data.micro_batches.push_back(std::move(batch));
     }

@@ -21,14 +21,17 @@ struct StepData {
   std::vector<Seq2SeqBatch> micro_batches;
   int64_t samples = 0;
   int64_t source_tokens = 0;  // unpadded
+  double model_flops = 0.0;   // of a training step on these examples, unpadded (plan/cost_model.h)
   SamplerPosition position_after;  // the sampler's position once this step is taken
   double epoch_after = 0.0;        // the epoch fraction once this step is taken
 };
 
 class StepDataPrefetcher {
  public:
-  // pin_memory: page-locked host memory for the batches (a CUDA device reads them); false on the CPU.
-  StepDataPrefetcher(DistributedBatchSampler& sampler, ExampleSource& source, CollateOptions collate, bool pin_memory);
+  // pin_memory: page-locked host memory for the batches (a CUDA device reads them); false on the CPU. `model`: what
+  // a step's model FLOPs are counted for.
+  StepDataPrefetcher(DistributedBatchSampler& sampler, ExampleSource& source, CollateOptions collate, bool pin_memory,
+                     const ModelConfig& model);
   ~StepDataPrefetcher();  // waits for a preparation in flight
   StepDataPrefetcher(const StepDataPrefetcher&) = delete;
   StepDataPrefetcher& operator=(const StepDataPrefetcher&) = delete;
@@ -50,6 +53,7 @@ class StepDataPrefetcher {
   ExampleSource& source_;
   CollateOptions collate_;
   bool pin_memory_;
+  ModelConfig model_;
   std::future<StepData> prepared_;
   SamplerPosition handed_position_;
   double handed_epoch_ = 0.0;

@@ -237,7 +237,7 @@ void TrainingJob::set_up_sampler() {
   sampler_ = std::make_unique<DistributedBatchSampler>(train_examples_->source_lengths(),
                                                        train_examples_->target_lengths(), options);
   prefetcher_ = std::make_unique<StepDataPrefetcher>(*sampler_, *train_examples_, collate_options_,
-                                                     /*pin_memory=*/device_.is_cuda());
+                                                     /*pin_memory=*/device_.is_cuda(), model_config_);
 }
 
 void TrainingJob::set_up_model_and_trainer() {
@@ -364,11 +364,7 @@ bool TrainingJob::train_step() {
   observation.source_tokens = data.source_tokens;  // likewise
   observation.step_time_s = step_time_s;
   observation.data_time_s = data_time_s;
-  observation.model_flops = 0.0;  // this replica's micro-batches; likewise
-  for (const auto& b : micro_batches) {
-    observation.model_flops +=
-        training_flops(model_config_, BatchShape{b.input_ids.size(0), b.input_ids.size(1), b.labels.size(1)});
-  }
+  observation.model_flops = data.model_flops;      // likewise, on the examples' own lengths
   // The buffered telemetry is gathered for a log line and at each run-file flush.
   const bool log_now = step_ % config_.train.log_every == 0 || step_ == total_steps_;
   const bool gather_now = log_now || step_ % config_.telemetry.flush_every_steps == 0;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The demo study, shortened, run by the real trainer, then t5scale-analyze on its run files: every run appears in
-# the runs table as completed, the scaling table covers the 1, 2 and 4-rank runs, and the report is written; where
-# no energy was measured (no NVML, no RAPL), the trainer's resource card, the run file and the analysis's card all
-# say "unknown" with the same estimate beside it.
+# the runs table as completed, the scaling table covers the 1, 2 and 4-rank runs, every run counts the same model
+# FLOPs (the same examples, unpadded), and the report is written; where no energy was measured (no NVML, no RAPL),
+# the trainer's resource card, the run file and the analysis's card all say "unknown" with the same estimate beside
+# it.
 #   demo_study_analysis.sh BUILD_DIR WORK_DIR PYTHON
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -32,10 +33,12 @@ assert "w4-tp2-dp2" in html and "<img" in html, "the report lacks runs or figure
 
 cards = (work / "report" / "cards.md").read_text()
 estimated = 0
+flops = {}
 for name in runs["run_id"]:
     with h5py.File(work / f"{name}.h5", "r") as f:
         measured = f.attrs["energy_source_gpu"] != b"none" or f.attrs["energy_source_cpu"] != b"none"
         summary = dict(f["summary"].attrs)
+    flops[name] = float(summary["total_flops"])
     card = log.split(f"---- resource card: {name} ")[1].split("---- resource card:")[0]
     if measured:
         assert math.isnan(summary["estimated_energy_kwh"]) and summary["energy_estimate_method"] == b"", summary
@@ -46,5 +49,9 @@ for name in runs["run_id"]:
     line = re.search(r"emissions +unknown \(no energy measured\); estimated ([0-9.]+) kg", card)
     assert line and abs(float(line.group(1)) - co2) <= 5e-7 + 1e-6 * co2, f"{name}: card {line and line.group(0)} vs {co2}"
     assert f"unknown (energy not measured); estimated {co2:.4g} (kg CO2eq" in cards, f"{name}: {co2:.4g} not in cards.md"
+# The same examples on every grid: the same model FLOPs, counted on their own lengths whatever the micro-batches'
+# padding (a replica's smaller micro-batches pad less).
+first = next(iter(flops.values()))
+assert all(abs(v - first) <= 1e-9 * first for v in flops.values()), f"total FLOPs differ between grids: {flops}"
 print(f"demo study analysed: {len(runs)} runs ({estimated} with estimated energy), report {work / 'report' / 'report.html'}")
 PY

@@ -8,6 +8,7 @@
 
 #include "gpu/gpu_test_support.h"
 #include "model/t5_model.h"
+#include "plan/cost_model.h"
 #include "support/operator_count.h"
 #include "support/synthetic_task.h"
 #include "support/test_support.h"
@@ -163,10 +164,11 @@ TEST(CudaTraining, PinnedHostBatchesAndNoMaskWhenNothingIsPadded) {
   BatchSamplerOptions options;
   options.global_batch = 8;
   DistributedBatchSampler sampler(source.source_lengths(), source.target_lengths(), options);
-  StepDataPrefetcher prefetcher(sampler, source, CollateOptions{}, /*pin_memory=*/true);
+  StepDataPrefetcher prefetcher(sampler, source, CollateOptions{}, /*pin_memory=*/true, small_model());
   const StepData data = prefetcher.next();
   ASSERT_TRUE(data.micro_batches[0].input_ids.is_pinned());
   ASSERT_TRUE(data.micro_batches[0].attention_mask.all().item<bool>()) << "equal lengths: nothing padded";
+  EXPECT_EQ(data.model_flops, training_flops(small_model(), BatchShape{8, 6, 4})) << "nothing padded: the shape's";
   T5Model model(small_model(), gpu_grid().tp,
                 torch::TensorOptions().dtype(torch::kBFloat16).device(gpu_grid().device()));
   model->initialize_weights(2);

@@ -1,5 +1,5 @@
-// The cost model against PyTorch's FlopCounterMode on transformers' T5 (forward and backward FLOPs, exact), and
-// the memory prediction's arithmetic.
+// The cost model against PyTorch's FlopCounterMode on transformers' T5 (forward and backward FLOPs, exact; the
+// unpadded count of equal examples too), and the memory prediction's arithmetic.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -41,7 +41,24 @@ TEST(CostModel, FlopsEqualFlopCounterModeOnTransformersT5) {
     // Integer counts far below 2^53: the arithmetic is exact in double.
     EXPECT_EQ(forward_flops(model, batch), forward) << c.at("name");
     EXPECT_EQ(training_flops(model, batch), forward + backward) << c.at("name");
+    // The same examples counted one by one on their own (here equal) lengths.
+    const auto rows = static_cast<size_t>(batch.rows);
+    EXPECT_EQ(unpadded_training_flops(model, std::vector<int64_t>(rows, batch.source_length),
+                                      std::vector<int64_t>(rows, batch.target_length)),
+              forward + backward)
+        << c.at("name");
   }
+}
+
+TEST(CostModel, UnpaddedFlopsCountEachExampleOnItsOwnLengths) {
+  const ModelConfig model = tiny_model_config(64);
+  // Two examples, (3, 7) and (11, 2) tokens: what each costs as a batch of one; padded to (11, 7), both cost more.
+  const double each = training_flops(model, BatchShape{1, 3, 7}) + training_flops(model, BatchShape{1, 11, 2});
+  EXPECT_EQ(unpadded_training_flops(model, {3, 11}, {7, 2}), each);
+  EXPECT_LT(each, training_flops(model, BatchShape{2, 11, 7}));
+  EXPECT_EQ(unpadded_training_flops(model, {}, {}), 0.0);
+  EXPECT_THROW(unpadded_training_flops(model, {3, 11}, {7}), std::exception);
+  EXPECT_THROW(unpadded_training_flops(model, {-1}, {7}), std::exception);
 }
 
 TEST(CostModel, ParametersPerRankSplitEverythingButTheNorms) {

@@ -1,6 +1,7 @@
 // The loop's data loader: the steps it hands out are the sampler's, collated, in order, whatever runs ahead; the
 // next step is read on another thread while the caller works; a checkpoint's position is that of the next step to
-// hand out; an error reading a step surfaces at that step. And the trainer copies an unpadded batch without its mask.
+// hand out; an error reading a step surfaces at that step; a step counts the model FLOPs of its examples unpadded.
+// And the trainer copies an unpadded batch without its mask.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "plan/cost_model.h"
 #include "support/operator_count.h"
 #include "support/synthetic_task.h"
 #include "support/test_support.h"
@@ -62,7 +64,9 @@ DistributedBatchSampler make_sampler(ExampleSource& source) {
 TEST(StepDataPrefetcher, HandsOutTheSamplersStepsInOrderWithTheirPositions) {
   CountingExamples source, reference_source;
   DistributedBatchSampler sampler = make_sampler(source), reference = make_sampler(reference_source);
-  StepDataPrefetcher prefetcher(sampler, source, CollateOptions{}, /*pin_memory=*/false);
+  const ModelConfig model = tiny_model_config(64);
+  StepDataPrefetcher prefetcher(sampler, source, CollateOptions{}, /*pin_memory=*/false, model);
+  double counted_flops = 0.0, padded_flops = 0.0;
   for (int step = 0; step < 12; ++step) {  // across two epoch boundaries
     const StepData data = prefetcher.next();
     const auto indices = reference.next_step();
@@ -73,17 +77,29 @@ TEST(StepDataPrefetcher, HandsOutTheSamplersStepsInOrderWithTheirPositions) {
       EXPECT_TRUE(torch::equal(data.micro_batches[m].labels, expected.labels)) << "step " << step;
     }
     EXPECT_EQ(data.samples, 8);
+    // Model FLOPs on each example's own lengths (CountingExamples: 3 + i % 7 and 2 + i % 3), not the padded ones.
+    double unpadded = 0.0, padded = 0.0;
+    for (const auto& micro_batch : indices) {
+      for (const int64_t i : micro_batch) unpadded += training_flops(model, BatchShape{1, 3 + i % 7, 2 + i % 3});
+      const Seq2SeqBatch expected = collate(reference_source.fetch(micro_batch));
+      padded += training_flops(model, BatchShape{expected.input_ids.size(0), expected.input_ids.size(1),
+                                                 expected.labels.size(1)});
+    }
+    EXPECT_NEAR(data.model_flops, unpadded, 1e-12 * unpadded) << "step " << step;
+    counted_flops += data.model_flops;
+    padded_flops += padded;
     EXPECT_EQ(prefetcher.position(), reference.position()) << "step " << step;
     EXPECT_EQ(data.epoch_after, reference.epoch_fraction());
     EXPECT_EQ(prefetcher.epoch_fraction(), reference.epoch_fraction());
     EXPECT_FALSE(sampler.position() == reference.position()) << "the sampler runs a step ahead";
   }
+  EXPECT_LT(counted_flops, 0.95 * padded_flops) << "the batches pad: the padded shapes count more";
 }
 
 TEST(StepDataPrefetcher, ReadsTheNextStepWhileTheCallerWorks) {
   CountingExamples source;
   DistributedBatchSampler sampler = make_sampler(source);
-  StepDataPrefetcher prefetcher(sampler, source, CollateOptions{}, false);
+  StepDataPrefetcher prefetcher(sampler, source, CollateOptions{}, false, tiny_model_config(64));
   prefetcher.next();
   EXPECT_GE(source.fetches.load(), 2);  // the first step's two micro-batches
   // Without another call, the following step's micro-batches are read.
@@ -97,7 +113,7 @@ TEST(StepDataPrefetcher, ReadsTheNextStepWhileTheCallerWorks) {
 TEST(StepDataPrefetcher, RestoreServesFromThePositionAgain) {
   CountingExamples source, reference_source;
   DistributedBatchSampler sampler = make_sampler(source), reference = make_sampler(reference_source);
-  StepDataPrefetcher prefetcher(sampler, source, CollateOptions{}, false);
+  StepDataPrefetcher prefetcher(sampler, source, CollateOptions{}, false, tiny_model_config(64));
   prefetcher.next();
   const SamplerPosition saved = prefetcher.position();  // what a checkpoint after step 1 saves
   prefetcher.next();
@@ -117,7 +133,7 @@ TEST(StepDataPrefetcher, AReadErrorSurfacesAtItsStep) {
   const int64_t in_second_step = order.next_step()[1][0];  // an example of step 2's second micro-batch
   CountingExamples source(in_second_step);
   DistributedBatchSampler sampler = make_sampler(source);
-  StepDataPrefetcher prefetcher(sampler, source, CollateOptions{}, false);
+  StepDataPrefetcher prefetcher(sampler, source, CollateOptions{}, false, tiny_model_config(64));
   EXPECT_NO_THROW(prefetcher.next()) << "step 1 is readable, step 2 (being read ahead) is not";
   const std::string error = testing::error_of([&] { prefetcher.next(); });
   EXPECT_NE(error.find("example " + std::to_string(in_second_step) + " is unreadable"), std::string::npos) << error;
