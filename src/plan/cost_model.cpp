@@ -50,7 +50,8 @@ double unpadded_training_flops(const ModelConfig& model, const std::vector<int64
   for (size_t i = 0; i < source_lengths.size(); ++i) {
     T5S_CHECK(source_lengths[i] >= 0 && target_lengths[i] >= 0, "unpadded_training_flops: example ", i,
               " has lengths ", source_lengths[i], " and ", target_lengths[i]);
-    total += example_forward_flops(model, static_cast<double>(source_lengths[i]), static_cast<double>(target_lengths[i]));
+    total += example_forward_flops(model, static_cast<double>(source_lengths[i]),
+                                   static_cast<double>(target_lengths[i]));
   }
   return 3.0 * total;
 }
