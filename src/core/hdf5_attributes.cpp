@@ -63,4 +63,11 @@ std::optional<Hdf5Value> read_attribute(hid_t location, const std::string& name,
   }
 }
 
+const Hdf5Value* find_attribute(const Hdf5Attributes& attributes, const std::string& name) {
+  for (const auto& [key, value] : attributes) {
+    if (key == name) return &value;
+  }
+  return nullptr;
+}
+
 }  // namespace t5scale

@@ -12,13 +12,19 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "core/check.h"
 
 namespace t5scale {
 
 using Hdf5Value = std::variant<int64_t, double, std::string>;
+// Named values in the order they are written (a run file's root attributes, its /summary).
+using Hdf5Attributes = std::vector<std::pair<std::string, Hdf5Value>>;
+// The value named `name` in `attributes`, nullptr when there is none.
+const Hdf5Value* find_attribute(const Hdf5Attributes& attributes, const std::string& name);
 
 // Creates the attribute `name` on `location` (a file, group or dataset). "" is stored as one NUL (HDF5 refuses
 // strings of size 0) and read back as "".

@@ -13,19 +13,17 @@ namespace {
 
 // A figure of /summary as a number (NaN when absent or not a number) or as text ("" when absent).
 double number_of(const ResourceCardFigures& f, const std::string& name) {
-  for (const auto& [key, value] : f.summary) {
-    if (key != name) continue;
-    if (const auto* d = std::get_if<double>(&value)) return *d;
-    if (const auto* i = std::get_if<int64_t>(&value)) return static_cast<double>(*i);
-  }
+  const Hdf5Value* value = find_attribute(f.summary, name);
+  if (value == nullptr) return std::numeric_limits<double>::quiet_NaN();
+  if (const auto* d = std::get_if<double>(value)) return *d;
+  if (const auto* i = std::get_if<int64_t>(value)) return static_cast<double>(*i);
   return std::numeric_limits<double>::quiet_NaN();
 }
 
 std::string text_of(const ResourceCardFigures& f, const std::string& name) {
-  for (const auto& [key, value] : f.summary) {
-    if (const auto* s = std::get_if<std::string>(&value); key == name && s != nullptr) return *s;
-  }
-  return "";
+  const Hdf5Value* value = find_attribute(f.summary, name);
+  const auto* text = value != nullptr ? std::get_if<std::string>(value) : nullptr;
+  return text != nullptr ? *text : "";
 }
 
 }  // namespace

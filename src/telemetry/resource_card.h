@@ -15,7 +15,7 @@
 namespace t5scale {
 
 struct ResourceCardFigures {
-  std::vector<std::pair<std::string, Hdf5Value>> summary;  // /summary's figures as RunFile::finish returns them
+  Hdf5Attributes summary;  // /summary's figures as RunFile::finish returns them
   std::string run_name;
   int world_size = 1, tp = 1, dp = 1;
   int64_t nodes = 1;

@@ -62,7 +62,7 @@ inline constexpr size_t kErrorCapacityBytes = 1024;
 
 using AttributeValue = Hdf5Value;  // core/hdf5_attributes.h
 // Root attributes in the order they are written.
-using RunAttributes = std::vector<std::pair<std::string, AttributeValue>>;
+using RunAttributes = Hdf5Attributes;
 
 enum class AttributeKind { kInt64, kFloat64, kString };
 

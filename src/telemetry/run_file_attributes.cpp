@@ -66,13 +66,6 @@ const std::vector<AttributeKind>& own_attribute_kinds() {
   return kinds;
 }
 
-const AttributeValue* find_attribute(const RunAttributes& attributes, const std::string& name) {
-  for (const auto& [key, value] : attributes) {
-    if (key == name) return &value;
-  }
-  return nullptr;
-}
-
 // Every problem of the caller's values at once, each naming the attribute. (Their names and kinds are
 // RunDescription's: the compiler checks them.)
 void validate_caller_attributes(const RunDescription& d, const std::string& path) {

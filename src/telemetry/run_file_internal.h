@@ -241,7 +241,6 @@ const char* kind_name(AttributeKind kind);
 // The root attributes that the run file sets itself, and their kinds in the same order.
 const std::vector<std::string>& own_attribute_names();
 const std::vector<AttributeKind>& own_attribute_kinds();
-const AttributeValue* find_attribute(const RunAttributes& attributes, const std::string& name);
 // Every problem of the caller's attributes at once, each naming the attribute.
 void validate_caller_attributes(const RunDescription& description, const std::string& path);
 
