@@ -97,7 +97,8 @@ class StepActivations {
         dropout_(c.dropout_rate > 0.0),
         gated_(c.feed_forward == FeedForwardKind::kGatedGelu),
         tied_(c.tie_word_embeddings),
-        fused_kernels_(in.on_gpu),
+        fused_norms_(in.on_gpu),
+        fused_attention_(in.on_gpu && in.fused_attention),
         // A dropout's mask: one byte per element (at::native_dropout, on every device).
         mask_(dropout_ ? 1.0 : 0.0),
         every_(in.checkpoint_every_blocks),
@@ -161,17 +162,18 @@ class StepActivations {
   // the CPU, where at::rms_norm is a composite, what a block is measured to keep of it: the normalised values and,
   // from bf16, an fp32 copy of the input.
   double norm(double tokens) const {
-    if (fused_kernels_) return e_ * tokens * d_model_ + 4.0 * tokens;
+    if (fused_norms_) return e_ * tokens * d_model_ + 4.0 * tokens;
     return ((e_ == 2.0 ? 4.0 : 0.0) + 2.0 * e_) * tokens * d_model_;
   }
 
   // One attention's saved tensors for `queries` x `keys` tokens per row, besides its normed input: q, k, v and the
-  // heads' context for the output projection; explicitly (the CPU) the fp32 softmax, the dropout's mask and the
-  // dropped weights (the bf16 weights without dropout); fused (SDPA on the GPU) its output and log-sum-exp.
+  // heads' context for the output projection; explicitly (the CPU, or a GPU's explicit path) the fp32 softmax, the
+  // dropout's mask and the dropped weights (the bf16 weights without dropout); fused (SDPA on the GPU) its output
+  // and log-sum-exp.
   double attention(double queries, double keys) const {
     const double q = e_ * rows_ * queries * inner_, kv = 2.0 * e_ * rows_ * keys * inner_;
     const double context = e_ * rows_ * queries * inner_;
-    if (fused_kernels_) return q + kv + 2.0 * context + 4.0 * rows_ * heads_ * queries;
+    if (fused_attention_) return q + kv + 2.0 * context + 4.0 * rows_ * heads_ * queries;
     // The fp32 softmax; then what the product with v keeps: the dropped weights (and the mask), else the weights
     // cast to bf16 (in fp32 the softmax itself).
     const double per_score = 4.0 + (dropout_ ? mask_ + e_ : e_ == 2.0 ? e_ : 0.0);
@@ -216,7 +218,7 @@ class StepActivations {
     const double tokens = rows_ * length;
     double bytes = 2.0 * mask_ * tokens * d_model_ + e_ * tokens * d_model_ + norm(tokens) +
                    (lm_head_input ? e_ * tokens * d_model_ : 0.0);
-    if (fused_kernels_) {
+    if (fused_attention_) {
       // The encoder's bias carries the padding mask of each row, (B, H, S, S); the decoder's is (1, H, T, T).
       bytes += e_ * heads_ * length * length * (lm_head_input ? 1.0 : rows_);
     }
@@ -224,7 +226,7 @@ class StepActivations {
   }
 
   double e_, rows_, source_, target_, d_model_, heads_, inner_, d_ff_, vocab_;
-  bool dropout_, gated_, tied_, fused_kernels_;
+  bool dropout_, gated_, tied_, fused_norms_, fused_attention_;
   double mask_;
   int64_t every_, encoder_blocks_, decoder_blocks_;
 };

@@ -45,7 +45,10 @@ struct MemoryInputs {
   bool adafactor = false;                // factored second moments instead of AdamW's two full moments
   int64_t checkpoint_every_blocks = 0;    // activation checkpointing: 0 none, k: blocks 0, k, 2k, ... of each stack
   BatchShape micro_batch;
-  bool on_gpu = true;  // fused SDPA attention, one-byte dropout masks, and the CUDA context and buffers
+  bool on_gpu = true;  // fused norms, one-byte dropout masks, and the CUDA context and buffers
+  // On a GPU, SDPA's fused attention kernel (the model's default there); false: the explicit path, whose scores the
+  // step keeps as the CPU's do (t5scale-bench --attention explicit). The CPU always runs the explicit path.
+  bool fused_attention = true;
   int64_t frozen_parameters_per_rank = 0;  // of this rank's shard: no gradients, no optimizer state
 };
 
@@ -72,8 +75,8 @@ int64_t parameters_per_rank(const ModelConfig& model, int tp);
 int64_t frozen_parameters_per_rank(const ModelConfig& model, int tp, const FreezeOptions& freeze);
 
 // The bytes of the step's peak, term by term from the tensors t5scale's code keeps (the weights, buckets and
-// optimizer state; each block's saved activations for the attention kernel of the device: explicit on the CPU,
-// fused SDPA on the GPU; the loss and the gradients at the moments of the step where they meet). On the CPU its
+// optimizer state; each block's saved activations for the attention kernel it runs: explicit on the CPU, fused
+// SDPA on the GPU unless inputs.fused_attention is false; the loss and the gradients at the moments of the step where they meet). On the CPU its
 // tensor_bytes() is held within 5% of the peak a tracking allocator measures (unit.memory_model); the run file
 // shows prediction and measurement side by side.
 MemoryPrediction predict_memory(const ModelConfig& model, const MemoryInputs& inputs);

@@ -23,6 +23,7 @@ namespace t5scale {
 struct RunWorld {
   int64_t world_size = 1;
   bool on_gpu = false;             // the memory model adds the CUDA context and communication buffers
+  bool fused_attention = true;     // on a GPU: SDPA's fused kernel (false: the explicit path; MemoryInputs)
   int64_t device_share_bytes = 0;  // the memory one rank may use (checkpointing auto, the fit); 0: unknown
 };
 

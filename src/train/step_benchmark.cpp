@@ -235,6 +235,7 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   RunWorld world;
   world.world_size = o.tp_shard;
   world.on_gpu = o.device.is_cuda();
+  world.fused_attention = o.attention != "explicit";
   world.device_share_bytes = memory_bytes;
   RunData data;
   data.vocab_size = o.model == "tiny" ? o.tiny_vocab_size : 0;
