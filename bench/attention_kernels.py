@@ -95,7 +95,8 @@ def main():
     dtype = torch.bfloat16
     rows = []
     print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}")
-    print(f"{'shape BxHxSxD':>18} {'kernel':>10} {'fwd+bwd ms':>11} {'fwd peak GiB':>12} {'out err':>9} {'dbias err':>9}")
+    print(f"{'shape BxHxSxD':>18} {'kernel':>10} {'fwd+bwd ms':>11} {'fwd peak GiB':>12} {'out err':>9} "
+          f"{'dbias err':>9}")
     for text in a.shapes.split(","):
         shape = tuple(int(x) for x in text.split("x"))
         for kernel in KERNELS:

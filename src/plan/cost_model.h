@@ -76,9 +76,9 @@ int64_t frozen_parameters_per_rank(const ModelConfig& model, int tp, const Freez
 
 // The bytes of the step's peak, term by term from the tensors t5scale's code keeps (the weights, buckets and
 // optimizer state; each block's saved activations for the attention kernel it runs: explicit on the CPU, fused
-// SDPA on the GPU unless inputs.fused_attention is false; the loss and the gradients at the moments of the step where they meet). On the CPU its
-// tensor_bytes() is held within 5% of the peak a tracking allocator measures (unit.memory_model); the run file
-// shows prediction and measurement side by side.
+// SDPA on the GPU unless inputs.fused_attention is false; the loss and the gradients at the moments of the step
+// where they meet). On the CPU its tensor_bytes() is held within 5% of the peak a tracking allocator measures
+// (unit.memory_model); the run file shows prediction and measurement side by side.
 MemoryPrediction predict_memory(const ModelConfig& model, const MemoryInputs& inputs);
 
 // The least activation checkpointing whose prediction fits `device_memory_bytes` with 5% to spare (allocator
