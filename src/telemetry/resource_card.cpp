@@ -31,7 +31,8 @@ std::string text_of(const ResourceCardFigures& f, const std::string& name) {
 std::string resource_card(const ResourceCardFigures& f) {
   auto figure = [&](const char* name) { return number_of(f, name); };
   const double wall_time_s = figure("wall_time_s"), train_time_s = figure("train_time_s");
-  const int64_t steps = static_cast<int64_t>(std::isfinite(figure("steps_completed")) ? figure("steps_completed") : 0);
+  const double steps_completed = figure("steps_completed");
+  const int64_t steps = std::isfinite(steps_completed) ? static_cast<int64_t>(steps_completed) : 0;
   std::ostringstream card;
   char line[320];
   card << "---- resource card: " << f.run_name << " (" << text_of(f, "status") << ") ----\n";
