@@ -52,6 +52,7 @@ initialised as t5scale-train does.
   --dropout X               dropout probability (default: the shape's own, 0.1 named, 0 tiny)
   --vocab-size N            vocabulary of tiny                                             [32]
   --tp-shard N              one rank's share of a TP=N model on this device; communication excluded
+  --sequence-parallel       with --tp-shard: the residual stream split over the TP group (parallel.sequence_parallel)
   --attention A             auto (sdpa on CUDA, explicit elsewhere), sdpa or explicit; sdpa on the CPU holds the
                             tensors a GPU's step holds, for the memory measurement                [auto]
   --peak-flops X            the device's peak FLOP/s for MFU, instead of the table's (CPUs have none)
@@ -79,7 +80,7 @@ const std::vector<std::string>& option_names() {
       "--model",        "--precision",   "--micro-batch",   "--source-length",           "--target-length",
       "--steps",        "--warmup-steps", "--device",       "--threads",                 "--activation-checkpointing",
       "--checkpoint-every-blocks", "--device-memory-gib", "--optimizer", "--lr",   "--dropout",                 "--vocab-size",
-      "--tp-shard",     "--attention",   "--peak-flops",  "--matmul-peak",   "--seed",                    "--json",
+      "--tp-shard",     "--sequence-parallel", "--attention",   "--peak-flops",  "--matmul-peak",   "--seed",                    "--json",
       "--profile",      "--profile-trace",
       "--print-model-config", "--help"};
   return names;
@@ -139,6 +140,8 @@ Arguments parse(int argc, char** argv) {
       T5S_CHECK(o.peak_flops_per_device > 0, "--peak-flops must be positive, got ", o.peak_flops_per_device);
     } else if (flag == "--matmul-peak") {
       o.measure_matmul = true;
+    } else if (flag == "--sequence-parallel") {
+      o.sequence_parallel = true;
     } else if (flag == "--seed") {
       o.seed = static_cast<uint64_t>(line.integer());
     } else if (flag == "--profile") {

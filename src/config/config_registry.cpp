@@ -469,6 +469,12 @@ const std::vector<Entry>& registry() {
         "block, every block; chosen at start and recorded in the run file as checkpoint_every_blocks)."));
     k.push_back(int_key(T5S_KEY(parallel, checkpoint_every_blocks), at_least(1),
                         "With activation_checkpointing: true, checkpoint every k-th block."));
+    k.push_back(bool_key(
+        T5S_KEY(parallel, sequence_parallel),
+        "Sequence parallelism (Megatron-LM's): the norms, dropouts and residual adds between the tensor-parallel "
+        "regions run on 1 / tp of each micro-batch's tokens, all-gathered on entry to attention and feed-forward and "
+        "reduce-scattered on exit, so their activations take 1 / tp of the memory at the same traffic; batch lengths "
+        "are padded to a multiple of tp as well. No effect at tp 1. Generation keeps whole sequences."));
     k.push_back(float_key(T5S_KEY(parallel, device_memory_gib), at_least(0),
                           "The memory one rank may use, in GiB (a GPU shared with other work, a MIG slice); 0 = "
                           "what the device has: its GPU's memory, or on CPUs the host's memory over the node's "

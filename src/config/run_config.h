@@ -11,7 +11,9 @@
 // whose data does not exist yet) -> at start-up validate_for_world(world) and check_files().
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,7 @@ struct ParallelSettings {
   bool zero2 = false;  // needs zero1
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::kOff;
   int64_t checkpoint_every_blocks = 1;
+  bool sequence_parallel = false;  // the residual stream split over the TP group (no effect at tp 1)
   double device_memory_gib = 0.0;  // what auto plans for; 0: the device's own memory
   double bucket_mib = 25.0;
   double collective_timeout_s = 600.0;
@@ -203,6 +206,14 @@ inline int64_t requested_checkpoint_every_blocks(const ParallelSettings& p) {
     case ParallelSettings::ActivationCheckpointing::kAuto: return -1;
   }
   return 0;
+}
+
+// The multiple that batch lengths are padded up to: data.pad_to_multiple_of, and with parallel.sequence_parallel at
+// tp > 1 also a multiple of tp (their least common multiple), since every sequence is then split over the TP group.
+inline int64_t padded_length_multiple(const RunConfig& c) {
+  const int64_t multiple = std::max<int64_t>(c.data.pad_to_multiple_of, 1);
+  if (!c.parallel.sequence_parallel || c.parallel.tp <= 1) return multiple;
+  return std::lcm(multiple, c.parallel.tp);
 }
 
 // The parameters train.freeze_* selects.

@@ -13,8 +13,9 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
   // Custom functions take no undefined tensors: an encoder block gets empty placeholders for the cross-attention
   // inputs and has_cross = false; a decoder block of an unpadded batch one for its cross mask, has_cross_bias false.
   static torch::Tensor forward(AutogradContext* ctx, T5BlockImpl* block, ParallelRng* rng, bool has_cross,
-                               bool has_cross_bias, const torch::Tensor& hidden, const torch::Tensor& self_bias,
-                               const torch::Tensor& encoder_output, const torch::Tensor& cross_bias) {
+                               bool has_cross_bias, bool sequence_split, const torch::Tensor& hidden,
+                               const torch::Tensor& self_bias, const torch::Tensor& encoder_output,
+                               const torch::Tensor& cross_bias) {
     const ParallelRng::State state = rng->get_state();
     save_object(ctx, "block", block);
     save_object(ctx, "rng", rng);
@@ -22,14 +23,16 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
     ctx->saved_data["tensor_parallel_generator"] = state.tensor_parallel;
     ctx->saved_data["has_cross"] = has_cross;
     ctx->saved_data["has_cross_bias"] = has_cross_bias;
+    ctx->saved_data["sequence_split"] = sequence_split;
     // Which inputs the forward saw requiring grad: the recompute gives them exactly these flags (a mask that
     // required grad in the recompute only would send SDPA to another backend, with other dropout masks).
     ctx->saved_data["requires_grad"] = c10::List<bool>({hidden.requires_grad(), self_bias.requires_grad(),
                                                         encoder_output.requires_grad(), cross_bias.requires_grad()});
     ctx->save_for_backward({hidden, self_bias, encoder_output, cross_bias});
     torch::NoGradGuard no_grad;
-    if (!has_cross) return block->forward(hidden, self_bias);
-    return block->forward(hidden, self_bias, encoder_output, has_cross_bias ? cross_bias : torch::Tensor());
+    const SequenceLayout layout = sequence_split ? SequenceLayout::kSplit : SequenceLayout::kReplicated;
+    if (!has_cross) return block->forward(hidden, self_bias, {}, {}, layout);
+    return block->forward(hidden, self_bias, encoder_output, has_cross_bias ? cross_bias : torch::Tensor(), layout);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -52,13 +55,15 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
     torch::Tensor output;
     {
       torch::AutoGradMode enable_grad(true);
-      output = block->forward(inputs[0], inputs[1], inputs[2], inputs[3]);
+      output = block->forward(inputs[0], inputs[1], inputs[2], inputs[3],
+                              ctx->saved_data["sequence_split"].toBool() ? SequenceLayout::kSplit
+                                                                         : SequenceLayout::kReplicated);
     }
     rng->set_state(now);
 
     // Parameters' gradients accumulate as in any backward; the inputs' gradients are returned.
     torch::autograd::backward({output}, {grad_outputs[0]});
-    variable_list grads = {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    variable_list grads = {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     for (const auto& t : inputs) grads.push_back(t.defined() ? t.grad() : torch::Tensor());
     return grads;
   }
@@ -68,11 +73,12 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
 
 torch::Tensor checkpointed_block_forward(T5BlockImpl& block, ParallelRng& rng, const torch::Tensor& hidden,
                                          const torch::Tensor& self_bias, const torch::Tensor& encoder_output,
-                                         const torch::Tensor& cross_bias) {
+                                         const torch::Tensor& cross_bias, SequenceLayout layout) {
   const bool has_cross = encoder_output.defined(), has_cross_bias = has_cross && cross_bias.defined();
   const torch::Tensor absent = torch::empty({0}, hidden.options());
-  return CheckpointedBlock::apply(&block, &rng, has_cross, has_cross_bias, hidden, self_bias,
-                                  has_cross ? encoder_output : absent, has_cross_bias ? cross_bias : absent);
+  return CheckpointedBlock::apply(&block, &rng, has_cross, has_cross_bias, layout == SequenceLayout::kSplit, hidden,
+                                  self_bias, has_cross ? encoder_output : absent,
+                                  has_cross_bias ? cross_bias : absent);
 }
 
 }  // namespace t5scale

@@ -12,6 +12,6 @@ namespace t5scale {
 
 torch::Tensor checkpointed_block_forward(T5BlockImpl& block, ParallelRng& rng, const torch::Tensor& hidden,
                                          const torch::Tensor& self_bias, const torch::Tensor& encoder_output,
-                                         const torch::Tensor& cross_bias);
+                                         const torch::Tensor& cross_bias, SequenceLayout layout);
 
 }  // namespace t5scale

@@ -1,6 +1,7 @@
 #include "model/parallel_layers.h"
 
 #include "core/check.h"
+#include "model/autograd_saved_object.h"
 #include "model/parameter_allocation.h"
 #include "model/tensor_parallel_mappings.h"
 
@@ -54,6 +55,88 @@ void ColumnParallelLinearImpl::pretty_print(std::ostream& stream) const {
          << ", copy_input=" << options.copy_input() << ")";
 }
 
+// ---- column-parallel layers reading a sequence-split input ----
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct SequenceGatheredLinears : torch::autograd::Function<SequenceGatheredLinears> {
+  // weights[i] and sinks[i] (an address, 0 for none) belong together; the weights travel as tensors so that autograd
+  // sees them as inputs.
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& split_input, Communicator* tp,
+                               c10::List<int64_t> sinks, torch::TensorList weights) {
+    save_object(ctx, "tp", tp);
+    ctx->saved_data["sinks"] = sinks;
+    std::vector<torch::Tensor> saved{split_input};
+    saved.insert(saved.end(), weights.begin(), weights.end());
+    ctx->save_for_backward(saved);
+    const torch::Tensor gathered = gather_sequence(split_input, *tp);
+    variable_list outputs;
+    for (const torch::Tensor& weight : weights) outputs.push_back(torch::nn::functional::linear(gathered, weight));
+    return outputs;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    Communicator& tp = *saved_object<Communicator>(ctx, "tp");
+    const auto saved = ctx->get_saved_variables();
+    const c10::List<int64_t> sinks = ctx->saved_data["sinks"].toIntList();
+    const torch::Tensor gathered = gather_sequence(saved[0], tp);  // gathered again rather than kept
+    const torch::Tensor gathered_2d = gathered.reshape({-1, gathered.size(-1)});
+    torch::Tensor grad_gathered;
+    variable_list weight_grads;
+    for (size_t i = 0; i < sinks.size(); ++i) {
+      const torch::Tensor& weight = saved[1 + i];
+      const torch::Tensor& grad = grads[i];
+      weight_grads.emplace_back();
+      if (!grad.defined()) continue;
+      const torch::Tensor part = grad.matmul(weight);
+      grad_gathered = grad_gathered.defined() ? grad_gathered.add_(part) : part;
+      if (!weight.requires_grad()) continue;
+      const torch::Tensor grad_2d = grad.reshape({-1, grad.size(-1)});
+      if (sinks.get(i) != 0) {
+        (*reinterpret_cast<const WeightGradientSink*>(static_cast<intptr_t>(sinks.get(i))))(grad_2d, gathered_2d);
+      } else {
+        weight_grads.back() = grad_2d.t().mm(gathered_2d);
+      }
+    }
+    variable_list result{grad_gathered.defined() ? reduce_scatter_sequence(grad_gathered, tp) : torch::Tensor(),
+                         torch::Tensor(), torch::Tensor()};
+    result.insert(result.end(), weight_grads.begin(), weight_grads.end());
+    return result;
+  }
+};
+
+}  // namespace
+
+std::vector<torch::Tensor> column_parallel_from_sequence_split(const torch::Tensor& split_input,
+                                                               const std::vector<SequenceSplitColumnWeight>& weights,
+                                                               Communicator& tp) {
+  std::vector<torch::Tensor> tensors;
+  c10::List<int64_t> sinks;
+  for (const SequenceSplitColumnWeight& w : weights) {
+    tensors.push_back(w.weight);
+    // A sink takes the gradient only where it would in sinking_linear: an empty one is no sink.
+    const bool use_sink = w.sink != nullptr && static_cast<bool>(*w.sink);
+    sinks.push_back(use_sink ? static_cast<int64_t>(reinterpret_cast<intptr_t>(w.sink)) : 0);
+  }
+  return SequenceGatheredLinears::apply(split_input, &tp, sinks, torch::TensorList(tensors));
+}
+
+std::vector<torch::Tensor> column_parallel_from_sequence_split(const torch::Tensor& split_input,
+                                                               const std::vector<ColumnParallelLinearImpl*>& layers,
+                                                               Communicator& tp) {
+  std::vector<SequenceSplitColumnWeight> weights;
+  for (ColumnParallelLinearImpl* layer : layers) {
+    T5S_CHECK(!layer->options.copy_input() && !layer->options.gather_output(),
+              "column_parallel_from_sequence_split takes layers made with copy_input(false), gather_output(false)");
+    T5S_CHECK(layer->tp.get() == &tp, "column_parallel_from_sequence_split: a layer of another TP group");
+    weights.push_back({layer->weight, &layer->weight_gradient_sink});
+  }
+  return column_parallel_from_sequence_split(split_input, weights, tp);
+}
+
 // ---- RowParallelLinear ----
 
 RowParallelLinearImpl::RowParallelLinearImpl(RowParallelLinearOptions options_, CommunicatorPtr tp_)
@@ -69,9 +152,11 @@ void RowParallelLinearImpl::reset() {
                                                           options.param_options()));
 }
 
-torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& input) {
+torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& input, SequenceLayout output) {
   torch::Tensor local_input = options.input_is_parallel() ? input : scatter_to_tensor_parallel_region(input, *tp);
-  return reduce_from_tensor_parallel_region(sinking_linear(local_input, weight, weight_gradient_sink), *tp);
+  const torch::Tensor partial = sinking_linear(local_input, weight, weight_gradient_sink);
+  return output == SequenceLayout::kSplit ? reduce_scatter_to_sequence_parallel_region(partial, *tp)
+                                          : reduce_from_tensor_parallel_region(partial, *tp);
 }
 
 std::vector<ParameterLayout> RowParallelLinearImpl::parameter_layouts() const {
@@ -99,12 +184,13 @@ void VocabParallelEmbeddingImpl::reset() {
                                                           options.param_options()));
 }
 
-torch::Tensor VocabParallelEmbeddingImpl::forward(const torch::Tensor& token_ids) {
+torch::Tensor VocabParallelEmbeddingImpl::forward(const torch::Tensor& token_ids, SequenceLayout output) {
   if (tp->size() == 1) return torch::embedding(weight, token_ids);
   const torch::Tensor outside = (token_ids < vocab_start_) | (token_ids >= vocab_start_ + vocab_per_rank());
   const torch::Tensor local_ids = (token_ids - vocab_start_).masked_fill(outside, 0);
   const torch::Tensor local = torch::embedding(weight, local_ids).masked_fill(outside.unsqueeze(-1), 0.0);
-  return reduce_from_tensor_parallel_region(local, *tp);
+  return output == SequenceLayout::kSplit ? reduce_scatter_to_sequence_parallel_region(local, *tp)
+                                          : reduce_from_tensor_parallel_region(local, *tp);
 }
 
 std::vector<ParameterLayout> VocabParallelEmbeddingImpl::parameter_layouts() const {

@@ -22,8 +22,8 @@ torch::Tensor clamp_fp16(const torch::Tensor& hidden) {
 
 // ---- RMSNorm ----
 
-RMSNormImpl::RMSNormImpl(int64_t dim_, double eps_, torch::TensorOptions param_options_)
-    : dim(dim_), eps(eps_), param_options(param_options_) {
+RMSNormImpl::RMSNormImpl(int64_t dim_, double eps_, CommunicatorPtr tp_, torch::TensorOptions param_options_)
+    : dim(dim_), eps(eps_), tp(std::move(tp_)), param_options(param_options_) {
   reset();
 }
 
@@ -31,7 +31,10 @@ void RMSNormImpl::reset() {
   weight = register_parameter("weight", allocate_parameter("an RMSNorm weight", {dim}, param_options));
 }
 
-torch::Tensor RMSNormImpl::forward(const torch::Tensor& hidden) {
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& hidden, SequenceLayout input) {
+  // Identity forward; backward sums this rank's part of the weight's gradient over the TP group.
+  const torch::Tensor weight =
+      input == SequenceLayout::kSplit ? copy_to_tensor_parallel_region(this->weight, *tp) : this->weight;
   if (hidden.scalar_type() == torch::kFloat64) {
     // T5's own formula, variance in fp32 even for fp64 inputs as transformers computes it: fp64 models exist to
     // check t5scale against transformers and against itself to 1e-10.
@@ -150,15 +153,16 @@ T5AttentionImpl::T5AttentionImpl(const ModelConfig& config, CommunicatorPtr tp_,
       "o", RowParallelLinear(RowParallelLinearOptions(inner, config.d_model).param_options(param_options), tp));
 }
 
+torch::Tensor T5AttentionImpl::split_heads(const torch::Tensor& projected) const {
+  return projected.view({projected.size(0), projected.size(1), heads_per_rank, d_kv}).transpose(1, 2);
+}
+
 torch::Tensor T5AttentionImpl::project_query(const torch::Tensor& region_hidden) {
-  return q(region_hidden).view({region_hidden.size(0), region_hidden.size(1), heads_per_rank, d_kv}).transpose(1, 2);
+  return split_heads(q(region_hidden));
 }
 
 std::pair<torch::Tensor, torch::Tensor> T5AttentionImpl::project_key_value(const torch::Tensor& region_input) {
-  auto heads = [&](const torch::Tensor& x) {
-    return x.view({region_input.size(0), region_input.size(1), heads_per_rank, d_kv}).transpose(1, 2);
-  };
-  return {heads(k(region_input)), heads(v(region_input))};
+  return {split_heads(k(region_input)), split_heads(v(region_input))};
 }
 
 AttentionKernel default_attention_kernel(torch::Device device) {
@@ -226,7 +230,7 @@ class OnlySdpaBackend {
 }  // namespace
 
 torch::Tensor T5AttentionImpl::attend(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
-                                      const torch::Tensor& bias) {
+                                      const torch::Tensor& bias, SequenceLayout output) {
   torch::Tensor heads_context;  // (B, Hl, T, D)
   if (kernel == AttentionKernel::kSdpa) {
     const double p = is_training() ? dropout_rate : 0.0;
@@ -243,22 +247,29 @@ torch::Tensor T5AttentionImpl::attend(const torch::Tensor& query, const torch::T
     heads_context = torch::matmul(weights, value);
   }
   const torch::Tensor context = heads_context.transpose(1, 2).contiguous();  // (B, T, Hl, D)
-  return o(context.view({context.size(0), context.size(1), heads_per_rank * d_kv}));
+  return o(context.view({context.size(0), context.size(1), heads_per_rank * d_kv}), output);
 }
 
-torch::Tensor T5AttentionImpl::forward(const torch::Tensor& hidden, const torch::Tensor& bias) {
+torch::Tensor T5AttentionImpl::forward(const torch::Tensor& hidden, const torch::Tensor& bias, SequenceLayout layout) {
+  if (layout == SequenceLayout::kSplit) {
+    const auto qkv = column_parallel_from_sequence_split(hidden, {q.get(), k.get(), v.get()}, *tp);
+    return attend(split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]), bias, layout);
+  }
   const torch::Tensor region_hidden = copy_to_tensor_parallel_region(hidden, *tp);
   auto [key, value] = project_key_value(region_hidden);
   return attend(project_query(region_hidden), key, value, bias);
 }
 
 torch::Tensor T5AttentionImpl::forward_cross(const torch::Tensor& hidden, const torch::Tensor& encoder_output,
-                                             const torch::Tensor& bias) {
+                                             const torch::Tensor& bias, SequenceLayout layout) {
   // One edge per block into the encoder's output: the key's and value's gradients are summed here first, as the
   // recompute of a checkpointed block sums them, so that the encoder's gradient adds the blocks' parts in the same
   // order with and without activation checkpointing (the same step bit for bit).
   auto [key, value] = project_key_value(encoder_output.view_as(encoder_output));
-  return attend(project_query(copy_to_tensor_parallel_region(hidden, *tp)), key, value, bias);
+  const torch::Tensor query = layout == SequenceLayout::kSplit
+                                  ? split_heads(column_parallel_from_sequence_split(hidden, {q.get()}, *tp)[0])
+                                  : project_query(copy_to_tensor_parallel_region(hidden, *tp));
+  return attend(query, key, value, bias, layout);
 }
 
 // ---- feed-forward ----
@@ -282,24 +293,37 @@ T5FeedForwardImpl::T5FeedForwardImpl(const ModelConfig& config, CommunicatorPtr 
       "wo", RowParallelLinear(RowParallelLinearOptions(config.d_ff, config.d_model).param_options(param_options), tp));
 }
 
-torch::Tensor T5FeedForwardImpl::forward(const torch::Tensor& hidden) {
-  const torch::Tensor region_hidden = copy_to_tensor_parallel_region(hidden, *tp);
-  torch::Tensor inner;  // (B, T, d_ff / tp)
-  if (kind == FeedForwardKind::kRelu) {
-    inner = torch::relu(wi(region_hidden));
+torch::Tensor T5FeedForwardImpl::forward(const torch::Tensor& hidden, SequenceLayout layout) {
+  // The input projections' outputs, (B, T, d_ff / tp) each.
+  std::vector<torch::Tensor> projected;
+  const bool relu = kind == FeedForwardKind::kRelu;
+  if (layout == SequenceLayout::kSplit) {
+    projected = column_parallel_from_sequence_split(
+        hidden, relu ? std::vector<ColumnParallelLinearImpl*>{wi.get()}
+                     : std::vector<ColumnParallelLinearImpl*>{wi_0.get(), wi_1.get()},
+        *tp);
   } else {
-    inner = torch::gelu(wi_0(region_hidden), "tanh") * wi_1(region_hidden);
+    const torch::Tensor region_hidden = copy_to_tensor_parallel_region(hidden, *tp);
+    projected = relu ? std::vector<torch::Tensor>{wi(region_hidden)}
+                     : std::vector<torch::Tensor>{wi_0(region_hidden), wi_1(region_hidden)};
   }
-  return wo(tensor_parallel_dropout(inner, dropout_rate, is_training(), *rng));
+  const torch::Tensor inner = relu ? torch::relu(projected[0]) : torch::gelu(projected[0], "tanh") * projected[1];
+  return wo(tensor_parallel_dropout(inner, dropout_rate, is_training(), *rng), layout);
 }
 
 // ---- block ----
 
+torch::Tensor residual_dropout(const torch::Tensor& hidden, double p, bool training, SequenceLayout layout,
+                               ParallelRng& rng) {
+  return layout == SequenceLayout::kSplit ? tensor_parallel_dropout(hidden, p, training, rng)
+                                          : fused_dropout(hidden, p, training);
+}
+
 T5BlockImpl::T5BlockImpl(const ModelConfig& config, bool is_decoder_, CommunicatorPtr tp,
-                         std::shared_ptr<ParallelRng> rng, torch::TensorOptions param_options)
-    : is_decoder(is_decoder_), dropout_rate(config.dropout_rate) {
+                         std::shared_ptr<ParallelRng> rng_, torch::TensorOptions param_options)
+    : is_decoder(is_decoder_), dropout_rate(config.dropout_rate), rng(rng_) {
   auto norm = [&](const char* name) {
-    return register_module(name, RMSNorm(config.d_model, config.layer_norm_epsilon, param_options));
+    return register_module(name, RMSNorm(config.d_model, config.layer_norm_epsilon, tp, param_options));
   };
   self_attn_norm = norm("self_attn_norm");
   self_attn = register_module("self_attn", T5Attention(config, tp, rng, param_options));
@@ -312,15 +336,17 @@ T5BlockImpl::T5BlockImpl(const ModelConfig& config, bool is_decoder_, Communicat
 }
 
 torch::Tensor T5BlockImpl::forward(const torch::Tensor& hidden, const torch::Tensor& self_bias,
-                                   const torch::Tensor& encoder_output, const torch::Tensor& cross_bias) {
+                                   const torch::Tensor& encoder_output, const torch::Tensor& cross_bias,
+                                   SequenceLayout layout) {
   const bool training = is_training();
-  torch::Tensor normed = self_attn_norm(hidden);
-  torch::Tensor h = clamp_fp16(hidden + fused_dropout(self_attn(normed, self_bias), dropout_rate, training));
+  auto dropout = [&](const torch::Tensor& x) { return residual_dropout(x, dropout_rate, training, layout, *rng); };
+  torch::Tensor normed = self_attn_norm(hidden, layout);
+  torch::Tensor h = clamp_fp16(hidden + dropout(self_attn(normed, self_bias, layout)));
   if (is_decoder) {
-    h = clamp_fp16(h + fused_dropout(cross_attn->forward_cross(cross_attn_norm(h), encoder_output, cross_bias),
-                                      dropout_rate, training));
+    h = clamp_fp16(
+        h + dropout(cross_attn->forward_cross(cross_attn_norm(h, layout), encoder_output, cross_bias, layout)));
   }
-  return clamp_fp16(h + fused_dropout(ff(ff_norm(h)), dropout_rate, training));
+  return clamp_fp16(h + dropout(ff(ff_norm(h, layout), layout)));
 }
 
 torch::Tensor T5BlockImpl::forward_step(const torch::Tensor& hidden, const torch::Tensor& self_bias,

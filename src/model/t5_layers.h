@@ -1,6 +1,9 @@
 // The pieces of a T5 block, each tensor-parallel through the layers of parallel_layers.h: attention heads and
 // feed-forward columns are split across the TP group, the relative-position bias table by head.
 // Shapes: B batch, T query length, S key length, C d_model, H heads, Hl = H / tp heads on this rank, D d_kv.
+// Under sequence parallelism (SequenceLayout::kSplit) the residual stream between the TP regions is this rank's
+// (B, T / tp, C) run of tokens; the norms, dropouts and residual adds work on it, and the attention and feed-forward
+// gather it on entry and reduce-scatter their output on exit.
 #pragma once
 
 #include <torch/torch.h>
@@ -17,13 +20,16 @@ namespace t5scale {
 // T5's layer norm: scale only, no mean subtraction, no bias; the variance is accumulated in fp32.
 class RMSNormImpl : public torch::nn::Cloneable<RMSNormImpl>, public ShardedModule {
  public:
-  RMSNormImpl(int64_t dim, double eps, torch::TensorOptions param_options);
+  RMSNormImpl(int64_t dim, double eps, CommunicatorPtr tp, torch::TensorOptions param_options);
   void reset() override;
-  torch::Tensor forward(const torch::Tensor& hidden);
+  // hidden (..., C). With input kSplit each TP rank normalises its own tokens, so the weight's gradient is a part per
+  // rank: it is summed over the TP group in backward (Megatron's all-reduce of sequence-parallel norm gradients).
+  torch::Tensor forward(const torch::Tensor& hidden, SequenceLayout input = SequenceLayout::kReplicated);
   std::vector<ParameterLayout> parameter_layouts() const override;
 
   int64_t dim;
   double eps;
+  CommunicatorPtr tp;
   torch::TensorOptions param_options;
   torch::Tensor weight;  // (C), replicated
 };
@@ -91,19 +97,23 @@ class T5AttentionImpl : public torch::nn::Module {
   T5AttentionImpl(const ModelConfig& config, CommunicatorPtr tp, std::shared_ptr<ParallelRng> rng,
                   torch::TensorOptions param_options);
   // Self-attention over hidden (B, T, C); bias broadcastable to (B, Hl, T, T): relative-position bias plus
-  // additive mask. Returns (B, T, C).
-  torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& bias);
+  // additive mask. Returns (B, T, C); with layout kSplit hidden and the result are this rank's (B, T / tp, C).
+  torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& bias,
+                        SequenceLayout layout = SequenceLayout::kReplicated);
   // Cross-attention: queries from hidden (B, T, C), keys and values from encoder_output (B, S, C), which the
-  // caller has put in the TP region (copy_to_tensor_parallel_region) once for every decoder block.
+  // caller has put in the TP region (copy_to_tensor_parallel_region, or under sequence parallelism
+  // gather_from_sequence_parallel_region) once for every decoder block; layout as for forward().
   torch::Tensor forward_cross(const torch::Tensor& hidden, const torch::Tensor& encoder_output,
-                              const torch::Tensor& bias);
+                              const torch::Tensor& bias, SequenceLayout layout = SequenceLayout::kReplicated);
 
   // The projections take inputs already in the TP region (copy_to_tensor_parallel_region, the identity in
   // forward: generation without gradients may pass plain hidden states).
   torch::Tensor project_query(const torch::Tensor& region_hidden);  // (B, Hl, T, D)
   std::pair<torch::Tensor, torch::Tensor> project_key_value(const torch::Tensor& region_input);  // 2 x (B, Hl, S, D)
+  // (B, T, C), or with output kSplit this rank's (B, T / tp, C).
   torch::Tensor attend(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
-                       const torch::Tensor& bias);  // (B, T, C)
+                       const torch::Tensor& bias, SequenceLayout output = SequenceLayout::kReplicated);
+  torch::Tensor split_heads(const torch::Tensor& projected) const;  // (B, L, Hl * D) -> (B, Hl, L, D)
 
   int64_t heads_per_rank, d_kv;
   double dropout_rate;
@@ -120,7 +130,8 @@ class T5FeedForwardImpl : public torch::nn::Module {
  public:
   T5FeedForwardImpl(const ModelConfig& config, CommunicatorPtr tp, std::shared_ptr<ParallelRng> rng,
                     torch::TensorOptions param_options);
-  torch::Tensor forward(const torch::Tensor& hidden);
+  // hidden (B, T, C) -> (B, T, C); with layout kSplit this rank's (B, T / tp, C) in and out.
+  torch::Tensor forward(const torch::Tensor& hidden, SequenceLayout layout = SequenceLayout::kReplicated);
 
   FeedForwardKind kind;
   double dropout_rate;
@@ -143,23 +154,33 @@ class T5BlockImpl : public torch::nn::Module {
  public:
   T5BlockImpl(const ModelConfig& config, bool is_decoder, CommunicatorPtr tp, std::shared_ptr<ParallelRng> rng,
               torch::TensorOptions param_options);
+  // layout: of hidden and the result (the residual stream); encoder_output: in the TP region already, whole (see
+  // T5AttentionImpl::forward_cross).
   torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& self_bias,
-                        const torch::Tensor& encoder_output = {}, const torch::Tensor& cross_bias = {});
-  // encoder_output: in the TP region already (see T5AttentionImpl::forward_cross).
+                        const torch::Tensor& encoder_output = {}, const torch::Tensor& cross_bias = {},
+                        SequenceLayout layout = SequenceLayout::kReplicated);
   // One decoder position (B, 1, C) against the cache, which it extends.
   torch::Tensor forward_step(const torch::Tensor& hidden, const torch::Tensor& self_bias, DecoderLayerCache& cache,
                              const torch::Tensor& cross_bias);
 
   bool is_decoder;
   double dropout_rate;
+  std::shared_ptr<ParallelRng> rng;  // the residual dropouts' streams
   RMSNorm self_attn_norm{nullptr}, cross_attn_norm{nullptr}, ff_norm{nullptr};
   T5Attention self_attn{nullptr}, cross_attn{nullptr};
   T5FeedForward ff{nullptr};
 };
 TORCH_MODULE(T5Block);
 
+// Dropout on the residual stream: replicated over TP it draws from the stream all TP ranks share (the same mask on
+// every rank); split by sequence each rank holds other tokens and draws from its TP stream, as Megatron does. So
+// with dropout on, a sequence-parallel run draws other masks than the same grid without it (equally distributed).
+torch::Tensor residual_dropout(const torch::Tensor& hidden, double p, bool training, SequenceLayout layout,
+                               ParallelRng& rng);
+
 // fp16 only: keeps activations finite as Hugging Face's T5 does (clamp to the largest finite value, less 1000
-// once an inf has appeared). A no-op for other dtypes.
+// once an inf has appeared). A no-op for other dtypes. On a sequence split each rank looks for an inf among its own
+// tokens only (no collective per block for a guard against overflow).
 torch::Tensor clamp_fp16(const torch::Tensor& hidden);
 
 }  // namespace t5scale

@@ -40,20 +40,22 @@ torch::Tensor causal_additive_mask(int64_t length, torch::ScalarType dtype, torc
 
 // ---- stack ----
 
-T5StackImpl::T5StackImpl(const ModelConfig& config, bool is_decoder_, CommunicatorPtr tp,
+T5StackImpl::T5StackImpl(const ModelConfig& config, bool is_decoder_, CommunicatorPtr tp_,
                          std::shared_ptr<ParallelRng> rng_, torch::TensorOptions param_options)
-    : is_decoder(is_decoder_), dropout_rate(config.dropout_rate), rng(std::move(rng_)) {
+    : is_decoder(is_decoder_), dropout_rate(config.dropout_rate), tp(std::move(tp_)), rng(std::move(rng_)) {
   relative_attention_bias = register_module(
       "relative_attention_bias", RelativePositionBias(config, /*bidirectional=*/!is_decoder, tp, param_options));
   blocks = register_module("blocks", torch::nn::ModuleList());
   const int64_t num_blocks = is_decoder ? config.num_decoder_layers : config.num_layers;
   for (int64_t i = 0; i < num_blocks; ++i) blocks->push_back(T5Block(config, is_decoder, tp, rng, param_options));
-  final_norm = register_module("final_norm", RMSNorm(config.d_model, config.layer_norm_epsilon, param_options));
+  final_norm =
+      register_module("final_norm", RMSNorm(config.d_model, config.layer_norm_epsilon, tp, param_options));
 }
 
 torch::Tensor T5StackImpl::forward(const torch::Tensor& embeddings, const torch::Tensor& self_mask,
-                                   const torch::Tensor& encoder_output, const torch::Tensor& cross_mask) {
-  const int64_t length = embeddings.size(1);
+                                   const torch::Tensor& encoder_output, const torch::Tensor& cross_mask,
+                                   SequenceLayout layout) {
+  const int64_t length = embeddings.size(1) * (layout == SequenceLayout::kSplit ? tp->size() : 1);
   const auto dtype = embeddings.scalar_type();
   // The bias is computed once and shared by all blocks; the mask rides along in it, as in the reference. Without a
   // mask (nothing padded) it stays (1, H, L, L), broadcast over the rows. In bf16 and fp16 it is made in fp32 and
@@ -63,18 +65,18 @@ torch::Tensor T5StackImpl::forward(const torch::Tensor& embeddings, const torch:
   if (self_mask.defined()) bias = bias + self_mask;
   const bool fp32_gradient = bias.scalar_type() != dtype && bias.requires_grad();
   const torch::Tensor shared_bias = fp32_gradient ? bias.detach().to(dtype) : bias.to(dtype);
-  torch::Tensor hidden = fused_dropout(embeddings, dropout_rate, is_training());
+  torch::Tensor hidden = residual_dropout(embeddings, dropout_rate, is_training(), layout, *rng);
   const bool checkpointing = checkpoint_every > 0 && is_training() && torch::GradMode::is_enabled();
   for (size_t i = 0; i < blocks->size(); ++i) {
     auto* block = blocks[i]->as<T5BlockImpl>();
     const torch::Tensor self_bias = fp32_gradient ? read_with_fp32_gradient(shared_bias, bias) : shared_bias;
     if (checkpointing && static_cast<int64_t>(i) % checkpoint_every == 0) {
-      hidden = checkpointed_block_forward(*block, *rng, hidden, self_bias, encoder_output, cross_mask);
+      hidden = checkpointed_block_forward(*block, *rng, hidden, self_bias, encoder_output, cross_mask, layout);
     } else {
-      hidden = block->forward(hidden, self_bias, encoder_output, cross_mask);
+      hidden = block->forward(hidden, self_bias, encoder_output, cross_mask, layout);
     }
   }
-  return fused_dropout(final_norm(hidden), dropout_rate, is_training());
+  return residual_dropout(final_norm(hidden, layout), dropout_rate, is_training(), layout, *rng);
 }
 
 // ---- model ----
@@ -100,10 +102,11 @@ T5ModelImpl::T5ModelImpl(const ModelConfig& config, CommunicatorPtr tp, torch::T
   encoder = register_module("encoder", T5Stack(config_, /*is_decoder=*/false, tp_, rng_, param_options));
   decoder = register_module("decoder", T5Stack(config_, /*is_decoder=*/true, tp_, rng_, param_options));
   if (!config_.tie_word_embeddings) {
-    lm_head = register_module(
-        "lm_head",
-        ColumnParallelLinear(ColumnParallelLinearOptions(config_.d_model, config_.vocab_size).param_options(param_options),
-                             tp_));
+    // Its input enters the TP region in lm_logits, as the tied head's does.
+    lm_head = register_module("lm_head", ColumnParallelLinear(ColumnParallelLinearOptions(config_.d_model, config_.vocab_size)
+                                                                  .copy_input(false)
+                                                                  .param_options(param_options),
+                                                              tp_));
   }
 }
 
@@ -129,33 +132,62 @@ std::string T5ModelImpl::attention_kernels() {
   return "none";
 }
 
-torch::Tensor T5ModelImpl::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
-  const torch::Tensor embeddings = shared(input_ids);
-  return encoder(embeddings, padding_additive_mask(attention_mask, embeddings.scalar_type()));
+SequenceLayout T5ModelImpl::training_layout() const {
+  return sequence_parallel_ && tp_->size() > 1 ? SequenceLayout::kSplit : SequenceLayout::kReplicated;
 }
 
-torch::Tensor T5ModelImpl::lm_logits(const torch::Tensor& decoder_hidden) {
-  if (!config_.tie_word_embeddings) return lm_head(decoder_hidden);
+namespace {
+
+void check_sequence_split(const char* what, int64_t length, int tp) {
+  T5S_CHECK(length % tp == 0, "parallel.sequence_parallel splits every sequence over the TP group: the ", what,
+            " length ", length, " is not divisible by tp ", tp,
+            " (the trainer pads batches to a multiple of tp; a caller of the model must too)");
+}
+
+}  // namespace
+
+torch::Tensor T5ModelImpl::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                  SequenceLayout layout) {
+  if (layout == SequenceLayout::kSplit) check_sequence_split("source", input_ids.size(1), tp_->size());
+  const torch::Tensor embeddings = shared(input_ids, layout);
+  return encoder(embeddings, padding_additive_mask(attention_mask, embeddings.scalar_type()), torch::Tensor(),
+                 torch::Tensor(), layout);
+}
+
+torch::Tensor T5ModelImpl::lm_logits(const torch::Tensor& decoder_hidden, SequenceLayout layout) {
   // Tied embeddings: rescale before projecting onto the vocabulary (Mesh TensorFlow's convention).
-  const torch::Tensor scaled = decoder_hidden * std::pow(static_cast<double>(config_.d_model), -0.5);
-  return torch::nn::functional::linear(copy_to_tensor_parallel_region(scaled, *tp_), shared->weight);
+  const torch::Tensor input =
+      config_.tie_word_embeddings ? decoder_hidden * std::pow(static_cast<double>(config_.d_model), -0.5)
+                                  : decoder_hidden;
+  const torch::Tensor& weight = config_.tie_word_embeddings ? shared->weight : lm_head->weight;  // (V / tp, C)
+  if (layout == SequenceLayout::kSplit) {
+    const WeightGradientSink* sink = config_.tie_word_embeddings ? nullptr : &lm_head->weight_gradient_sink;
+    return column_parallel_from_sequence_split(input, {{weight, sink}}, *tp_)[0];
+  }
+  const torch::Tensor region_input = copy_to_tensor_parallel_region(input, *tp_);
+  return config_.tie_word_embeddings ? torch::nn::functional::linear(region_input, weight) : lm_head(region_input);
 }
 
 torch::Tensor T5ModelImpl::decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& encoder_output,
-                                  const torch::Tensor& attention_mask) {
-  const torch::Tensor embeddings = shared(decoder_input_ids);
+                                  const torch::Tensor& attention_mask, SequenceLayout layout) {
+  if (layout == SequenceLayout::kSplit) check_sequence_split("target", decoder_input_ids.size(1), tp_->size());
+  const torch::Tensor embeddings = shared(decoder_input_ids, layout);
   const auto dtype = embeddings.scalar_type();
   // The encoder output enters the TP region once for all decoder blocks' keys and values: one backward
-  // all-reduce, not one per block.
+  // all-reduce (sequence parallelism: one all-gather forward and one reduce-scatter backward), not one per block.
+  const torch::Tensor encoder_region = layout == SequenceLayout::kSplit
+                                           ? gather_from_sequence_parallel_region(encoder_output, *tp_)
+                                           : copy_to_tensor_parallel_region(encoder_output, *tp_);
   const torch::Tensor hidden =
-      decoder(embeddings, causal_additive_mask(decoder_input_ids.size(1), dtype, embeddings.device()),
-              copy_to_tensor_parallel_region(encoder_output, *tp_), padding_additive_mask(attention_mask, dtype));
-  return lm_logits(hidden);
+      decoder(embeddings, causal_additive_mask(decoder_input_ids.size(1), dtype, embeddings.device()), encoder_region,
+              padding_additive_mask(attention_mask, dtype), layout);
+  return lm_logits(hidden, layout);
 }
 
 torch::Tensor T5ModelImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                    const torch::Tensor& decoder_input_ids) {
-  return decode(decoder_input_ids, encode(input_ids, attention_mask), attention_mask);
+  const SequenceLayout layout = training_layout();
+  return decode(decoder_input_ids, encode(input_ids, attention_mask, layout), attention_mask, layout);
 }
 
 torch::Tensor T5ModelImpl::token_losses(const torch::Tensor& local_logits, const torch::Tensor& labels) {

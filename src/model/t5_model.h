@@ -26,14 +26,17 @@ class T5StackImpl : public torch::nn::Module {
   T5StackImpl(const ModelConfig& config, bool is_decoder, CommunicatorPtr tp, std::shared_ptr<ParallelRng> rng,
               torch::TensorOptions param_options);
   // embeddings (B, T, C); self_mask additive, broadcastable to (B, 1, T, T); for the decoder also the encoder
-  // output (B, S, C), already in the TP region (copy_to_tensor_parallel_region), and its additive mask
-  // (B, 1, 1, S). Returns the final-normed hidden states (B, T, C).
+  // output (B, S, C), already in the TP region (copy_to_tensor_parallel_region, or whole through
+  // gather_from_sequence_parallel_region), and its additive mask (B, 1, 1, S). Returns the final-normed hidden
+  // states (B, T, C). With layout kSplit the embeddings and the result are this rank's (B, T / tp, C).
   torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& self_mask,
-                        const torch::Tensor& encoder_output = {}, const torch::Tensor& cross_mask = {});
+                        const torch::Tensor& encoder_output = {}, const torch::Tensor& cross_mask = {},
+                        SequenceLayout layout = SequenceLayout::kReplicated);
 
   bool is_decoder;
   double dropout_rate;
   int64_t checkpoint_every = 0;  // activation checkpointing: 0 none, 1 every block, k every k-th block
+  CommunicatorPtr tp;
   std::shared_ptr<ParallelRng> rng;
   RelativePositionBias relative_attention_bias{nullptr};  // used by every block, held once per stack
   torch::nn::ModuleList blocks;
@@ -50,6 +53,11 @@ class T5ModelImpl : public torch::nn::Module {
 
   // Activation checkpointing in both stacks: 0 none, 1 every block, k every k-th block.
   void set_activation_checkpointing(int64_t every_k_blocks);
+  // Sequence parallelism in forward() (training and the evaluation loss; generation keeps the whole sequence): the
+  // residual stream of both stacks split over the TP group (SequenceLayout). Source and target lengths must then be
+  // divisible by tp. No effect with a one-rank TP group.
+  void set_sequence_parallel(bool on) { sequence_parallel_ = on; }
+  bool sequence_parallel() const { return sequence_parallel_; }
   // The attention kernel of every attention layer (default: default_attention_kernel of the parameters' device).
   void set_attention_kernel(AttentionKernel kernel);
   // What the attention layers run, as attention_kernels_description() words it (for the log and the run file).
@@ -57,10 +65,13 @@ class T5ModelImpl : public torch::nn::Module {
 
   // attention_mask (B, S): 1 for a token, 0 for padding; an undefined tensor when nothing is padded, so that the
   // encoder's position bias stays (1, H, S, S), broadcast over the rows, and cross-attention has no mask at all.
-  torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);  // (B, S, C)
-  // This rank's slice of the logits, (B, T, V / tp), for vocabulary ids [vocab_start(), vocab_start() + V / tp).
+  // (B, S, C); with layout kSplit this rank's (B, S / tp, C).
+  torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                       SequenceLayout layout = SequenceLayout::kReplicated);
+  // This rank's slice of the logits, (B, T, V / tp), for vocabulary ids [vocab_start(), vocab_start() + V / tp);
+  // encoder_output as encode() gave it with the same layout.
   torch::Tensor decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& encoder_output,
-                       const torch::Tensor& attention_mask);
+                       const torch::Tensor& attention_mask, SequenceLayout layout = SequenceLayout::kReplicated);
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                         const torch::Tensor& decoder_input_ids);
   // Mean token cross-entropy over labels != -100 (decoder inputs are the labels shifted right).
@@ -91,9 +102,13 @@ class T5ModelImpl : public torch::nn::Module {
   ColumnParallelLinear lm_head{nullptr};  // untied models only: (V / tp, C)
 
  private:
-  torch::Tensor lm_logits(const torch::Tensor& decoder_hidden);  // (B, T, V / tp)
+  // (B, T, V / tp) from the decoder's final hidden states, whole or (layout kSplit) this rank's split.
+  torch::Tensor lm_logits(const torch::Tensor& decoder_hidden, SequenceLayout layout = SequenceLayout::kReplicated);
+  // The layout forward() runs: kSplit with sequence parallelism on and more than one TP rank.
+  SequenceLayout training_layout() const;
 
   ModelConfig config_;
+  bool sequence_parallel_ = false;
   CommunicatorPtr tp_;
   std::shared_ptr<ParallelRng> rng_;
 };

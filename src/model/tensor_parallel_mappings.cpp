@@ -61,7 +61,41 @@ struct GatherFromRegion : torch::autograd::Function<GatherFromRegion> {
   }
 };
 
+struct GatherFromSequenceRegion : torch::autograd::Function<GatherFromSequenceRegion> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& split, Communicator* tp) {
+    save_group(ctx, *tp);
+    return gather_sequence(split, *tp);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {reduce_scatter_sequence(grads[0], saved_group(ctx)), torch::Tensor()};
+  }
+};
+
+struct ReduceScatterToSequenceRegion : torch::autograd::Function<ReduceScatterToSequenceRegion> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& full, Communicator* tp) {
+    save_group(ctx, *tp);
+    return reduce_scatter_sequence(full, *tp);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {gather_sequence(grads[0], saved_group(ctx)), torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+torch::Tensor gather_sequence(const torch::Tensor& split, Communicator& tp) {
+  T5S_CHECK(split.dim() == 3, "gather_sequence: expected a (B, T / tp, C) tensor, got ", split.sizes());
+  // all_gather stacks the runs in rank order: (tp, B, T / tp, C) holds the B x T tokens in order.
+  return tp.all_gather(split.contiguous()).view({split.size(0), split.size(1) * tp.size(), split.size(2)});
+}
+
+torch::Tensor reduce_scatter_sequence(const torch::Tensor& full, Communicator& tp) {
+  T5S_CHECK(full.dim() == 3, "reduce_scatter_sequence: expected a (B, T, C) tensor, got ", full.sizes());
+  T5S_CHECK(full.size(1) % tp.size() == 0, "sequence parallelism: the sequence length ", full.size(1),
+            " is not divisible by the ", tp.name(), " group size ", tp.size());
+  return tp.reduce_scatter_sum(full.contiguous().view({-1}))
+      .view({full.size(0), full.size(1) / tp.size(), full.size(2)});
+}
 
 torch::Tensor split_last_dim(const torch::Tensor& input, Communicator& tp) {
   const int64_t full = input.size(-1);
@@ -87,6 +121,12 @@ torch::Tensor scatter_to_tensor_parallel_region(const torch::Tensor& input, Comm
 }
 torch::Tensor gather_from_tensor_parallel_region(const torch::Tensor& input, Communicator& tp) {
   return tp.size() == 1 ? input : GatherFromRegion::apply(input, &tp);
+}
+torch::Tensor gather_from_sequence_parallel_region(const torch::Tensor& split, Communicator& tp) {
+  return tp.size() == 1 ? split : GatherFromSequenceRegion::apply(split, &tp);
+}
+torch::Tensor reduce_scatter_to_sequence_parallel_region(const torch::Tensor& full, Communicator& tp) {
+  return tp.size() == 1 ? full : ReduceScatterToSequenceRegion::apply(full, &tp);
 }
 
 }  // namespace t5scale

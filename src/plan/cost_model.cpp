@@ -94,6 +94,8 @@ class StepActivations {
         inner_(static_cast<double>(c.inner_dim() / in.tp)),
         d_ff_(static_cast<double>(c.d_ff / in.tp)),
         vocab_(static_cast<double>(c.vocab_size / in.tp)),
+        // Sequence parallelism: the share of a micro-batch's tokens a rank holds between the TP regions.
+        split_(in.sequence_parallel ? static_cast<double>(in.tp) : 1.0),
         dropout_(c.dropout_rate > 0.0),
         gated_(c.feed_forward == FeedForwardKind::kGatedGelu),
         tied_(c.tie_word_embeddings),
@@ -142,10 +144,11 @@ class StepActivations {
       const int64_t last_decoder = (decoder_blocks_ - 1) / every_ * every_;
       const double decoder_recompute = encoder + stack_level(target_, true) +
                                        kept(decoder_blocks_, decoder_block(), target_tokens(), last_decoder) +
-                                       e_ * target_tokens() * d_model_ + decoder_block() + 2.0 * e_ * decoder_scores();
+                                       e_ * residual(target_tokens()) * d_model_ + decoder_block() +
+                                       2.0 * e_ * decoder_scores();
       const double encoder_recompute = stack_level(source_, false) +
                                        kept(encoder_blocks_, encoder_block(), source_tokens(), last_encoder) +
-                                       2.0 * e_ * source_tokens() * d_model_ + encoder_block() +
+                                       2.0 * e_ * residual(source_tokens()) * d_model_ + encoder_block() +
                                        2.0 * e_ * encoder_scores();
       peak = std::max(peak, e_ * logits + held_grad + std::max(decoder_recompute, encoder_recompute));
     }
@@ -157,6 +160,8 @@ class StepActivations {
   double target_tokens() const { return rows_ * target_; }
   double encoder_scores() const { return rows_ * heads_ * source_ * source_; }
   double decoder_scores() const { return rows_ * heads_ * target_ * std::max(target_, source_); }
+  // Of `tokens`, those a rank holds in the residual stream: all, or 1 / tp under sequence parallelism.
+  double residual(double tokens) const { return tokens / split_; }
 
   // RMSNorm over `tokens`, besides its input: its output; fused (at::rms_norm on the GPU) an fp32 rstd per token; on
   // the CPU, where at::rms_norm is a composite, what a block is measured to keep of it: the normalised values and,
@@ -187,9 +192,11 @@ class StepActivations {
     return per_token * tokens * d_ff_;
   }
 
-  // A sub-layer around `inner`: its input (the residual stream), its norm, and the residual dropout's mask.
+  // A sub-layer around `inner`: its input (the residual stream), its norm (whose output the projections keep; under
+  // sequence parallelism they keep the split and all-gather it again in backward), and the residual dropout's mask.
   double sub_layer(double tokens, double inner) const {
-    return e_ * tokens * d_model_ + norm(tokens) + inner + mask_ * tokens * d_model_;
+    const double held = residual(tokens);
+    return e_ * held * d_model_ + norm(held) + inner + mask_ * held * d_model_;
   }
 
   double encoder_block() const {
@@ -207,17 +214,19 @@ class StepActivations {
   double kept(int64_t blocks, double per_block, double tokens, int64_t upto) const {
     double total = 0.0;
     for (int64_t i = 0; i < std::min(upto, blocks); ++i) {
-      total += every_ > 0 && i % every_ == 0 ? e_ * tokens * d_model_ : per_block;
+      total += every_ > 0 && i % every_ == 0 ? e_ * residual(tokens) * d_model_ : per_block;
     }
     return total;
   }
 
   // Around a stack's blocks: the embedding's dropout mask, the final norm and its dropout, the output (and the LM
   // head's scaled input for the decoder); fused attention keeps the stack's position bias, saved by every block.
+  // Under sequence parallelism all but the encoder's output are split: the decoder's cross-attention keeps that
+  // all-gathered, whole.
   double stack_level(double length, bool lm_head_input) const {
-    const double tokens = rows_ * length;
-    double bytes = 2.0 * mask_ * tokens * d_model_ + e_ * tokens * d_model_ + norm(tokens) +
-                   (lm_head_input ? e_ * tokens * d_model_ : 0.0);
+    const double tokens = rows_ * length, held = residual(tokens);
+    double bytes = 2.0 * mask_ * held * d_model_ + e_ * (lm_head_input ? held : tokens) * d_model_ + norm(held) +
+                   (lm_head_input ? e_ * held * d_model_ : 0.0);
     if (fused_attention_) {
       // The encoder's bias carries the padding mask of each row, (B, H, S, S); the decoder's is (1, H, T, T).
       bytes += e_ * heads_ * length * length * (lm_head_input ? 1.0 : rows_);
@@ -225,7 +234,7 @@ class StepActivations {
     return bytes;
   }
 
-  double e_, rows_, source_, target_, d_model_, heads_, inner_, d_ff_, vocab_;
+  double e_, rows_, source_, target_, d_model_, heads_, inner_, d_ff_, vocab_, split_;
   bool dropout_, gated_, tied_, fused_norms_, fused_attention_;
   double mask_;
   int64_t every_, encoder_blocks_, decoder_blocks_;

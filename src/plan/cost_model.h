@@ -44,6 +44,7 @@ struct MemoryInputs {
   int64_t bucket_bytes = 25 * 1024 * 1024;  // ZeRO-2: the gradient buckets being filled or reduced are whole
   bool adafactor = false;                // factored second moments instead of AdamW's two full moments
   int64_t checkpoint_every_blocks = 0;    // activation checkpointing: 0 none, k: blocks 0, k, 2k, ... of each stack
+  bool sequence_parallel = false;        // the residual stream split over TP: its activations 1 / tp (tp > 1)
   BatchShape micro_batch;
   bool on_gpu = true;  // fused norms, one-byte dropout masks, and the CUDA context and buffers
   // On a GPU, SDPA's fused attention kernel (the model's default there); false: the explicit path, whose scores the

@@ -138,6 +138,7 @@ void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, Resolve
   m.bucket_bytes = mib_to_bytes(c.parallel.bucket_mib);
   m.adafactor = c.optimizer.name == OptimizerSettings::Name::kAdafactor;
   m.checkpoint_every_blocks = requested_checkpoint_every_blocks(c.parallel);
+  m.sequence_parallel = c.parallel.sequence_parallel;
   m.micro_batch = planned_micro_batch(c, *r.batch);
   m.on_gpu = world.on_gpu;
   m.fused_attention = world.fused_attention;
@@ -168,14 +169,17 @@ BatchSamplerOptions sampler_options(const RunConfig& c, const BatchPlan& batch) 
   o.sortish_factor = d.sortish_factor;
   o.drop_last = d.drop_last;
   o.max_tokens_per_micro_batch = d.max_tokens_per_micro_batch;
-  o.length_multiple = std::max<int64_t>(d.pad_to_multiple_of, 1);
+  o.length_multiple = padded_length_multiple(c);
   return o;
 }
 
 BatchShape planned_micro_batch(const RunConfig& c, const BatchPlan& batch) {
+  // The longest batch the collation can make: the maximum lengths padded up to the length multiple.
+  const int64_t multiple = padded_length_multiple(c);
+  auto padded = [multiple](int64_t length) { return (length + multiple - 1) / multiple * multiple; };
   return BatchShape{batch.micro_batch > 0 ? batch.micro_batch : 1,
-                    c.data.max_source_length > 0 ? c.data.max_source_length : 512,
-                    c.data.max_target_length > 0 ? c.data.max_target_length : 128};
+                    padded(c.data.max_source_length > 0 ? c.data.max_source_length : 512),
+                    padded(c.data.max_target_length > 0 ? c.data.max_target_length : 128)};
 }
 
 ResolvedRun resolve_run(const RunConfig& config, const RunWorld& world, const RunData& data) {

@@ -53,6 +53,7 @@ std::string run_name_label(const std::string& key, const std::string& value) {
   };
   static const std::map<std::string, std::string> flags = {
       {"parallel.activation_checkpointing", "ac"}, {"parallel.zero1", "zero1"}, {"parallel.zero2", "zero2"},
+      {"parallel.sequence_parallel", "sp"},
       {"train.freeze_embeddings", "frzemb"},       {"train.freeze_encoder", "frzenc"},
       {"lr_scaling.scale_warmup", "scalewu"},      {"data.drop_last", "droplast"},
   };

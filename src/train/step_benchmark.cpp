@@ -106,7 +106,9 @@ RunConfig benchmark_run_config(const StepBenchmarkOptions& o) {
   c.train.max_grad_norm = o.max_grad_norm;
   c.data.max_source_length = o.source_length;
   c.data.max_target_length = o.target_length;
+  c.data.pad_to_multiple_of = 1;  // the batch has exactly the given lengths
   c.parallel.tp = o.tp_shard;
+  c.parallel.sequence_parallel = o.sequence_parallel;
   using Checkpointing = ParallelSettings::ActivationCheckpointing;
   if (o.checkpoint_every_blocks == kChooseCheckpointing) {
     c.parallel.activation_checkpointing = Checkpointing::kAuto;
@@ -213,6 +215,9 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   T5S_CHECK(o.micro_batch > 0, "--micro-batch must be positive, got ", o.micro_batch);
   T5S_CHECK(o.source_length > 0, "--source-length must be positive, got ", o.source_length);
   T5S_CHECK(o.target_length > 0, "--target-length must be positive, got ", o.target_length);
+  T5S_CHECK(!o.sequence_parallel || (o.source_length % o.tp_shard == 0 && o.target_length % o.tp_shard == 0),
+            "--sequence-parallel splits every sequence over the TP group: --source-length ", o.source_length,
+            " and --target-length ", o.target_length, " must be divisible by --tp-shard ", o.tp_shard);
   T5S_CHECK(o.steps > 0, "--steps must be positive, got ", o.steps);
   T5S_CHECK(o.warmup_steps >= 0, "--warmup-steps must be at least 0, got ", o.warmup_steps);
   T5S_CHECK(o.tp_shard >= 1, "--tp-shard must be at least 1, got ", o.tp_shard);
@@ -272,6 +277,7 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
     model->set_attention_kernel(o.attention == "sdpa" ? AttentionKernel::kSdpa : AttentionKernel::kExplicit);
   }
   if (o.checkpoint_every_blocks > 0) model->set_activation_checkpointing(o.checkpoint_every_blocks);
+  model->set_sequence_parallel(o.sequence_parallel);
   torch::manual_seed(o.seed);
 
   trainer_ = std::make_unique<ParallelTrainer>(model, grid, training_options_for(config_));
@@ -342,6 +348,7 @@ json StepBenchmark::run() {
       {"activation_checkpointing", o.checkpoint_every_blocks},
       {"dropout_rate", model_config_.dropout_rate},
       {"tp_shard", o.tp_shard},
+      {"sequence_parallel", o.sequence_parallel},
       {"attention", o.attention != "auto" ? o.attention
                     : default_attention_kernel(o.device) == AttentionKernel::kSdpa ? "sdpa" : "explicit"},
       {"seed", o.seed},

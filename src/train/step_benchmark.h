@@ -51,6 +51,7 @@ struct StepBenchmarkOptions {
   double weight_decay = 0.01;   // AdamW, on every parameter but the norms (as Hugging Face's Trainer)
   double max_grad_norm = 1.0;   // clipping, as t5scale-train and Hugging Face's Trainer do by default
   int tp_shard = 1;             // > 1: one rank's share of a TP = tp_shard model, communication excluded
+  bool sequence_parallel = false;  // parallel.sequence_parallel (an effect with tp_shard > 1 only)
   std::string attention = "auto";  // auto (the device's: sdpa on CUDA, explicit elsewhere), sdpa or explicit;
                                    // sdpa on the CPU holds the tensors the GPU's step holds
   double peak_flops_per_device = 0.0;  // > 0 replaces the peak table's figure

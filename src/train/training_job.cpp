@@ -186,7 +186,7 @@ void TrainingJob::set_up_data() {
   T5S_CHECK(!wants_evaluation || eval_examples_, "eval: the dataset ", d.dataset, " has no split '", d.eval_split,
             "' (data.eval_split); set eval.every_steps: 0 and eval.at_end: false to train without evaluation");
 
-  collate_options_.pad_to_multiple_of = d.pad_to_multiple_of;
+  collate_options_.pad_to_multiple_of = padded_length_multiple(config_);
 }
 
 // The run resolved from the config, the grid and the data, as t5scale-study plans it (resolve_run): every problem
@@ -250,6 +250,13 @@ void TrainingJob::set_up_model_and_trainer() {
     model->initialize_weights(static_cast<uint64_t>(config_.run.seed));
   }
   if (checkpoint_every_blocks_ > 0) model->set_activation_checkpointing(checkpoint_every_blocks_);
+  model->set_sequence_parallel(config_.parallel.sequence_parallel);
+  if (config_.parallel.sequence_parallel) {
+    log(grid_.tp_size > 1 ? msg("[t5scale] sequence parallelism: each TP rank holds 1/", grid_.tp_size,
+                                " of the tokens between the tensor-parallel regions; lengths padded to multiples of ",
+                                padded_length_multiple(config_))
+                          : std::string("[t5scale] sequence parallelism: no effect at tp 1"));
+  }
   attention_kernels_ = model->attention_kernels();
   log("[t5scale] attention: " + attention_kernels_);
 
@@ -395,7 +402,7 @@ void TrainingJob::evaluate_now(bool final_evaluation) {
   options.batch_size = config_.eval.batch_size;
   options.generate = config_.eval.generate;
   options.max_new_tokens = config_.eval.max_new_tokens;
-  options.pad_to_multiple_of = config_.data.pad_to_multiple_of;
+  options.pad_to_multiple_of = padded_length_multiple(config_);
   options.data_vocab_size = vocab_size_;
   auto& model = *trainer_->model();
   const EvaluationResult result =

@@ -97,15 +97,15 @@ TEST(CudaLayers, RowParallelLinear) {
 TEST(CudaLayers, RMSNorm) {
   expect_cuda_matches_cpu(
       "rms-norm",
-      [](torch::TensorOptions options, CommunicatorPtr) { return RMSNorm(64, 1e-6, options); },
+      [](torch::TensorOptions options, CommunicatorPtr tp) { return RMSNorm(64, 1e-6, tp, options); },
       seeded({3, 7, 64}, 7) * 2.0, 70);
 }
 
 // In bf16 the fused kernel computes T5's norm in fp32 and rounds once, as on the CPU: at most one bf16 unit apart
 // from the CPU's result (the fp32 sums may be added in another order).
 TEST(CudaLayers, RMSNormBf16RoundsOnce) {
-  RMSNorm cpu_norm(256, 1e-6, torch::TensorOptions().dtype(torch::kBFloat16));
-  RMSNorm cuda_norm(256, 1e-6, torch::TensorOptions().dtype(torch::kBFloat16).device(gpu_grid().device()));
+  RMSNorm cpu_norm(256, 1e-6, cpu_tp(), torch::TensorOptions().dtype(torch::kBFloat16));
+  RMSNorm cuda_norm(256, 1e-6, cpu_tp(), torch::TensorOptions().dtype(torch::kBFloat16).device(gpu_grid().device()));
   {
     torch::NoGradGuard no_grad;  // parameters are allocated, not initialised: give the weight values of its own
     cpu_norm->weight.copy_(1.0 + 0.2 * seeded({256}, 9));

@@ -475,7 +475,7 @@ TEST(T5Model, RMSNormIsT5sNorm) {
   const double eps = 1e-6;
   for (const auto dtype : {torch::kFloat32, torch::kFloat64, torch::kBFloat16, torch::kHalf}) {
     const auto options = torch::TensorOptions().dtype(dtype);
-    RMSNorm norm(96, eps, options);
+    RMSNorm norm(96, eps, std::make_shared<SoloCommunicator>("tp"), options);
     torch::Tensor x;
     torch::Tensor w;
     {

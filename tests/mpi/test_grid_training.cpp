@@ -3,7 +3,8 @@
 // gradient norm, the gathered fp32 gradients after one step, and the gathered weights after one and three
 // optimizer steps; also with activation checkpointing, with 4 micro-batches of accumulation against one large
 // batch, with ZeRO-1 and ZeRO-2, and with Adafactor (fixed step size; and T5's relative step with the parameter scale and
-// momentum), whose row/column means and RMS values span the TP-split dimensions. Weight decay and gradient
+// momentum), whose row/column means and RMS values span the TP-split dimensions; and with sequence parallelism (with
+// checkpointing and ZeRO-1), its batches padded to lengths every TP size splits. Weight decay and gradient
 // clipping are on, so both take part in what is compared. And a checkpoint written on any grid continues on any
 // other grid (ZeRO-1 on or off on either side) exactly as on its own (GridResharding, at the end).
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <optional>
 
 #include "core/check.h"
+#include "core/ignore_index.h"
 #include "io/sharded_checkpoint.h"
 #include "model/t5_model.h"
 #include "mpi_test_support.h"
@@ -47,7 +49,17 @@ struct Variant {
   bool zero1 = false;
   Optimizer optimizer = Optimizer::kAdamW;
   bool zero2 = false;
+  bool sequence_parallel = false;  // batches padded to multiples of 4, which every tp of the world divides
 };
+
+// The batch with its source and target lengths padded up to a multiple of `multiple`, as the trainer's collation pads
+// them for sequence parallelism: pad ids under a zero attention mask, ignored labels.
+Seq2SeqBatch padded_to_multiple(const Seq2SeqBatch& batch, int64_t multiple) {
+  auto pad = [multiple](const torch::Tensor& t, int64_t value) {
+    return torch::constant_pad_nd(t, {0, (multiple - t.size(1) % multiple) % multiple}, value);
+  };
+  return {pad(batch.input_ids, 0), pad(batch.attention_mask, 0), pad(batch.labels, kIgnoreIndex)};
+}
 
 ModelConfig grid_model(bool v1_1) {
   ModelConfig c = tiny_model_config(64);
@@ -95,14 +107,19 @@ class TrainingRun {
  public:
   TrainingRun(const ModelConfig& config, ProcessGrid grid, const Variant& variant, torch::ScalarType dtype,
               uint64_t init_seed = 31)
-      : model_(config, grid.tp, dtype), task_(task_options(config)), micro_batches_(variant.micro_batches) {
+      : model_(config, grid.tp, dtype),
+        task_(task_options(config)),
+        micro_batches_(variant.micro_batches),
+        sequence_parallel_(variant.sequence_parallel) {
     model_->initialize_weights(init_seed);
     model_->set_activation_checkpointing(variant.checkpoint_every);
+    model_->set_sequence_parallel(variant.sequence_parallel);
     trainer_ = std::make_unique<ParallelTrainer>(model_, std::move(grid), training_options(variant));
   }
 
   StepResult step() {
-    const Seq2SeqBatch global = task_.next_batch(kGlobalBatch);
+    const Seq2SeqBatch global = sequence_parallel_ ? padded_to_multiple(task_.next_batch(kGlobalBatch), 4)
+                                                   : task_.next_batch(kGlobalBatch);
     return trainer_->step(replica_micro_batches(global, trainer_->grid(), micro_batches_), kLearningRate);
   }
   void skip_batches(int count) {
@@ -138,6 +155,7 @@ class TrainingRun {
   T5Model model_;
   SyntheticTask task_;
   int64_t micro_batches_;
+  bool sequence_parallel_;
   std::unique_ptr<ParallelTrainer> trainer_;
 };
 
@@ -157,8 +175,10 @@ struct Reference {
   Snapshot fp32, fp64;
 };
 
-Reference single_rank_run(const ModelConfig& config, int steps, Optimizer optimizer) {
-  const Variant one_batch{"single rank", 0, 1, false, optimizer};
+// padded: on the batches a sequence-parallel variant trains on (at tp 1 sequence parallelism itself does nothing), so
+// that its fp32 comparison sees the grid's rounding, not that of other shapes.
+Reference single_rank_run(const ModelConfig& config, int steps, Optimizer optimizer, bool padded = false) {
+  const Variant one_batch{"single rank", 0, 1, false, optimizer, false, padded};
   return {train_run(config, ProcessGrid::solo(), one_batch, steps, torch::kFloat32),
           train_run(config, ProcessGrid::solo(), one_batch, steps, torch::kFloat64)};
 }
@@ -228,7 +248,14 @@ class GridTraining : public ::testing::TestWithParam<Variant> {};
 TEST_P(GridTraining, OneStepEqualsOneRank) {
   for (bool v1_1 : {false, true}) {
     const ModelConfig config = grid_model(v1_1);
-    const Reference reference = single_rank_run(config, 1, GetParam().optimizer);
+    const Reference reference = single_rank_run(config, 1, GetParam().optimizer, GetParam().sequence_parallel);
+    if (GetParam().sequence_parallel) {  // the padding itself changes nothing: fp64 on one rank, padded or not
+      const Snapshot unpadded = single_rank_run(config, 1, GetParam().optimizer).fp64;
+      const auto got = quantities(reference.fp64, true), want = quantities(unpadded, true);
+      for (const auto& [name, value] : want) {
+        EXPECT_TRUE(testing::tensors_close("padded fp64: " + name, got.at(name), value, kFp64Tolerance));
+      }
+    }
     EXPECT_GT(reference.fp32.steps[0].grad_norm, training_options(GetParam()).max_grad_norm)
         << "clipping should be active";
     for (int tp : testing::tp_sizes_for_world()) {
@@ -243,7 +270,7 @@ TEST_P(GridTraining, OneStepEqualsOneRank) {
 
 TEST_P(GridTraining, ThreeStepsEqualOneRank) {
   const ModelConfig config = grid_model(true);
-  const Reference reference = single_rank_run(config, 3, GetParam().optimizer);
+  const Reference reference = single_rank_run(config, 3, GetParam().optimizer, GetParam().sequence_parallel);
   for (int tp : testing::tp_sizes_for_world()) {
     const ProcessGrid grid = testing::make_grid(tp);
     const std::string what = "v1.1 " + std::to_string(grid.tp_size) + "x" + std::to_string(grid.dp_size) + " " +
@@ -263,7 +290,8 @@ INSTANTIATE_TEST_SUITE_P(Variants, GridTraining,
                                            Variant{"zero2_all", 1, 4, true, Optimizer::kAdamW, true},
                                            Variant{"adafactor", 0, 1, false, Optimizer::kAdafactor},
                                            Variant{"adafactor_relative_step", 1, 4, false,
-                                                   Optimizer::kAdafactorRelativeStep}),
+                                                   Optimizer::kAdafactorRelativeStep},
+                                           Variant{"sequence_parallel", 1, 1, true, Optimizer::kAdamW, false, true}),
                          [](const auto& info) { return info.param.name; });
 
 // ---- A checkpoint continues on any grid ----

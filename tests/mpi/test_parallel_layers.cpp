@@ -167,6 +167,72 @@ TEST_F(ParallelLayers, WholeModelAtEveryTpSizeEqualsOneRank) {
   }
 }
 
+// Sequence parallelism over the whole world as the TP group, in fp64: the loss and every parameter's gradient equal
+// one rank's to 1e-12, tied (relu) and untied (gated GELU), with and without checkpointing every block, on a batch
+// with a padded row. The norms' weights see 1 / tp of the tokens per rank and are summed over the group in backward.
+TEST_F(ParallelLayers, SequenceParallelModelEqualsOneRankForwardAndBackward) {
+  ModelConfig config = tiny_model_config(48);
+  config.num_heads = 4;
+  config.d_kv = 8;
+  config.dropout_rate = 0.0;
+  const torch::Tensor ids = torch::randint(3, 48, {3, 8}, at::make_generator<at::CPUGeneratorImpl>(22));
+  torch::Tensor mask = torch::ones({3, 8}, torch::kLong);
+  mask.index_put_({2, torch::indexing::Slice(5, torch::indexing::None)}, 0);
+  torch::Tensor labels = torch::randint(3, 48, {3, 4}, at::make_generator<at::CPUGeneratorImpl>(23));
+  labels.index_put_({1, 3}, kIgnoreIndex);
+  const Seq2SeqBatch batch{ids, mask, labels};
+  for (bool tied : {true, false}) {
+    config.tie_word_embeddings = tied;
+    config.feed_forward = tied ? FeedForwardKind::kRelu : FeedForwardKind::kGatedGelu;
+    T5Model reference(config, std::make_shared<SoloCommunicator>("tp"), torch::kFloat64);
+    reference->initialize_weights(21);
+    const torch::Tensor reference_loss = reference->loss(batch);
+    reference_loss.backward();
+    for (int64_t checkpoint_every : {0, 1}) {
+      const std::string what = msg(tied ? "tied" : "untied", checkpoint_every > 0 ? ", checkpointed" : "", ": ");
+      T5Model sharded(config, grid_.tp, torch::kFloat64);
+      sharded->initialize_weights(21);
+      sharded->set_sequence_parallel(true);
+      sharded->set_activation_checkpointing(checkpoint_every);
+      const torch::Tensor loss = sharded->loss(batch);
+      loss.backward();
+      EXPECT_TRUE(tensors_close(what + "loss", loss, reference_loss, 1e-12));
+      auto reference_params = reference->named_parameters();
+      auto params = sharded->named_parameters();
+      for (const ParameterLayout& layout : sharded->parameter_layouts()) {
+        const torch::Tensor gathered = testing::gather_shards(params[layout.name].grad(), layout, tp());
+        EXPECT_TRUE(tensors_close(what + layout.name, gathered, reference_params[layout.name].grad(), 1e-12));
+      }
+    }
+  }
+}
+
+// A sequence that the TP group cannot split is refused with the length, tp and the key; at tp 1 nothing is split and
+// any length runs.
+TEST_F(ParallelLayers, SequenceParallelRefusesALengthTpDoesNotDivide) {
+  ModelConfig config = tiny_model_config(48);
+  config.num_heads = 4;
+  T5Model sharded(config, grid_.tp);
+  sharded->initialize_weights(21);
+  sharded->set_sequence_parallel(true);
+  const int64_t length = 4 * tp().size() + 1;
+  const torch::Tensor ids = torch::randint(3, 48, {2, length}, at::make_generator<at::CPUGeneratorImpl>(24));
+  const torch::Tensor dec = torch::randint(3, 48, {2, tp().size()}, at::make_generator<at::CPUGeneratorImpl>(25));
+  if (tp().size() == 1) {
+    EXPECT_EQ(sharded->forward(ids, torch::Tensor(), dec).size(1), tp().size());
+    return;
+  }
+  try {
+    sharded->forward(ids, torch::Tensor(), dec);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(msg("parallel.sequence_parallel splits every sequence over the TP group: the "
+                                             "source length ", length, " is not divisible by tp ", tp().size())),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ProcessGridLayout, GroupsAreConsecutiveForTpAndStridedForDp) {
   for (int tp : testing::tp_sizes_for_world()) {
     ProcessGrid grid = testing::make_grid(tp);
