@@ -41,7 +41,7 @@ void ColumnParallelLinearImpl::reset() {
 
 torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& input) {
   const torch::Tensor region_input = options.copy_input() ? copy_to_tensor_parallel_region(input, *tp) : input;
-  torch::Tensor output = sinking_linear(region_input, weight, weight_gradient_sink);
+  torch::Tensor output = sinking_linear(region_input, weight, &weight_gradient_sink);
   return options.gather_output() ? gather_from_tensor_parallel_region(output, *tp) : output;
 }
 
@@ -154,7 +154,7 @@ void RowParallelLinearImpl::reset() {
 
 torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& input, SequenceLayout output) {
   torch::Tensor local_input = options.input_is_parallel() ? input : scatter_to_tensor_parallel_region(input, *tp);
-  const torch::Tensor partial = sinking_linear(local_input, weight, weight_gradient_sink);
+  const torch::Tensor partial = sinking_linear(local_input, weight, &weight_gradient_sink);
   return output == SequenceLayout::kSplit ? reduce_scatter_to_sequence_parallel_region(partial, *tp)
                                           : reduce_from_tensor_parallel_region(partial, *tp);
 }

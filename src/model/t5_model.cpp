@@ -165,7 +165,7 @@ torch::Tensor T5ModelImpl::lm_logits(const torch::Tensor& decoder_hidden, Sequen
     return column_parallel_from_sequence_split(input, {{weight, sink}}, *tp_)[0];
   }
   const torch::Tensor region_input = copy_to_tensor_parallel_region(input, *tp_);
-  return config_.tie_word_embeddings ? torch::nn::functional::linear(region_input, weight) : lm_head(region_input);
+  return config_.tie_word_embeddings ? sinking_linear(region_input, weight, nullptr) : lm_head(region_input);
 }
 
 torch::Tensor T5ModelImpl::decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& encoder_output,

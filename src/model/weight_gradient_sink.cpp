@@ -22,17 +22,22 @@ struct LinearIntoWeightGradientSink : torch::autograd::Function<LinearIntoWeight
     const torch::Tensor& weight = saved[1];
     const torch::Tensor& grad_output = grads[0];
     const torch::Tensor grad_input = ctx->needs_input_grad(0) ? grad_output.matmul(weight) : torch::Tensor();
-    (*saved_object<const WeightGradientSink>(ctx, "sink"))(grad_output.reshape({-1, grad_output.size(-1)}),
-                                                           input.reshape({-1, input.size(-1)}));
-    return {grad_input, torch::Tensor(), torch::Tensor()};
+    const torch::Tensor grad_2d = grad_output.reshape({-1, grad_output.size(-1)});
+    const torch::Tensor input_2d = input.reshape({-1, input.size(-1)});
+    const auto* sink = saved_object<const WeightGradientSink>(ctx, "sink");
+    if (sink != nullptr) {
+      (*sink)(grad_2d, input_2d);
+      return {grad_input, torch::Tensor(), torch::Tensor()};
+    }
+    return {grad_input, grad_2d.t().mm(input_2d), torch::Tensor()};
   }
 };
 
 }  // namespace
 
-torch::Tensor sinking_linear(const torch::Tensor& input, const torch::Tensor& weight, const WeightGradientSink& sink) {
-  if (sink && weight.requires_grad() && torch::GradMode::is_enabled()) {
-    return LinearIntoWeightGradientSink::apply(input, weight, &sink);
+torch::Tensor sinking_linear(const torch::Tensor& input, const torch::Tensor& weight, const WeightGradientSink* sink) {
+  if (weight.requires_grad() && torch::GradMode::is_enabled()) {
+    return LinearIntoWeightGradientSink::apply(input, weight, sink != nullptr && *sink ? sink : nullptr);
   }
   return torch::nn::functional::linear(input, weight);
 }

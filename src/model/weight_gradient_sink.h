@@ -2,7 +2,7 @@
 // hands the weight's gradient to it as the two factors of one GEMM, and the sink computes it straight into its fp32
 // gradient buffer (writing the step's first gradient, adding later ones). No compute-dtype weight gradient is made and
 // then added into the buffer: one tensor and one pass fewer per weight and micro-batch. The trainer's gradient
-// buckets install the sinks (GradientBuckets::weight_gradient_sink); without one a layer is an ordinary linear.
+// buckets install the sinks (GradientBuckets::weight_gradient_sink); without one the gradient goes to the weight's .grad.
 #pragma once
 
 #include <torch/torch.h>
@@ -14,9 +14,11 @@ namespace t5scale {
 // grad_output_2d (rows, out) and input_2d (rows, in): the weight's gradient is grad_output_2d^T input_2d (out, in).
 using WeightGradientSink = std::function<void(const torch::Tensor& grad_output_2d, const torch::Tensor& input_2d)>;
 
-// input (..., in) W^T for weight (out, in). Where `sink` is set and a gradient is wanted, backward gives the input's
-// gradient as torch::nn::functional::linear does and the weight's to `sink` (which must outlive the graph; the weight
-// gets no .grad); otherwise it is torch::nn::functional::linear.
-torch::Tensor sinking_linear(const torch::Tensor& input, const torch::Tensor& weight, const WeightGradientSink& sink);
+// input (..., in) W^T for weight (out, in). Where the weight's gradient is wanted, backward gives the input's gradient
+// as torch::nn::functional::linear does and the weight's to `sink` where one is set (`sink` must outlive the graph;
+// the weight gets no .grad), else as the weight's .grad, made in the weight's own layout (out, in): linear's backward
+// makes it transposed, which .grad then copies, one weight-sized tensor more at that moment. Without a gradient it is
+// torch::nn::functional::linear.
+torch::Tensor sinking_linear(const torch::Tensor& input, const torch::Tensor& weight, const WeightGradientSink* sink);
 
 }  // namespace t5scale

@@ -130,8 +130,8 @@ class StepActivations {
         // The last decoder block's backward: its attention gradients over the widest scores.
         saved + e_ * logits + held_grad + 2.0 * e_ * decoder_scores(),
         // The decoder embedding's backward, with the encoder's activations still kept: its dense gradient (and,
-        // tied, the LM head's part and their sum).
-        encoder + (tied_ ? 3.0 : 1.0) * e_ * embedding,
+        // tied, the LM head's part that .grad holds, which sinking_linear makes in the weight's layout: no copy).
+        encoder + (tied_ ? 2.0 : 1.0) * e_ * embedding,
         // The encoder embedding's: its gradient and the one held for it; then their sum added into its bucket.
         std::max(2.0 * e_ * embedding, accumulated),
         // The optimizer: one fp32 temporary of the largest parameter.

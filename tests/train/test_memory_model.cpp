@@ -2,7 +2,7 @@
 // (CpuMemoryTracker counts every tensor LibTorch allocates), for t5-small and t5-v1_1-base shapes, fp32 and bf16, tp
 // 1 and 2 (one rank's share, as t5scale-bench --tp-shard builds it), activation checkpointing off, every block and
 // the planner's own choice for a device between the two (stepped where it is neither: otherwise that step was just
-// measured), two batch sizes (t5-small), with and without dropout.
+// measured), two batch sizes (t5-small), with and without dropout; t5-small at tp 2 also with sequence parallelism.
 // predict_memory must hold every measured peak within 5%. Each model is built once and stepped in every variant;
 // the peak of a step is counted from the tensors live before its model was built.
 #include <gtest/gtest.h>
@@ -63,45 +63,54 @@ TEST(MemoryModel, PredictedPeakIsWithinFivePercentOfTheMeasuredOne) {
         o.target_length = shape.target_length;
         o.dropout_rate = shape.dropout_rate;
         StepBenchmark bench(o);
-        for (const int64_t rows : shape.batches) {
-          MemoryInputs inputs;
-          inputs.tp = tp;
-          inputs.compute_bytes_per_element = precision == Precision::kFp32 ? 4 : 2;
-          inputs.micro_batch = BatchShape{rows, shape.source_length, shape.target_length};
-          inputs.on_gpu = false;
-          // Auto: the planner's choice for a device between what none and every block need.
-          MemoryInputs none = inputs, every = inputs;
-          every.checkpoint_every_blocks = 1;
-          const int64_t between =
-              (predict_memory(bench.model_config(), none).total_bytes() +
-               predict_memory(bench.model_config(), every).total_bytes()) / 2;
-          const int64_t chosen =
-              choose_activation_checkpointing(bench.model_config(), inputs, static_cast<int64_t>(between / 0.95))
-                  .checkpoint_every_blocks;
-          const Seq2SeqBatch batch = random_batch(rows, shape, bench.model_config().vocab_size);
-          // The planner's choice is stepped where it is neither off nor every block; where it is one of them, that
-          // step is the one just measured (the same model, batch and setting).
-          std::vector<int64_t> settings = {0, 1};
-          if (chosen != 0 && chosen != 1) settings.push_back(chosen);
-          for (const int64_t every_k : settings) {
-            bench.trainer().model()->set_activation_checkpointing(every_k);
-            inputs.checkpoint_every_blocks = every_k;
-            const StepResult step = bench.trainer().step({batch}, 1e-4);
-            const int64_t peak = std::max({step.forward_peak_bytes, step.backward_peak_bytes, step.optimizer_peak_bytes});
-            const double measured = static_cast<double>(peak - live_before);
-            const double predicted = static_cast<double>(predict_memory(bench.model_config(), inputs).tensor_bytes());
-            const std::string name = msg(shape.model, " ", enum_name(precision), " tp ", tp, " rows ", rows, " ",
-                                         shape.source_length, "/", shape.target_length, " dropout ",
-                                         bench.model_config().dropout_rate, " checkpoint every ", every_k);
-            const double ratio = predicted / measured;
-            std::printf("%-70s predicted %8.1f MiB measured %8.1f MiB ratio %.3f\n", name.c_str(),
-                        predicted / 1048576.0, measured / 1048576.0, ratio);
-            EXPECT_NEAR(ratio, 1.0, 0.05) << name;
-            if (std::abs(ratio - 1.0) > worst) {
-              worst = std::abs(ratio - 1.0);
-              worst_case = name;
+        // Sequence parallelism on the same model: t5-small's first shape at tp 2.
+        const std::vector<bool> sequence_parallel_options =
+            tp == 2 && &shape == &shapes.front() ? std::vector<bool>{false, true} : std::vector<bool>{false};
+        for (const bool sequence_parallel : sequence_parallel_options) {
+          bench.trainer().model()->set_sequence_parallel(sequence_parallel);
+          for (const int64_t rows : shape.batches) {
+            MemoryInputs inputs;
+            inputs.tp = tp;
+            inputs.sequence_parallel = sequence_parallel;
+            inputs.compute_bytes_per_element = precision == Precision::kFp32 ? 4 : 2;
+            inputs.micro_batch = BatchShape{rows, shape.source_length, shape.target_length};
+            inputs.on_gpu = false;
+            // Auto: the planner's choice for a device between what none and every block need.
+            MemoryInputs none = inputs, every = inputs;
+            every.checkpoint_every_blocks = 1;
+            const int64_t between =
+                (predict_memory(bench.model_config(), none).total_bytes() +
+                 predict_memory(bench.model_config(), every).total_bytes()) / 2;
+            const int64_t chosen =
+                choose_activation_checkpointing(bench.model_config(), inputs, static_cast<int64_t>(between / 0.95))
+                    .checkpoint_every_blocks;
+            const Seq2SeqBatch batch = random_batch(rows, shape, bench.model_config().vocab_size);
+            // The planner's choice is stepped where it is neither off nor every block; where it is one of them, that
+            // step is the one just measured (the same model, batch and setting).
+            std::vector<int64_t> settings = {0, 1};
+            if (chosen != 0 && chosen != 1) settings.push_back(chosen);
+            for (const int64_t every_k : settings) {
+              bench.trainer().model()->set_activation_checkpointing(every_k);
+              inputs.checkpoint_every_blocks = every_k;
+              const StepResult step = bench.trainer().step({batch}, 1e-4);
+              const int64_t peak =
+                  std::max({step.forward_peak_bytes, step.backward_peak_bytes, step.optimizer_peak_bytes});
+              const double measured = static_cast<double>(peak - live_before);
+              const double predicted = static_cast<double>(predict_memory(bench.model_config(), inputs).tensor_bytes());
+              const std::string name = msg(shape.model, " ", enum_name(precision), " tp ", tp, " rows ", rows, " ",
+                                           shape.source_length, "/", shape.target_length, " dropout ",
+                                           bench.model_config().dropout_rate, " checkpoint every ", every_k,
+                                           sequence_parallel ? " sequence parallel" : "");
+              const double ratio = predicted / measured;
+              std::printf("%-70s predicted %8.1f MiB measured %8.1f MiB ratio %.3f\n", name.c_str(),
+                          predicted / 1048576.0, measured / 1048576.0, ratio);
+              EXPECT_NEAR(ratio, 1.0, 0.05) << name;
+              if (std::abs(ratio - 1.0) > worst) {
+                worst = std::abs(ratio - 1.0);
+                worst_case = name;
+              }
+              ++cases;
             }
-            ++cases;
           }
         }
       }
