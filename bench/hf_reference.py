@@ -276,6 +276,7 @@ def main(argv=None):
             "attention": f"transformers T5Attention ({getattr(config, '_attn_implementation', None) or 'eager'})",
             "dropout_rate": config.dropout_rate,
             "tp_shard": 1,
+            "sequence_parallel": False,
             "seed": args.seed,
             "learning_rate": args.lr,
             "weight_decay": weight_decay,

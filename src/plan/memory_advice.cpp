@@ -44,6 +44,11 @@ std::vector<MemoryRemedy> memory_remedies(const ModelConfig& model, const Memory
               tried.checkpoint_every_blocks),
           tried);
   }
+  if (now.tp > 1 && !now.sequence_parallel) {
+    MemoryInputs tried = now;
+    tried.sequence_parallel = true;
+    offer("parallel.sequence_parallel=true", tried);
+  }
   if (now.dp > 1 && !now.zero1 && !now.adafactor) {
     MemoryInputs tried = now;
     tried.zero1 = true;
@@ -86,6 +91,9 @@ std::vector<MemoryRemedy> memory_remedies(const ModelConfig& model, const Memory
         together.dp = now.dp / 2;
         together.micro_batch.rows = 2 * now.micro_batch.rows;
         settings.push_back(msg("parallel.tp=", wider_tp));
+      } else if (r.setting == "parallel.sequence_parallel=true") {
+        together.sequence_parallel = true;
+        settings.push_back(r.setting);
       }
     }
     if (now.micro_batch.rows > 1 || together.micro_batch.rows > 1) {

@@ -71,10 +71,10 @@ TEST(OperatorCounts, OneBlockForwardAndBackward) {
   // The norms count as their CPU composite here (aten::rms_norm, then _fused_rms_norm and the operators it is made
   // of); on CUDA the same call is one kernel forward and one backward.
   const Expected expected[] = {
-      {false, AttentionKernel::kExplicit, 248, 375},
-      {false, AttentionKernel::kSdpa, 264, 376},
-      {true, AttentionKernel::kExplicit, 409, 607},
-      {true, AttentionKernel::kSdpa, 441, 609},
+      {false, AttentionKernel::kExplicit, 248, 344},
+      {false, AttentionKernel::kSdpa, 264, 345},
+      {true, AttentionKernel::kExplicit, 409, 560},
+      {true, AttentionKernel::kSdpa, 441, 562},
   };
   for (const Expected& e : expected) {
     const Counted counted = count_block_step(e.decoder, e.kernel);
