@@ -132,13 +132,20 @@ TEST(MemoryAdvice, ZeroTwoComesAfterZeroOneAndOnlyWhatChangesTheRunIsOffered) {
   // A TP group stays inside a node: with one GPU per node no larger TP is offered.
   EXPECT_EQ(find(remedies_of(three_b(), 40, 1), "parallel.tp"), nullptr);
 
-  // Everything already done: checkpointing every block, ZeRO-2, micro-batch 1, TP as wide as the node.
+  // Everything already done: checkpointing every block, ZeRO-2, micro-batch 1, TP as wide as the node (and then
+  // sequence parallelism).
   RunConfig done = three_b();
   done.parallel.activation_checkpointing = ParallelSettings::ActivationCheckpointing::kOn;
   done.parallel.checkpoint_every_blocks = 1;
   done.parallel.zero1 = done.parallel.zero2 = true;
   done.parallel.tp = kWorld;  // dp 1
   done.train.global_batch = 1;
+  // With TP the one change left is sequence parallelism, offered with the run's prediction when it is on.
+  const std::vector<MemoryRemedy> left = remedies_of(done, 1);
+  const MemoryRemedy* sequence_parallel = find(left, "parallel.sequence_parallel=true");
+  ASSERT_NE(sequence_parallel, nullptr);
+  done.parallel.sequence_parallel = true;
+  EXPECT_EQ(sequence_parallel->memory.total_bytes(), total_bytes(done));
   EXPECT_TRUE(remedies_of(done, 1).empty());
 }
 
