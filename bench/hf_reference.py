@@ -277,6 +277,7 @@ def main(argv=None):
             "dropout_rate": config.dropout_rate,
             "tp_shard": 1,
             "sequence_parallel": False,
+            "selective_recomputation": False,
             "seed": args.seed,
             "learning_rate": args.lr,
             "weight_decay": weight_decay,

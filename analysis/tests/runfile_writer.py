@@ -81,7 +81,7 @@ def root_attributes(*, run_id="run", study="study", nodes=1, gpus_per_node=1, tp
         "cuda_version": "12.4", "nccl_version": "2.21.5", "torch_version": "2.11.0",
         "peak_flops_per_device": 989e12, "price_per_node_hour_usd": price, "carbon_intensity_g_per_kwh": carbon,
         "pue": pue, "predicted_memory_bytes_per_device": 4 * GIB, "predicted_flops_per_step": 1e12 * global_batch,
-        "checkpoint_every_blocks": 0, "attention_kernels": "sdpa: self-attention efficient; cross-attention flash, efficient when padded",
+        "checkpoint_every_blocks": 0, "recomputation": "none", "attention_kernels": "sdpa: self-attention efficient; cross-attention flash, efficient when padded",
         "energy_source_gpu": energy_source_gpu, "energy_source_cpu": energy_source_cpu,
         "config_yaml": config_yaml(study=study, run_name=run_id, global_batch=global_batch, micro_batch=micro_batch,
                                    max_steps=max_steps, rule=lr_scaling_rule,

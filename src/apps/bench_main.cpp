@@ -46,6 +46,7 @@ initialised as t5scale-train does.
   --activation-checkpointing  recompute every block in backward
   --checkpoint-every-blocks K  recompute every K-th block instead; auto: the least recomputation that the planner
                             predicts to fit the device's memory (none, every K-th block, ..., every block)
+  --selective-recomputation  recompute every attention core in backward (Megatron's selective mode)
   --device-memory-gib X     the memory auto must fit (default: the GPU's, or the host's on a CPU)
   --optimizer O             adamw (weight decay 0.01, not on norms) or adafactor           [adamw]
   --lr X                    constant learning rate                                         [1e-4]
@@ -77,11 +78,10 @@ struct Arguments {
 
 const std::vector<std::string>& option_names() {
   static const std::vector<std::string> names = {
-      "--model",        "--precision",   "--micro-batch",   "--source-length",           "--target-length",
-      "--steps",        "--warmup-steps", "--device",       "--threads",                 "--activation-checkpointing",
-      "--checkpoint-every-blocks", "--device-memory-gib", "--optimizer", "--lr",   "--dropout",                 "--vocab-size",
-      "--tp-shard",     "--sequence-parallel", "--attention",   "--peak-flops",  "--matmul-peak",   "--seed",                    "--json",
-      "--profile",      "--profile-trace",
+      "--model", "--precision", "--micro-batch", "--source-length", "--target-length", "--steps", "--warmup-steps",
+      "--device", "--threads", "--activation-checkpointing", "--checkpoint-every-blocks", "--selective-recomputation",
+      "--device-memory-gib", "--optimizer", "--lr", "--dropout", "--vocab-size", "--tp-shard", "--sequence-parallel",
+      "--attention", "--peak-flops", "--matmul-peak", "--seed", "--json", "--profile", "--profile-trace",
       "--print-model-config", "--help"};
   return names;
 }
@@ -142,6 +142,8 @@ Arguments parse(int argc, char** argv) {
       o.measure_matmul = true;
     } else if (flag == "--sequence-parallel") {
       o.sequence_parallel = true;
+    } else if (flag == "--selective-recomputation") {
+      o.selective_recomputation = true;
     } else if (flag == "--seed") {
       o.seed = static_cast<uint64_t>(line.integer());
     } else if (flag == "--profile") {

@@ -67,7 +67,8 @@ T5S_ENUM_NAMES(ParallelSettings::Backend, {ParallelSettings::Backend::kAuto, "au
                {ParallelSettings::Backend::kMpi, "mpi"}, {ParallelSettings::Backend::kNccl, "nccl"})
 T5S_ENUM_NAMES(ParallelSettings::ActivationCheckpointing, {ParallelSettings::ActivationCheckpointing::kOff, "false"},
                {ParallelSettings::ActivationCheckpointing::kOn, "true"},
-               {ParallelSettings::ActivationCheckpointing::kAuto, "auto"})
+               {ParallelSettings::ActivationCheckpointing::kAuto, "auto"},
+               {ParallelSettings::ActivationCheckpointing::kSelective, "selective"})
 T5S_ENUM_NAMES(RunConfig::Precision, {RunConfig::Precision::kFp32, "fp32"}, {RunConfig::Precision::kBf16, "bf16"},
                {RunConfig::Precision::kFp16, "fp16"}, {RunConfig::Precision::kAuto, "auto"})
 T5S_ENUM_NAMES(TrainSettings::BatchMode, {TrainSettings::BatchMode::kFixedGlobal, "fixed_global"},
@@ -464,9 +465,11 @@ const std::vector<Entry>& registry() {
                          "its chunk; needs parallel.zero1."));
     k.push_back(bool_or_auto_key(
         T5S_KEY(parallel, activation_checkpointing),
-        "Recompute T5 blocks in backward instead of keeping their activations: true (every checkpoint_every_blocks-th "
-        "block), false, or auto (the least recomputation whose predicted memory fits the device: none, every k-th "
-        "block, every block; chosen at start and recorded in the run file as checkpoint_every_blocks)."));
+        "Recompute activations in backward instead of keeping them: true (every checkpoint_every_blocks-th T5 block), "
+        "selective (every attention core: scores, softmax, dropout and weighted values, Megatron-LM's selective mode), "
+        "false, or auto (of none, selective, every k-th block and every block, the one recomputing the fewest FLOPs "
+        "whose predicted memory fits the device; chosen at start, logged, and recorded in the run file as "
+        "checkpoint_every_blocks and selective_recomputation)."));
     k.push_back(int_key(T5S_KEY(parallel, checkpoint_every_blocks), at_least(1),
                         "With activation_checkpointing: true, checkpoint every k-th block."));
     k.push_back(bool_key(

@@ -56,9 +56,10 @@ struct DataSettings {
 
 struct ParallelSettings {
   enum class Backend { kAuto, kMpi, kNccl };
-  // false: keep every activation; true: recompute every checkpoint_every_blocks-th block in backward; auto: the
-  // least recomputation whose predicted memory fits the device (choose_activation_checkpointing).
-  enum class ActivationCheckpointing { kOff, kOn, kAuto };
+  // false: keep every activation; true: recompute every checkpoint_every_blocks-th block in backward; selective:
+  // recompute every attention core; auto: the least recomputation whose predicted memory fits the device
+  // (choose_activation_checkpointing).
+  enum class ActivationCheckpointing { kOff, kOn, kAuto, kSelective };
   int64_t tp = 1;
   bool zero1 = false;
   bool zero2 = false;  // needs zero1
@@ -204,8 +205,14 @@ inline int64_t requested_checkpoint_every_blocks(const ParallelSettings& p) {
     case ParallelSettings::ActivationCheckpointing::kOff: return 0;
     case ParallelSettings::ActivationCheckpointing::kOn: return p.checkpoint_every_blocks;
     case ParallelSettings::ActivationCheckpointing::kAuto: return -1;
+    case ParallelSettings::ActivationCheckpointing::kSelective: return 0;
   }
   return 0;
+}
+
+// True when the parallel settings ask for selective recomputation itself (auto may choose it too).
+inline bool requested_selective_recomputation(const ParallelSettings& p) {
+  return p.activation_checkpointing == ParallelSettings::ActivationCheckpointing::kSelective;
 }
 
 // The multiple that batch lengths are padded up to: data.pad_to_multiple_of, and with parallel.sequence_parallel at

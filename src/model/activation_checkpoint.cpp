@@ -69,7 +69,62 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
   }
 };
 
+struct RecomputedAttentionCore : torch::autograd::Function<RecomputedAttentionCore> {
+  // A core without a bias (cross-attention of an unpadded batch) gets an empty placeholder and has_bias false.
+  static torch::Tensor forward(AutogradContext* ctx, T5AttentionImpl* attention, bool has_bias,
+                               const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
+                               const torch::Tensor& bias) {
+    const ParallelRng::State state = attention->rng->get_state();
+    save_object(ctx, "attention", attention);
+    ctx->saved_data["default_generator"] = state.default_generator;
+    ctx->saved_data["tensor_parallel_generator"] = state.tensor_parallel;
+    ctx->saved_data["has_bias"] = has_bias;
+    ctx->saved_data["requires_grad"] = c10::List<bool>(
+        {query.requires_grad(), key.requires_grad(), value.requires_grad(), has_bias && bias.requires_grad()});
+    ctx->save_for_backward({query, key, value, bias});
+    torch::NoGradGuard no_grad;
+    return attention->core_kept(query, key, value, has_bias ? bias : torch::Tensor());
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    auto* attention = saved_object<T5AttentionImpl>(ctx, "attention");
+    ParallelRng& rng = *attention->rng;
+    auto saved = ctx->get_saved_variables();
+    if (!ctx->saved_data["has_bias"].toBool()) saved[3] = torch::Tensor();
+    const c10::List<bool> requires_grad = ctx->saved_data["requires_grad"].toBoolList();
+    std::vector<torch::Tensor> inputs, wanted;
+    for (size_t i = 0; i < saved.size(); ++i) {
+      inputs.push_back(saved[i].defined() ? saved[i].detach().requires_grad_(requires_grad.get(i)) : saved[i]);
+      if (requires_grad.get(i)) wanted.push_back(inputs.back());
+    }
+    // Recompute with the forward's RNG states, then give the generators back the states they have now.
+    const ParallelRng::State now = rng.get_state();
+    rng.set_state({ctx->saved_data["default_generator"].toTensor(),
+                   ctx->saved_data["tensor_parallel_generator"].toTensor()});
+    torch::Tensor output;
+    {
+      torch::AutoGradMode enable_grad(true);
+      output = attention->core_kept(inputs[0], inputs[1], inputs[2], inputs[3]);
+    }
+    rng.set_state(now);
+    const variable_list grads =
+        torch::autograd::grad({output}, wanted, {grad_outputs[0]}, /*retain_graph=*/false, /*create_graph=*/false,
+                              /*allow_unused=*/true);
+    variable_list result = {torch::Tensor(), torch::Tensor()};
+    size_t next = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) result.push_back(requires_grad.get(i) ? grads[next++] : torch::Tensor());
+    return result;
+  }
+};
+
 }  // namespace
+
+torch::Tensor recomputed_attention_core(T5AttentionImpl& attention, const torch::Tensor& query,
+                                        const torch::Tensor& key, const torch::Tensor& value,
+                                        const torch::Tensor& bias) {
+  const torch::Tensor absent = torch::empty({0}, query.options());
+  return RecomputedAttentionCore::apply(&attention, bias.defined(), query, key, value, bias.defined() ? bias : absent);
+}
 
 torch::Tensor checkpointed_block_forward(T5BlockImpl& block, ParallelRng& rng, const torch::Tensor& hidden,
                                          const torch::Tensor& self_bias, const torch::Tensor& encoder_output,

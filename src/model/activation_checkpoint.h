@@ -1,6 +1,8 @@
 // Activation checkpointing of one T5 block: forward runs without keeping the block's activations; backward
 // recomputes the block from its saved inputs, with the RNG states it had in forward restored, so dropout masks
-// repeat and the gradients equal those of the plain block.
+// repeat and the gradients equal those of the plain block. Selective recomputation does the same for one attention
+// core (Megatron's selective mode): the scores, softmax, dropout mask and probabilities, the largest activations of a
+// block and the cheapest to make again.
 #pragma once
 
 #include <torch/torch.h>
@@ -13,5 +15,11 @@ namespace t5scale {
 torch::Tensor checkpointed_block_forward(T5BlockImpl& block, ParallelRng& rng, const torch::Tensor& hidden,
                                          const torch::Tensor& self_bias, const torch::Tensor& encoder_output,
                                          const torch::Tensor& cross_bias, SequenceLayout layout);
+
+// attention.core_kept(query, key, value, bias) keeping only its inputs; backward recomputes it with the forward's RNG
+// states and returns the gradients of query, key, value and bias.
+torch::Tensor recomputed_attention_core(T5AttentionImpl& attention, const torch::Tensor& query,
+                                        const torch::Tensor& key, const torch::Tensor& value,
+                                        const torch::Tensor& bias);
 
 }  // namespace t5scale

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/check.h"
+#include "model/activation_checkpoint.h"
 #include "model/parameter_allocation.h"
 #include "model/tensor_parallel_mappings.h"
 
@@ -229,8 +230,16 @@ class OnlySdpaBackend {
 
 }  // namespace
 
-torch::Tensor T5AttentionImpl::attend(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
-                                      const torch::Tensor& bias, SequenceLayout output) {
+torch::Tensor T5AttentionImpl::core(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
+                                    const torch::Tensor& bias) {
+  if (recompute_core && is_training() && torch::GradMode::is_enabled()) {
+    return recomputed_attention_core(*this, query, key, value, bias);
+  }
+  return core_kept(query, key, value, bias);
+}
+
+torch::Tensor T5AttentionImpl::core_kept(const torch::Tensor& query, const torch::Tensor& key,
+                                         const torch::Tensor& value, const torch::Tensor& bias) {
   torch::Tensor heads_context;  // (B, Hl, T, D)
   if (kernel == AttentionKernel::kSdpa) {
     const double p = is_training() ? dropout_rate : 0.0;
@@ -246,7 +255,12 @@ torch::Tensor T5AttentionImpl::attend(const torch::Tensor& query, const torch::T
     weights = tensor_parallel_dropout(weights, dropout_rate, is_training(), *rng);
     heads_context = torch::matmul(weights, value);
   }
-  const torch::Tensor context = heads_context.transpose(1, 2).contiguous();  // (B, T, Hl, D)
+  return heads_context;
+}
+
+torch::Tensor T5AttentionImpl::attend(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
+                                      const torch::Tensor& bias, SequenceLayout output) {
+  const torch::Tensor context = core(query, key, value, bias).transpose(1, 2).contiguous();  // (B, T, Hl, D)
   return o(context.view({context.size(0), context.size(1), heads_per_rank * d_kv}), output);
 }
 

@@ -110,14 +110,24 @@ class T5AttentionImpl : public torch::nn::Module {
   // forward: generation without gradients may pass plain hidden states).
   torch::Tensor project_query(const torch::Tensor& region_hidden);  // (B, Hl, T, D)
   std::pair<torch::Tensor, torch::Tensor> project_key_value(const torch::Tensor& region_input);  // 2 x (B, Hl, S, D)
-  // (B, T, C), or with output kSplit this rank's (B, T / tp, C).
+  // (B, T, C), or with output kSplit this rank's (B, T / tp, C): the core, then the output projection.
   torch::Tensor attend(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
                        const torch::Tensor& bias, SequenceLayout output = SequenceLayout::kReplicated);
+  // The attention core, softmax(q k^T + bias) v with dropout on the probabilities, per head: (B, Hl, T, D). With
+  // recompute_core while training it keeps only its inputs and computes itself again in backward.
+  torch::Tensor core(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
+                     const torch::Tensor& bias);
+  torch::Tensor core_kept(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
+                          const torch::Tensor& bias);  // the core, its activations kept for backward
   torch::Tensor split_heads(const torch::Tensor& projected) const;  // (B, L, Hl * D) -> (B, Hl, L, D)
 
   int64_t heads_per_rank, d_kv;
   double dropout_rate;
   AttentionKernel kernel;  // default_attention_kernel of the parameters' device; T5Model::set_attention_kernel
+  // Selective recomputation (Megatron's): the core's scores, softmax, dropout mask and probabilities are not kept but
+  // made again in backward, from q, k, v, the bias and the RNG states of the forward
+  // (T5Model::set_selective_recomputation).
+  bool recompute_core = false;
   CommunicatorPtr tp;
   std::shared_ptr<ParallelRng> rng;  // attention probabilities are split by head: the TP stream
   ColumnParallelLinear q{nullptr}, k{nullptr}, v{nullptr};  // each (H / tp * D, C), input copied by the caller

@@ -103,10 +103,9 @@ T5ModelImpl::T5ModelImpl(const ModelConfig& config, CommunicatorPtr tp, torch::T
   decoder = register_module("decoder", T5Stack(config_, /*is_decoder=*/true, tp_, rng_, param_options));
   if (!config_.tie_word_embeddings) {
     // Its input enters the TP region in lm_logits, as the tied head's does.
-    lm_head = register_module("lm_head", ColumnParallelLinear(ColumnParallelLinearOptions(config_.d_model, config_.vocab_size)
-                                                                  .copy_input(false)
-                                                                  .param_options(param_options),
-                                                              tp_));
+    const auto head_options =
+        ColumnParallelLinearOptions(config_.d_model, config_.vocab_size).copy_input(false).param_options(param_options);
+    lm_head = register_module("lm_head", ColumnParallelLinear(head_options, tp_));
   }
 }
 
@@ -114,6 +113,12 @@ void T5ModelImpl::set_activation_checkpointing(int64_t every_k_blocks) {
   T5S_CHECK(every_k_blocks >= 0, "activation checkpointing: every_k_blocks must be >= 0, got ", every_k_blocks);
   encoder->checkpoint_every = every_k_blocks;
   decoder->checkpoint_every = every_k_blocks;
+}
+
+void T5ModelImpl::set_selective_recomputation(bool on) {
+  for (const auto& module : modules()) {
+    if (auto* attention = module->as<T5AttentionImpl>()) attention->recompute_core = on;
+  }
 }
 
 void T5ModelImpl::set_attention_kernel(AttentionKernel kernel) {

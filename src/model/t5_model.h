@@ -53,6 +53,9 @@ class T5ModelImpl : public torch::nn::Module {
 
   // Activation checkpointing in both stacks: 0 none, 1 every block, k every k-th block.
   void set_activation_checkpointing(int64_t every_k_blocks);
+  // Selective recomputation in every attention layer: its core's activations are made again in backward
+  // (T5AttentionImpl::recompute_core). An alternative to checkpointing blocks, whose recomputation includes it.
+  void set_selective_recomputation(bool on);
   // Sequence parallelism in forward() (training and the evaluation loss; generation keeps the whole sequence): the
   // residual stream of both stacks split over the TP group (SequenceLayout). Source and target lengths must then be
   // divisible by tp. No effect with a one-rank TP group.

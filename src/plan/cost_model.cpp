@@ -11,23 +11,39 @@ namespace t5scale {
 
 namespace {
 
-// Forward FLOPs of one example with source length s and target length t (forward_flops' terms per row).
-double example_forward_flops(const ModelConfig& m, double s, double t) {
+// Forward FLOPs of one row's attention cores, scores (q k^T) and weighted values (p v): an encoder block's over s
+// source tokens; a decoder block's self-attention over t keys and cross-attention over s keys.
+double encoder_core_flops(const ModelConfig& m, double s) {
+  return s * 2.0 * 2.0 * s * static_cast<double>(m.inner_dim());
+}
+double decoder_core_flops(const ModelConfig& m, double s, double t) {
+  return t * 2.0 * 2.0 * (t + s) * static_cast<double>(m.inner_dim());
+}
+
+// Forward FLOPs of one row's encoder block (per source token: projections, attention core over s keys,
+// feed-forward) and decoder block (per target token: self-attention over t keys, cross-attention with q and o on
+// target tokens and k and v on every source token, over s keys, feed-forward).
+double encoder_block_flops(const ModelConfig& m, double s) {
   const double d = static_cast<double>(m.d_model), inner = static_cast<double>(m.inner_dim());
   const double ff_inputs = m.feed_forward == FeedForwardKind::kGatedGelu ? 2.0 : 1.0;
   const double feed_forward_per_token = 2.0 * (ff_inputs + 1.0) * d * static_cast<double>(m.d_ff);
   const double projections_per_token = 2.0 * 4.0 * d * inner;  // q, k, v, o
+  return s * (projections_per_token + feed_forward_per_token) + encoder_core_flops(m, s);
+}
+double decoder_block_flops(const ModelConfig& m, double s, double t) {
+  const double d = static_cast<double>(m.d_model), inner = static_cast<double>(m.inner_dim());
+  const double ff_inputs = m.feed_forward == FeedForwardKind::kGatedGelu ? 2.0 : 1.0;
+  const double feed_forward_per_token = 2.0 * (ff_inputs + 1.0) * d * static_cast<double>(m.d_ff);
+  const double projections_per_token = 2.0 * 4.0 * d * inner;  // q, k, v, o
+  return t * projections_per_token + t * 2.0 * 2.0 * d * inner + s * 2.0 * 2.0 * d * inner +
+         t * feed_forward_per_token + decoder_core_flops(m, s, t);
+}
 
-  // Encoder block, per source token: projections, scores (q k^T) and weighted values (p v) over s keys.
-  const double encoder_block = s * (projections_per_token + 2.0 * 2.0 * s * inner + feed_forward_per_token);
-  // Decoder block, per target token: self-attention over t keys, cross-attention (q and o on target tokens, k and
-  // v on every source token) over s keys, feed-forward.
-  const double decoder_block = t * (projections_per_token + 2.0 * 2.0 * t * inner) +
-                               t * (2.0 * 2.0 * d * inner + 2.0 * 2.0 * s * inner) + s * (2.0 * 2.0 * d * inner) +
-                               t * feed_forward_per_token;
-  const double lm_head = t * 2.0 * d * static_cast<double>(m.vocab_size);
-  return static_cast<double>(m.num_layers) * encoder_block + static_cast<double>(m.num_decoder_layers) * decoder_block +
-         lm_head;
+// Forward FLOPs of one example with source length s and target length t (forward_flops' terms per row).
+double example_forward_flops(const ModelConfig& m, double s, double t) {
+  const double lm_head = t * 2.0 * static_cast<double>(m.d_model) * static_cast<double>(m.vocab_size);
+  return static_cast<double>(m.num_layers) * encoder_block_flops(m, s) +
+         static_cast<double>(m.num_decoder_layers) * decoder_block_flops(m, s, t) + lm_head;
 }
 
 }  // namespace
@@ -104,6 +120,7 @@ class StepActivations {
         // A dropout's mask: one byte per element (at::native_dropout, on every device).
         mask_(dropout_ ? 1.0 : 0.0),
         every_(in.checkpoint_every_blocks),
+        selective_(in.selective_recomputation),
         encoder_blocks_(c.num_layers),
         decoder_blocks_(c.num_decoder_layers) {}
 
@@ -127,8 +144,10 @@ class StepActivations {
         // The LM head's backward: the logits' gradient and the weight's (tied: held for the embeddings' parts;
         // untied: added into its bucket).
         saved + 2.0 * e_ * logits + (tied_ ? e_ * embedding : accumulated),
-        // The last decoder block's backward: its attention gradients over the widest scores.
-        saved + e_ * logits + held_grad + 2.0 * e_ * decoder_scores(),
+        // The last decoder block's backward: its attention gradients over the widest scores (and the core made again
+        // under selective recomputation).
+        saved + e_ * logits + held_grad + 2.0 * e_ * decoder_scores() +
+            recomputed_core(target_, std::max(target_, source_)),
         // The decoder embedding's backward, with the encoder's activations still kept: its dense gradient (and,
         // tied, the LM head's part that .grad holds, which sinking_linear makes in the weight's layout: no copy).
         encoder + (tied_ ? 2.0 : 1.0) * e_ * embedding,
@@ -145,11 +164,12 @@ class StepActivations {
       const double decoder_recompute = encoder + stack_level(target_, true) +
                                        kept(decoder_blocks_, decoder_block(), target_tokens(), last_decoder) +
                                        e_ * residual(target_tokens()) * d_model_ + decoder_block() +
-                                       2.0 * e_ * decoder_scores();
+                                       2.0 * e_ * decoder_scores() +
+                                       recomputed_core(target_, std::max(target_, source_));
       const double encoder_recompute = stack_level(source_, false) +
                                        kept(encoder_blocks_, encoder_block(), source_tokens(), last_encoder) +
                                        2.0 * e_ * residual(source_tokens()) * d_model_ + encoder_block() +
-                                       2.0 * e_ * encoder_scores();
+                                       2.0 * e_ * encoder_scores() + recomputed_core(source_, source_);
       peak = std::max(peak, e_ * logits + held_grad + std::max(decoder_recompute, encoder_recompute));
     }
     return peak;
@@ -172,18 +192,26 @@ class StepActivations {
   }
 
   // One attention's saved tensors for `queries` x `keys` tokens per row, besides its normed input: q, k, v and the
-  // heads' context for the output projection; explicitly (the CPU, or a GPU's explicit path) the fp32 softmax, the
-  // dropout's mask and the dropped weights (the bf16 weights without dropout); fused (SDPA on the GPU) its output
-  // and log-sum-exp.
+  // heads' context for the output projection, and what its core keeps (none under selective recomputation).
   double attention(double queries, double keys) const {
     const double q = e_ * rows_ * queries * inner_, kv = 2.0 * e_ * rows_ * keys * inner_;
     const double context = e_ * rows_ * queries * inner_;
-    if (fused_attention_) return q + kv + 2.0 * context + 4.0 * rows_ * heads_ * queries;
+    return q + kv + context + (selective_ ? 0.0 : core(queries, keys));
+  }
+
+  // What an attention core keeps for backward: explicitly (the CPU, or a GPU's explicit path) the fp32 softmax, the
+  // dropout's mask and the dropped weights (the bf16 weights without dropout); fused (SDPA on the GPU) its output and
+  // log-sum-exp.
+  double core(double queries, double keys) const {
+    if (fused_attention_) return e_ * rows_ * queries * inner_ + 4.0 * rows_ * heads_ * queries;
     // The fp32 softmax; then what the product with v keeps: the dropped weights (and the mask), else the weights
     // cast to bf16 (in fp32 the softmax itself).
     const double per_score = 4.0 + (dropout_ ? mask_ + e_ : e_ == 2.0 ? e_ : 0.0);
-    return q + kv + context + per_score * rows_ * heads_ * queries * keys;
+    return per_score * rows_ * heads_ * queries * keys;
   }
+
+  // Under selective recomputation, the widest core of a stack made again for its backward (none otherwise).
+  double recomputed_core(double queries, double keys) const { return selective_ ? core(queries, keys) : 0.0; }
 
   // The feed-forward's saved tensors: relu's output; gated GELU both projections and the GELU; then the input of
   // the output projection (with dropout: its mask and the dropped values; else relu's output itself, or the product).
@@ -237,7 +265,9 @@ class StepActivations {
   double e_, rows_, source_, target_, d_model_, heads_, inner_, d_ff_, vocab_, split_;
   bool dropout_, gated_, tied_, fused_norms_, fused_attention_;
   double mask_;
-  int64_t every_, encoder_blocks_, decoder_blocks_;
+  int64_t every_;
+  bool selective_;
+  int64_t encoder_blocks_, decoder_blocks_;
 };
 
 }  // namespace
@@ -294,18 +324,55 @@ bool fits_device_memory(int64_t bytes, int64_t device_memory_bytes) {
 CheckpointingChoice choose_activation_checkpointing(const ModelConfig& model, const MemoryInputs& inputs,
                                                     int64_t device_memory_bytes) {
   T5S_CHECK(device_memory_bytes > 0, "device memory must be positive, got ", device_memory_bytes, " bytes");
-  std::vector<int64_t> candidates{0};
-  for (int64_t k = std::max(model.num_layers, model.num_decoder_layers); k >= 1; --k) candidates.push_back(k);
+  // (checkpoint_every_blocks, selective) in order of recomputed FLOPs; at equal FLOPs in this order.
+  std::vector<std::pair<int64_t, bool>> candidates{{0, false}, {0, true}};
+  for (int64_t k = std::max(model.num_layers, model.num_decoder_layers); k >= 1; --k) candidates.push_back({k, false});
+  auto flops = [&](const std::pair<int64_t, bool>& candidate) {
+    MemoryInputs tried = inputs;
+    tried.checkpoint_every_blocks = candidate.first;
+    tried.selective_recomputation = candidate.second;
+    return recomputed_flops(model, tried);
+  };
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [&](const auto& a, const auto& b) { return flops(a) < flops(b); });
   CheckpointingChoice choice;
-  for (const int64_t k : candidates) {
+  for (const auto& [k, selective] : candidates) {
     MemoryInputs tried = inputs;
     tried.checkpoint_every_blocks = k;
+    tried.selective_recomputation = selective;
     choice.checkpoint_every_blocks = k;
+    choice.selective_recomputation = selective;
     choice.memory = predict_memory(model, tried);
     choice.fits = fits_device_memory(choice.memory.total_bytes(), device_memory_bytes);
-    if (choice.fits) break;
+    if (choice.fits) return choice;
   }
+  // Nothing fits: every block, the least memory of the candidates.
+  MemoryInputs every = inputs;
+  every.checkpoint_every_blocks = 1;
+  every.selective_recomputation = false;
+  choice.checkpoint_every_blocks = 1;
+  choice.selective_recomputation = false;
+  choice.memory = predict_memory(model, every);
+  choice.fits = false;
   return choice;
+}
+
+double recomputed_flops(const ModelConfig& model, const MemoryInputs& inputs) {
+  const double rows = static_cast<double>(inputs.micro_batch.rows);
+  const double s = static_cast<double>(inputs.micro_batch.source_length);
+  const double t = static_cast<double>(inputs.micro_batch.target_length);
+  double per_row = 0.0;
+  if (inputs.checkpoint_every_blocks > 0) {
+    const int64_t k = inputs.checkpoint_every_blocks;
+    auto checkpointed = [k](int64_t blocks) { return static_cast<double>((blocks + k - 1) / k); };
+    per_row += checkpointed(model.num_layers) * encoder_block_flops(model, s) +
+               checkpointed(model.num_decoder_layers) * decoder_block_flops(model, s, t);
+  }
+  if (inputs.selective_recomputation) {
+    per_row += static_cast<double>(model.num_layers) * encoder_core_flops(model, s) +
+               static_cast<double>(model.num_decoder_layers) * decoder_core_flops(model, s, t);
+  }
+  return rows * per_row;
 }
 
 CheckpointingChoice resolve_activation_checkpointing(const ModelConfig& model, const MemoryInputs& inputs,
@@ -317,6 +384,7 @@ CheckpointingChoice resolve_activation_checkpointing(const ModelConfig& model, c
   }
   CheckpointingChoice given;
   given.checkpoint_every_blocks = std::max<int64_t>(inputs.checkpoint_every_blocks, 0);
+  given.selective_recomputation = inputs.selective_recomputation;
   MemoryInputs with_it = inputs;
   with_it.checkpoint_every_blocks = given.checkpoint_every_blocks;
   given.memory = predict_memory(model, with_it);
@@ -333,11 +401,12 @@ std::string CheckpointingChoice::describe_against(int64_t device_memory_bytes) c
 
 std::string CheckpointingChoice::describe() const {
   const int64_t k = checkpoint_every_blocks;
-  if (k == 0) return "none";
-  if (k == 1) return "every block";
+  const std::string selective = "selective (attention cores)";
+  if (k == 0) return selective_recomputation ? selective : "none";
   const bool teen = k % 100 >= 11 && k % 100 <= 13;
   const char* suffix = teen ? "th" : k % 10 == 1 ? "st" : k % 10 == 2 ? "nd" : k % 10 == 3 ? "rd" : "th";
-  return msg("every ", k, suffix, " block");
+  const std::string blocks = k == 1 ? "every block" : msg("every ", k, suffix, " block");
+  return selective_recomputation ? blocks + " and " + selective : blocks;
 }
 
 std::string MemoryPrediction::describe() const {

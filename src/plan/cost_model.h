@@ -45,6 +45,7 @@ struct MemoryInputs {
   bool adafactor = false;                // factored second moments instead of AdamW's two full moments
   int64_t checkpoint_every_blocks = 0;    // activation checkpointing: 0 none, k: blocks 0, k, 2k, ... of each stack
   bool sequence_parallel = false;        // the residual stream split over TP: its activations 1 / tp (tp > 1)
+  bool selective_recomputation = false;  // every attention core recomputed in backward (with blocks: exclusive)
   BatchShape micro_batch;
   bool on_gpu = true;  // fused norms, one-byte dropout masks, and the CUDA context and buffers
   // On a GPU, SDPA's fused attention kernel (the model's default there); false: the explicit path, whose scores the
@@ -82,20 +83,27 @@ int64_t frozen_parameters_per_rank(const ModelConfig& model, int tp, const Freez
 // (unit.memory_model); the run file shows prediction and measurement side by side.
 MemoryPrediction predict_memory(const ModelConfig& model, const MemoryInputs& inputs);
 
-// The least activation checkpointing whose prediction fits `device_memory_bytes` with 5% to spare (allocator
-// fragmentation the model does not see): none, then every k-th block for k from the deeper stack's depth down to 1,
-// i.e. in order of growing recomputation. inputs.checkpoint_every_blocks is ignored. When even every block does not
-// fit, fits is false and the choice is every block.
+// The least recomputation whose prediction fits `device_memory_bytes` with 5% to spare (allocator fragmentation the
+// model does not see): of none, selective recomputation and every k-th block for k from the deeper stack's depth down
+// to 1, the first to fit in order of recomputed FLOPs (recomputed_flops; none first, every block last).
+// inputs.checkpoint_every_blocks and inputs.selective_recomputation are ignored. When even every block does not fit,
+// fits is false and the choice is every block.
 struct CheckpointingChoice {
   int64_t checkpoint_every_blocks = 0;  // 0 none
+  bool selective_recomputation = false;
   MemoryPrediction memory;
   bool fits = false;
-  std::string describe() const;  // "none" / "every 2nd block" / "every block"
+  std::string describe() const;  // "none" / "selective (attention cores)" / "every 2nd block" / "every block"
   // "every 2nd block (predicted 61.2 GiB of 79.1 GiB)", "...; does not fit)"
   std::string describe_against(int64_t device_memory_bytes) const;
 };
 CheckpointingChoice choose_activation_checkpointing(const ModelConfig& model, const MemoryInputs& inputs,
                                                     int64_t device_memory_bytes);
+
+// Forward FLOPs a training step computes again in backward under a recomputation (inputs.checkpoint_every_blocks,
+// inputs.selective_recomputation), per micro-batch: the checkpointed blocks' whole forward, or every attention core's
+// two products (q k^T, p v). What auto minimises.
+double recomputed_flops(const ModelConfig& model, const MemoryInputs& inputs);
 
 // The share of a device's memory a prediction may fill: the rest for allocator fragmentation the model does not see.
 inline constexpr double kUsableMemoryFraction = 0.95;

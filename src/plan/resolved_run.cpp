@@ -139,6 +139,7 @@ void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, Resolve
   m.adafactor = c.optimizer.name == OptimizerSettings::Name::kAdafactor;
   m.checkpoint_every_blocks = requested_checkpoint_every_blocks(c.parallel);
   m.sequence_parallel = c.parallel.sequence_parallel;
+  m.selective_recomputation = requested_selective_recomputation(c.parallel);
   m.micro_batch = planned_micro_batch(c, *r.batch);
   m.on_gpu = world.on_gpu;
   m.fused_attention = world.fused_attention;
@@ -147,6 +148,7 @@ void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, Resolve
     // auto: what the trainer chooses on a device of this memory (none where it is unknown).
     r.checkpointing = resolve_activation_checkpointing(*r.model, m, world.device_share_bytes);
     m.checkpoint_every_blocks = r.checkpointing.checkpoint_every_blocks;
+    m.selective_recomputation = r.checkpointing.selective_recomputation;
     r.memory_inputs = m;
     r.flops_per_step =
         training_flops(*r.model, m.micro_batch) * static_cast<double>(r.batch->grad_accumulation * r.batch->dp);

@@ -55,6 +55,7 @@ namespace t5scale {
   FIELD(predicted_memory_bytes_per_device, int64_t)                                                           \
   FIELD(predicted_flops_per_step, double)                                                                     \
   FIELD(checkpoint_every_blocks, int64_t)  /* activation checkpointing as run: 0 none, k every k-th block */ \
+  FIELD(recomputation, std::string)        /* as run, in words: "none", "selective (attention cores)", ... */ \
   FIELD(attention_kernels, std::string)    /* "explicit", or each call site's SDPA kernel */                  \
   FIELD(energy_source_gpu, std::string)    /* nvml_energy_counter, nvml_power_integrated or none */           \
   FIELD(energy_source_cpu, std::string)    /* rapl or none */                                                 \

@@ -130,6 +130,7 @@ RunDescription RunRecord::description() const {
   d.predicted_memory_bytes_per_device = in_.predicted_memory_bytes;
   d.predicted_flops_per_step = in_.predicted_flops_per_step;
   d.checkpoint_every_blocks = in_.checkpoint_every_blocks;
+  d.recomputation = in_.recomputation;
   d.attention_kernels = in_.attention_kernels;
   d.energy_source_gpu = meter_->gpu_energy_source();
   d.energy_source_cpu = meter_->cpu_energy_source();

@@ -35,6 +35,7 @@ struct RunRecordInputs {
   int64_t predicted_memory_bytes = 0;
   double predicted_flops_per_step = 0.0;
   int64_t checkpoint_every_blocks = 0;  // activation checkpointing as run (auto resolved): 0 none
+  std::string recomputation = "none";   // the recomputation as run, in words (CheckpointingChoice::describe)
   std::string attention_kernels;        // T5Model::attention_kernels()
 };
 

@@ -110,7 +110,9 @@ RunConfig benchmark_run_config(const StepBenchmarkOptions& o) {
   c.parallel.tp = o.tp_shard;
   c.parallel.sequence_parallel = o.sequence_parallel;
   using Checkpointing = ParallelSettings::ActivationCheckpointing;
-  if (o.checkpoint_every_blocks == kChooseCheckpointing) {
+  if (o.selective_recomputation) {
+    c.parallel.activation_checkpointing = Checkpointing::kSelective;
+  } else if (o.checkpoint_every_blocks == kChooseCheckpointing) {
     c.parallel.activation_checkpointing = Checkpointing::kAuto;
   } else if (o.checkpoint_every_blocks > 0) {
     c.parallel.activation_checkpointing = Checkpointing::kOn;
@@ -224,6 +226,9 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   T5S_CHECK(o.checkpoint_every_blocks >= kChooseCheckpointing,
             "--checkpoint-every-blocks must be auto or at least 0, got ", o.checkpoint_every_blocks);
   T5S_CHECK(o.device_memory_gib >= 0.0, "--device-memory-gib must be positive, got ", o.device_memory_gib);
+  T5S_CHECK(!o.selective_recomputation || o.checkpoint_every_blocks == 0,
+            "--selective-recomputation is an alternative to --activation-checkpointing and --checkpoint-every-blocks "
+            "(auto chooses among all of them): give one");
   // The options' own problems first, each named by its option; then the run as the job resolves it.
   model_config_ = benchmark_model_config(o.model, o.tiny_vocab_size, o.dropout_rate);
   const auto problems = ProcessGrid::validate(o.tp_shard, o.tp_shard, model_config_);
@@ -254,6 +259,7 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
         "activation checkpointing chosen by the planner: " + resolved_.checkpointing.describe_against(memory_bytes);
   }
   options_.checkpoint_every_blocks = resolved_.checkpointing.checkpoint_every_blocks;
+  options_.selective_recomputation = resolved_.checkpointing.selective_recomputation;
 
   // On the CPU every tensor from here on is counted: the step's peak is measured, not read from the resident set.
   if (o.device.is_cpu()) CpuMemoryTracker::install();
@@ -277,6 +283,7 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
     model->set_attention_kernel(o.attention == "sdpa" ? AttentionKernel::kSdpa : AttentionKernel::kExplicit);
   }
   if (o.checkpoint_every_blocks > 0) model->set_activation_checkpointing(o.checkpoint_every_blocks);
+  model->set_selective_recomputation(o.selective_recomputation);
   model->set_sequence_parallel(o.sequence_parallel);
   torch::manual_seed(o.seed);
 
@@ -346,6 +353,7 @@ json StepBenchmark::run() {
                                      "), fused ATen kernel where the device has one, over fp32 gradient buckets")
                                : std::string("t5scale Adafactor (factored second moments)")},
       {"activation_checkpointing", o.checkpoint_every_blocks},
+      {"selective_recomputation", o.selective_recomputation},
       {"dropout_rate", model_config_.dropout_rate},
       {"tp_shard", o.tp_shard},
       {"sequence_parallel", o.sequence_parallel},

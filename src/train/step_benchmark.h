@@ -44,6 +44,7 @@ struct StepBenchmarkOptions {
   torch::Device device = torch::kCPU;
   int64_t checkpoint_every_blocks = 0;  // activation checkpointing: 0 none, k every k-th block, -1 the planner's
                                        // choice (choose_activation_checkpointing) for the device's memory
+  bool selective_recomputation = false;  // recompute every attention core in backward (not with blocks)
   double device_memory_gib = 0.0;       // > 0: the memory the planner's choice must fit (default: the GPU's, or
                                        // the host's physical memory on a CPU)
   OptimizerKind optimizer = OptimizerKind::kAdamW;

@@ -224,6 +224,8 @@ void TrainingJob::resolve() {
   if (requested_checkpoint_every_blocks(config_.parallel) == kChooseCheckpointing) {
     log("[t5scale] activation checkpointing (auto): " +
         resolved_.checkpointing.describe_against(world.device_share_bytes));
+  } else if (requested_selective_recomputation(config_.parallel)) {
+    log("[t5scale] activation checkpointing: " + resolved_.checkpointing.describe());
   }
   if (!config_.eval.only) {  // evaluation alone takes no optimizer step
     lr_plan_ = *resolved_.lr;
@@ -250,6 +252,7 @@ void TrainingJob::set_up_model_and_trainer() {
     model->initialize_weights(static_cast<uint64_t>(config_.run.seed));
   }
   if (checkpoint_every_blocks_ > 0) model->set_activation_checkpointing(checkpoint_every_blocks_);
+  model->set_selective_recomputation(resolved_.checkpointing.selective_recomputation);
   model->set_sequence_parallel(config_.parallel.sequence_parallel);
   if (config_.parallel.sequence_parallel) {
     log(grid_.tp_size > 1 ? msg("[t5scale] sequence parallelism: each TP rank holds 1/", grid_.tp_size,
@@ -290,6 +293,7 @@ void TrainingJob::set_up_records() {
   in.steps_per_epoch = sampler_->steps_per_epoch();
   in.device = device_;
   in.checkpoint_every_blocks = checkpoint_every_blocks_;
+  in.recomputation = resolved_.checkpointing.describe();
   in.attention_kernels = attention_kernels_;
   in.predicted_memory_bytes = resolved_.checkpointing.memory.total_bytes();
   in.predicted_flops_per_step = resolved_.flops_per_step;

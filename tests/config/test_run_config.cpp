@@ -414,19 +414,22 @@ TEST(RunConfigLoad, BooleansAndEnumsThatYamlReadsAsBooleans) {
   EXPECT_FALSE(c.data.drop_last);
 }
 
-// activation_checkpointing was a bool and is now false, true or auto: every spelling of a YAML boolean still reads,
-// auto reads in any case, it writes back unquoted (a YAML boolean to Python's reader), and anything else names the
-// three values.
+// activation_checkpointing was a bool and is now false, true, auto or selective: every spelling of a YAML boolean
+// still reads, auto and selective read in any case, it writes back unquoted (a YAML boolean to Python's reader), and
+// anything else names the four values.
 TEST(RunConfigLoad, ActivationCheckpointingIsABooleanOrAuto) {
   using AC = ParallelSettings::ActivationCheckpointing;
   const std::vector<std::pair<std::string, AC>> spellings = {
       {"true", AC::kOn}, {"yes", AC::kOn},    {"True", AC::kOn},    {"on", AC::kOn},
-      {"false", AC::kOff}, {"no", AC::kOff}, {"auto", AC::kAuto}, {"Auto", AC::kAuto}};
+      {"false", AC::kOff}, {"no", AC::kOff}, {"auto", AC::kAuto}, {"Auto", AC::kAuto},
+      {"selective", AC::kSelective}, {"Selective", AC::kSelective}};
   for (const auto& [text, expected] : spellings) {
     const RunConfig c = parse_run_config("parallel: {activation_checkpointing: " + text + "}\n", "c.yaml");
     EXPECT_EQ(c.parallel.activation_checkpointing, expected) << text;
     const std::string yaml = to_yaml(c);
-    const std::string written = expected == AC::kOn ? "true" : expected == AC::kOff ? "false" : "auto";
+    const std::string written = expected == AC::kOn ? "true" : expected == AC::kOff ? "false"
+                                : expected == AC::kAuto                             ? "auto"
+                                                                                    : "selective";
     EXPECT_TRUE(yaml.find("  activation_checkpointing: " + written + "\n") != std::string::npos) << yaml;
     EXPECT_EQ(parse_run_config(yaml, "to_yaml").parallel.activation_checkpointing, expected) << text;
   }
@@ -438,8 +441,12 @@ TEST(RunConfigLoad, ActivationCheckpointingIsABooleanOrAuto) {
   EXPECT_EQ(requested_checkpoint_every_blocks(c.parallel), 3);
   apply_overrides(c, {"parallel.activation_checkpointing=false"});
   EXPECT_EQ(requested_checkpoint_every_blocks(c.parallel), 0);
+  EXPECT_FALSE(requested_selective_recomputation(c.parallel));
+  apply_overrides(c, {"parallel.activation_checkpointing=selective"});
+  EXPECT_EQ(requested_checkpoint_every_blocks(c.parallel), 0);
+  EXPECT_TRUE(requested_selective_recomputation(c.parallel));
   EXPECT_EQ(error_of([] { parse_run_config("parallel:\n  activation_checkpointing: sometimes\n", "c.yaml"); }),
-            "c.yaml:2: parallel.activation_checkpointing: 'sometimes' is not one of false, true, auto");
+            "c.yaml:2: parallel.activation_checkpointing: 'sometimes' is not one of false, true, auto, selective");
 }
 
 TEST(RunConfigLoad, EmptyStringValues) {

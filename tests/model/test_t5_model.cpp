@@ -124,13 +124,15 @@ TEST(T5Model, DropoutIsActiveOnlyInTraining) {
 // parameter's gradient, by name ("logits", "<parameter>.grad").
 std::map<std::string, torch::Tensor> training_step(const ModelConfig& config, AttentionKernel kernel,
                                                    int64_t checkpoint_every, uint64_t seed, const torch::Tensor& ids,
-                                                   const torch::Tensor& mask, const torch::Tensor& labels) {
+                                                   const torch::Tensor& mask, const torch::Tensor& labels,
+                                                   bool selective_recomputation = false) {
   torch::manual_seed(seed);
   auto rng = std::make_shared<ParallelRng>(seed + 1, /*tp_rank=*/0);
   T5Model model(config, solo(), torch::kFloat32, rng);
   model->initialize_weights(seed + 2);
   model->set_attention_kernel(kernel);
   model->set_activation_checkpointing(checkpoint_every);
+  model->set_selective_recomputation(selective_recomputation);
   model->train();
   const torch::Tensor logits = model->forward(ids, mask, model->shift_right(labels));
   model->token_losses(logits, labels).sum().backward();
@@ -142,21 +144,33 @@ std::map<std::string, torch::Tensor> training_step(const ModelConfig& config, At
 // Activation checkpointing recomputes a block exactly as its forward ran: the same inputs with the same
 // requires-grad flags (the attention backend depends on them, and backends draw different dropout masks), the same
 // generator states. So a training step with dropout is the same, bit for bit, with and without it; padded inputs make
-// the masks and the position bias real inputs of every block.
-TEST(T5Model, CheckpointedStepWithDropoutEqualsTheStepWithout) {
+// the masks and the position bias real inputs of every block. Selective recomputation (each attention core made again
+// in backward) likewise, padded and unpadded (cross-attention without a mask), and together with checkpointing.
+TEST(T5Model, RecomputedStepWithDropoutEqualsTheStepWithout) {
   for (const AttentionKernel kernel : {AttentionKernel::kSdpa, AttentionKernel::kExplicit}) {
     ModelConfig config = small_config(FeedForwardKind::kGatedGelu, false);
     config.dropout_rate = 0.2;
     const torch::Tensor ids = torch::randint(3, 50, {2, 7});
-    torch::Tensor mask = torch::ones({2, 7}, torch::kLong);
-    mask.index_put_({1, torch::indexing::Slice(4, torch::indexing::None)}, 0);
+    torch::Tensor padded = torch::ones({2, 7}, torch::kLong);
+    padded.index_put_({1, torch::indexing::Slice(4, torch::indexing::None)}, 0);
     const torch::Tensor labels = torch::randint(3, 50, {2, 5});
-    const auto plain = training_step(config, kernel, 0, 21, ids, mask, labels);
-    const auto checkpointed = training_step(config, kernel, 1, 21, ids, mask, labels);
-    for (const auto& [name, expected] : plain) {
-      EXPECT_TRUE(torch::equal(checkpointed.at(name), expected))
-          << name << " (kernel " << static_cast<int>(kernel) << ") differs with checkpointing by up to "
-          << (checkpointed.at(name) - expected).abs().max().item<double>();
+    for (const torch::Tensor& mask : {padded, torch::Tensor()}) {
+      const auto plain = training_step(config, kernel, 0, 21, ids, mask, labels);
+      struct Recomputation {
+        const char* name;
+        int64_t checkpoint_every;
+        bool selective;
+      };
+      for (const Recomputation& r : {Recomputation{"checkpointing", 1, false}, Recomputation{"selective", 0, true},
+                                     Recomputation{"both", 2, true}}) {
+        const auto recomputed = training_step(config, kernel, r.checkpoint_every, 21, ids, mask, labels, r.selective);
+        for (const auto& [name, expected] : plain) {
+          EXPECT_TRUE(torch::equal(recomputed.at(name), expected))
+              << name << " (kernel " << static_cast<int>(kernel) << (mask.defined() ? ", padded" : ", unpadded")
+              << ") differs with " << r.name << " by up to "
+              << (recomputed.at(name) - expected).abs().max().item<double>();
+        }
+      }
     }
   }
 }

@@ -4,7 +4,7 @@
 // optimizer steps; also with activation checkpointing, with 4 micro-batches of accumulation against one large
 // batch, with ZeRO-1 and ZeRO-2, and with Adafactor (fixed step size; and T5's relative step with the parameter scale and
 // momentum), whose row/column means and RMS values span the TP-split dimensions; and with sequence parallelism (with
-// checkpointing and ZeRO-1), its batches padded to lengths every TP size splits. Weight decay and gradient
+// checkpointing and ZeRO-1, and with selective recomputation), its batches padded to lengths every TP size splits. Weight decay and gradient
 // clipping are on, so both take part in what is compared. And a checkpoint written on any grid continues on any
 // other grid (ZeRO-1 on or off on either side) exactly as on its own (GridResharding, at the end).
 #include <gtest/gtest.h>
@@ -50,6 +50,7 @@ struct Variant {
   Optimizer optimizer = Optimizer::kAdamW;
   bool zero2 = false;
   bool sequence_parallel = false;  // batches padded to multiples of 4, which every tp of the world divides
+  bool selective_recomputation = false;
 };
 
 // The batch with its source and target lengths padded up to a multiple of `multiple`, as the trainer's collation pads
@@ -114,6 +115,7 @@ class TrainingRun {
     model_->initialize_weights(init_seed);
     model_->set_activation_checkpointing(variant.checkpoint_every);
     model_->set_sequence_parallel(variant.sequence_parallel);
+    model_->set_selective_recomputation(variant.selective_recomputation);
     trainer_ = std::make_unique<ParallelTrainer>(model_, std::move(grid), training_options(variant));
   }
 
@@ -291,7 +293,9 @@ INSTANTIATE_TEST_SUITE_P(Variants, GridTraining,
                                            Variant{"adafactor", 0, 1, false, Optimizer::kAdafactor},
                                            Variant{"adafactor_relative_step", 1, 4, false,
                                                    Optimizer::kAdafactorRelativeStep},
-                                           Variant{"sequence_parallel", 1, 1, true, Optimizer::kAdamW, false, true}),
+                                           Variant{"sequence_parallel", 1, 1, true, Optimizer::kAdamW, false, true},
+                                           Variant{"selective_sequence_parallel", 0, 1, false, Optimizer::kAdamW,
+                                                   false, true, true}),
                          [](const auto& info) { return info.param.name; });
 
 // ---- A checkpoint continues on any grid ----

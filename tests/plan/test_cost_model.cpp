@@ -227,41 +227,79 @@ TEST(CostModel, FrozenParametersHaveNoGradientsAndNoOptimizerState) {
 
 // The planner's choice is the least recomputation that fits 95% of the device: none when everything fits, every
 // block (and "does not fit") when nothing does, and otherwise a k whose next-larger k would not fit.
-TEST(CostModel, ActivationCheckpointingChoiceIsTheLeastThatFits) {
+// auto: of none, selective recomputation and every k-th block, the candidate that recomputes the fewest FLOPs among
+// those that fit; every block (not fitting) when none does. Checked against every candidate at every device size of a
+// sweep from too small to roomy, for the explicit attention path (whose scores selective recomputation drops) and the
+// fused one.
+TEST(CostModel, ActivationCheckpointingChoiceIsTheLeastRecomputationThatFits) {
   const ModelConfig model = named_model_config("t5-3b");
-  MemoryInputs in;
-  in.compute_bytes_per_element = 2;
-  in.micro_batch = {32, 512, 128};
-  in.checkpoint_every_blocks = 5;  // ignored by the choice
-  auto total = [&](int64_t k) {
-    MemoryInputs tried = in;
-    tried.checkpoint_every_blocks = k;
-    return predict_memory(model, tried).total_bytes();
-  };
-
-  const CheckpointingChoice roomy = choose_activation_checkpointing(model, in, 10 * total(0));
-  EXPECT_EQ(roomy.checkpoint_every_blocks, 0);
-  EXPECT_TRUE(roomy.fits);
-  EXPECT_EQ(roomy.describe(), "none");
-
-  const CheckpointingChoice cramped = choose_activation_checkpointing(model, in, total(1) / 2);
-  EXPECT_EQ(cramped.checkpoint_every_blocks, 1);
-  EXPECT_FALSE(cramped.fits);
-  EXPECT_EQ(cramped.describe(), "every block");
-
-  // Between: the memory of every 3rd block, plus 5% headroom.
-  const int64_t memory = static_cast<int64_t>(static_cast<double>(total(3)) / 0.95) + 1;
-  const CheckpointingChoice between = choose_activation_checkpointing(model, in, memory);
-  ASSERT_TRUE(between.fits);
-  EXPECT_GE(between.checkpoint_every_blocks, 3);
-  EXPECT_LE(static_cast<double>(between.memory.total_bytes()), 0.95 * static_cast<double>(memory));
-  EXPECT_EQ(between.memory.total_bytes(), total(between.checkpoint_every_blocks));
-  EXPECT_GT(static_cast<double>(total(between.checkpoint_every_blocks + 1)), 0.95 * static_cast<double>(memory));
-  EXPECT_GT(static_cast<double>(total(0)), 0.95 * static_cast<double>(memory));
-  EXPECT_EQ((CheckpointingChoice{2, {}, true}.describe()), "every 2nd block");
-  EXPECT_EQ((CheckpointingChoice{11, {}, true}.describe()), "every 11th block");
-  EXPECT_EQ((CheckpointingChoice{21, {}, true}.describe()), "every 21st block");
-  EXPECT_THROW(choose_activation_checkpointing(model, in, 0), std::exception);
+  for (const bool fused : {false, true}) {
+    MemoryInputs in;
+    in.compute_bytes_per_element = 2;
+    in.micro_batch = {32, 512, 128};
+    in.fused_attention = fused;
+    in.checkpoint_every_blocks = 5;        // ignored by the choice
+    in.selective_recomputation = fused;    // likewise
+    struct Candidate {
+      int64_t every;
+      bool selective;
+      int64_t bytes;
+      double flops;
+    };
+    std::vector<Candidate> candidates;
+    for (int64_t k = 0; k <= model.num_layers; ++k) {
+      for (const bool selective : {false, true}) {
+        if (selective && k > 0) continue;
+        MemoryInputs tried = in;
+        tried.checkpoint_every_blocks = k;
+        tried.selective_recomputation = selective;
+        candidates.push_back({k, selective, predict_memory(model, tried).total_bytes(), recomputed_flops(model, tried)});
+      }
+    }
+    const Candidate& none = candidates[0];
+    const Candidate& selective = candidates[1];
+    const Candidate& every_block = candidates[2];
+    EXPECT_EQ(none.flops, 0.0);
+    EXPECT_GT(selective.flops, 0.0);
+    EXPECT_LT(selective.flops, every_block.flops);   // the cores are a part of each block
+    EXPECT_LT(selective.bytes, none.bytes);
+    EXPECT_GT(selective.bytes, every_block.bytes);
+    int chosen_selective = 0, chosen_blocks = 0;
+    for (double fraction = 0.3; fraction <= 1.3; fraction += 0.01) {
+      const int64_t memory = static_cast<int64_t>(fraction * static_cast<double>(none.bytes));
+      const CheckpointingChoice choice = choose_activation_checkpointing(model, in, memory);
+      const Candidate* best = nullptr;
+      for (const Candidate& c : candidates) {
+        if (fits_device_memory(c.bytes, memory) && (best == nullptr || c.flops < best->flops)) best = &c;
+      }
+      const std::string at = msg(fused ? "fused" : "explicit", " attention, ", fraction, " x none's memory");
+      if (best == nullptr) {
+        EXPECT_FALSE(choice.fits) << at;
+        EXPECT_EQ(choice.checkpoint_every_blocks, 1) << at;
+        EXPECT_FALSE(choice.selective_recomputation) << at;
+        continue;
+      }
+      ASSERT_TRUE(choice.fits) << at;
+      MemoryInputs chosen = in;
+      chosen.checkpoint_every_blocks = choice.checkpoint_every_blocks;
+      chosen.selective_recomputation = choice.selective_recomputation;
+      EXPECT_EQ(recomputed_flops(model, chosen), best->flops) << at << ": chose " << choice.describe();
+      EXPECT_EQ(choice.memory.total_bytes(), predict_memory(model, chosen).total_bytes()) << at;
+      chosen_selective += choice.selective_recomputation ? 1 : 0;
+      chosen_blocks += choice.checkpoint_every_blocks > 0 ? 1 : 0;
+    }
+    // The sweep reaches every kind of choice: selective where it fits and none does not (on the explicit path, whose
+    // scores it drops), and blocks below that.
+    if (!fused) EXPECT_GT(chosen_selective, 0);
+    EXPECT_GT(chosen_blocks, 0);
+  }
+  EXPECT_EQ((CheckpointingChoice{0, false, {}, true}.describe()), "none");
+  EXPECT_EQ((CheckpointingChoice{0, true, {}, true}.describe()), "selective (attention cores)");
+  EXPECT_EQ((CheckpointingChoice{1, false, {}, true}.describe()), "every block");
+  EXPECT_EQ((CheckpointingChoice{2, false, {}, true}.describe()), "every 2nd block");
+  EXPECT_EQ((CheckpointingChoice{11, false, {}, true}.describe()), "every 11th block");
+  EXPECT_EQ((CheckpointingChoice{21, true, {}, true}.describe()), "every 21st block and selective (attention cores)");
+  EXPECT_THROW(choose_activation_checkpointing(model, MemoryInputs{}, 0), std::exception);
 }
 
 TEST(CostModel, RefusesImpossibleShapes) {

@@ -74,6 +74,7 @@ RunDescription probe_attributes(int64_t max_steps) {
   d.predicted_memory_bytes_per_device = 12345678901;
   d.predicted_flops_per_step = 1.5e12;
   d.checkpoint_every_blocks = 2;
+  d.recomputation = "every 2nd block";
   d.attention_kernels = "explicit";
   d.energy_source_gpu = "nvml_energy_counter";
   d.energy_source_cpu = "rapl";

@@ -67,6 +67,7 @@ def probe_attributes(max_steps):
         "predicted_memory_bytes_per_device": 12345678901,
         "predicted_flops_per_step": 1.5e12,
         "checkpoint_every_blocks": 2,
+        "recomputation": "every 2nd block",
         "attention_kernels": "explicit",
         "energy_source_gpu": "nvml_energy_counter",
         "energy_source_cpu": "rapl",
@@ -90,7 +91,7 @@ ROOT_ATTRIBUTES = ["format", "schema_version", "run_id", "study", "start_time_ut
                    "optimizer", "device_names", "driver_version", "cuda_version", "nccl_version", "torch_version",
                    "peak_flops_per_device", "price_per_node_hour_usd", "carbon_intensity_g_per_kwh", "pue",
                    "predicted_memory_bytes_per_device", "predicted_flops_per_step", "checkpoint_every_blocks",
-                   "attention_kernels", "energy_source_gpu", "energy_source_cpu", "config_yaml",
+                   "recomputation", "attention_kernels", "energy_source_gpu", "energy_source_cpu", "config_yaml",
                    "config_changes"]
 
 

@@ -1,8 +1,9 @@
 // The memory planner against a measurement: the peak of live tensor bytes of real training steps on the CPU
 // (CpuMemoryTracker counts every tensor LibTorch allocates), for t5-small and t5-v1_1-base shapes, fp32 and bf16, tp
-// 1 and 2 (one rank's share, as t5scale-bench --tp-shard builds it), activation checkpointing off, every block and
-// the planner's own choice for a device between the two (stepped where it is neither: otherwise that step was just
-// measured), two batch sizes (t5-small), with and without dropout; t5-small at tp 2 also with sequence parallelism.
+// 1 and 2 (one rank's share, as t5scale-bench --tp-shard builds it), activation checkpointing off, every block,
+// selective recomputation (t5-small) and the planner's own choice for a device between none and every block (stepped
+// where it is none of those: otherwise that step was just measured), two batch sizes (t5-small), with and without
+// dropout; t5-small at tp 2 also with sequence parallelism.
 // predict_memory must hold every measured peak within 5%. Each model is built once and stepped in every variant;
 // the peak of a step is counted from the tensors live before its model was built.
 #include <gtest/gtest.h>
@@ -81,17 +82,20 @@ TEST(MemoryModel, PredictedPeakIsWithinFivePercentOfTheMeasuredOne) {
             const int64_t between =
                 (predict_memory(bench.model_config(), none).total_bytes() +
                  predict_memory(bench.model_config(), every).total_bytes()) / 2;
-            const int64_t chosen =
-                choose_activation_checkpointing(bench.model_config(), inputs, static_cast<int64_t>(between / 0.95))
-                    .checkpoint_every_blocks;
+            const CheckpointingChoice choice =
+                choose_activation_checkpointing(bench.model_config(), inputs, static_cast<int64_t>(between / 0.95));
             const Seq2SeqBatch batch = random_batch(rows, shape, bench.model_config().vocab_size);
-            // The planner's choice is stepped where it is neither off nor every block; where it is one of them, that
-            // step is the one just measured (the same model, batch and setting).
-            std::vector<int64_t> settings = {0, 1};
-            if (chosen != 0 && chosen != 1) settings.push_back(chosen);
-            for (const int64_t every_k : settings) {
+            // (every k-th block, selective): none, every block and (t5-small) selective recomputation; the planner's
+            // choice where it is none of them (otherwise that step is one just measured: the same model and batch).
+            std::vector<std::pair<int64_t, bool>> settings = {{0, false}, {1, false}};
+            if (std::string(shape.model) == "t5-small") settings.push_back({0, true});
+            const std::pair<int64_t, bool> chosen{choice.checkpoint_every_blocks, choice.selective_recomputation};
+            if (std::find(settings.begin(), settings.end(), chosen) == settings.end()) settings.push_back(chosen);
+            for (const auto& [every_k, selective] : settings) {
               bench.trainer().model()->set_activation_checkpointing(every_k);
+              bench.trainer().model()->set_selective_recomputation(selective);
               inputs.checkpoint_every_blocks = every_k;
+              inputs.selective_recomputation = selective;
               const StepResult step = bench.trainer().step({batch}, 1e-4);
               const int64_t peak =
                   std::max({step.forward_peak_bytes, step.backward_peak_bytes, step.optimizer_peak_bytes});
@@ -100,6 +104,7 @@ TEST(MemoryModel, PredictedPeakIsWithinFivePercentOfTheMeasuredOne) {
               const std::string name = msg(shape.model, " ", enum_name(precision), " tp ", tp, " rows ", rows, " ",
                                            shape.source_length, "/", shape.target_length, " dropout ",
                                            bench.model_config().dropout_rate, " checkpoint every ", every_k,
+                                         selective ? " selective" : "",
                                            sequence_parallel ? " sequence parallel" : "");
               const double ratio = predicted / measured;
               std::printf("%-70s predicted %8.1f MiB measured %8.1f MiB ratio %.3f\n", name.c_str(),
