@@ -469,7 +469,7 @@ const std::vector<Entry>& registry() {
         "selective (every attention core: scores, softmax, dropout and weighted values, Megatron-LM's selective mode), "
         "false, or auto (of none, selective, every k-th block and every block, the one recomputing the fewest FLOPs "
         "whose predicted memory fits the device; chosen at start, logged, and recorded in the run file as "
-        "checkpoint_every_blocks and selective_recomputation)."));
+        "checkpoint_every_blocks and recomputation)."));
     k.push_back(int_key(T5S_KEY(parallel, checkpoint_every_blocks), at_least(1),
                         "With activation_checkpointing: true, checkpoint every k-th block."));
     k.push_back(bool_key(
