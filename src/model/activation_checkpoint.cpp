@@ -9,6 +9,44 @@ using torch::autograd::variable_list;
 
 namespace {
 
+// What a recomputing function keeps of its forward: the RNG states, and which inputs required a gradient (the
+// recompute gives them exactly these flags: a mask that required grad in the recompute only would send SDPA to
+// another backend, with other dropout masks).
+void save_forward_state(AutogradContext* ctx, ParallelRng& rng, const std::vector<torch::Tensor>& inputs) {
+  const ParallelRng::State state = rng.get_state();
+  ctx->saved_data["default_generator"] = state.default_generator;
+  ctx->saved_data["tensor_parallel_generator"] = state.tensor_parallel;
+  c10::List<bool> requires_grad;
+  for (const torch::Tensor& input : inputs) requires_grad.push_back(input.requires_grad());
+  ctx->saved_data["requires_grad"] = requires_grad;
+}
+
+// The saved inputs, detached, with the forward's requires-grad flags (undefined ones stay undefined).
+std::vector<torch::Tensor> recompute_inputs(AutogradContext* ctx, const std::vector<torch::Tensor>& saved) {
+  const c10::List<bool> requires_grad = ctx->saved_data["requires_grad"].toBoolList();
+  std::vector<torch::Tensor> inputs;
+  for (size_t i = 0; i < saved.size(); ++i) {
+    inputs.push_back(saved[i].defined() ? saved[i].detach().requires_grad_(requires_grad.get(i)) : saved[i]);
+  }
+  return inputs;
+}
+
+// While alive, the generators draw as in the forward; after, they continue from the states they had before.
+class ForwardRngRestored {
+ public:
+  ForwardRngRestored(AutogradContext* ctx, ParallelRng& rng) : rng_(rng), now_(rng.get_state()) {
+    rng_.set_state({ctx->saved_data["default_generator"].toTensor(),
+                    ctx->saved_data["tensor_parallel_generator"].toTensor()});
+  }
+  ~ForwardRngRestored() { rng_.set_state(now_); }
+  ForwardRngRestored(const ForwardRngRestored&) = delete;
+  ForwardRngRestored& operator=(const ForwardRngRestored&) = delete;
+
+ private:
+  ParallelRng& rng_;
+  ParallelRng::State now_;
+};
+
 struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
   // Custom functions take no undefined tensors: an encoder block gets empty placeholders for the cross-attention
   // inputs and has_cross = false; a decoder block of an unpadded batch one for its cross mask, has_cross_bias false.
@@ -16,18 +54,12 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
                                bool has_cross_bias, bool sequence_split, const torch::Tensor& hidden,
                                const torch::Tensor& self_bias, const torch::Tensor& encoder_output,
                                const torch::Tensor& cross_bias) {
-    const ParallelRng::State state = rng->get_state();
     save_object(ctx, "block", block);
     save_object(ctx, "rng", rng);
-    ctx->saved_data["default_generator"] = state.default_generator;
-    ctx->saved_data["tensor_parallel_generator"] = state.tensor_parallel;
     ctx->saved_data["has_cross"] = has_cross;
     ctx->saved_data["has_cross_bias"] = has_cross_bias;
     ctx->saved_data["sequence_split"] = sequence_split;
-    // Which inputs the forward saw requiring grad: the recompute gives them exactly these flags (a mask that
-    // required grad in the recompute only would send SDPA to another backend, with other dropout masks).
-    ctx->saved_data["requires_grad"] = c10::List<bool>({hidden.requires_grad(), self_bias.requires_grad(),
-                                                        encoder_output.requires_grad(), cross_bias.requires_grad()});
+    save_forward_state(ctx, *rng, {hidden, self_bias, encoder_output, cross_bias});
     ctx->save_for_backward({hidden, self_bias, encoder_output, cross_bias});
     torch::NoGradGuard no_grad;
     const SequenceLayout layout = sequence_split ? SequenceLayout::kSplit : SequenceLayout::kReplicated;
@@ -43,23 +75,15 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
     if (!has_cross) saved[2] = saved[3] = torch::Tensor();
     if (!ctx->saved_data["has_cross_bias"].toBool()) saved[3] = torch::Tensor();
 
-    // Recompute with the forward's RNG states, then give the generators back the states they have now.
-    const ParallelRng::State now = rng->get_state();
-    rng->set_state({ctx->saved_data["default_generator"].toTensor(),
-                    ctx->saved_data["tensor_parallel_generator"].toTensor()});
-    const c10::List<bool> requires_grad = ctx->saved_data["requires_grad"].toBoolList();
-    std::vector<torch::Tensor> inputs;
-    for (size_t i = 0; i < saved.size(); ++i) {
-      inputs.push_back(saved[i].defined() ? saved[i].detach().requires_grad_(requires_grad.get(i)) : saved[i]);
-    }
+    const std::vector<torch::Tensor> inputs = recompute_inputs(ctx, saved);
     torch::Tensor output;
     {
+      ForwardRngRestored forward_rng(ctx, *rng);
       torch::AutoGradMode enable_grad(true);
       output = block->forward(inputs[0], inputs[1], inputs[2], inputs[3],
                               ctx->saved_data["sequence_split"].toBool() ? SequenceLayout::kSplit
                                                                          : SequenceLayout::kReplicated);
     }
-    rng->set_state(now);
 
     // Parameters' gradients accumulate as in any backward; the inputs' gradients are returned.
     torch::autograd::backward({output}, {grad_outputs[0]});
@@ -74,13 +98,9 @@ struct RecomputedAttentionCore : torch::autograd::Function<RecomputedAttentionCo
   static torch::Tensor forward(AutogradContext* ctx, T5AttentionImpl* attention, bool has_bias,
                                const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
                                const torch::Tensor& bias) {
-    const ParallelRng::State state = attention->rng->get_state();
     save_object(ctx, "attention", attention);
-    ctx->saved_data["default_generator"] = state.default_generator;
-    ctx->saved_data["tensor_parallel_generator"] = state.tensor_parallel;
     ctx->saved_data["has_bias"] = has_bias;
-    ctx->saved_data["requires_grad"] = c10::List<bool>(
-        {query.requires_grad(), key.requires_grad(), value.requires_grad(), has_bias && bias.requires_grad()});
+    save_forward_state(ctx, *attention->rng, {query, key, value, bias});
     ctx->save_for_backward({query, key, value, bias});
     torch::NoGradGuard no_grad;
     return attention->core_kept(query, key, value, has_bias ? bias : torch::Tensor());
@@ -88,31 +108,27 @@ struct RecomputedAttentionCore : torch::autograd::Function<RecomputedAttentionCo
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     auto* attention = saved_object<T5AttentionImpl>(ctx, "attention");
-    ParallelRng& rng = *attention->rng;
     auto saved = ctx->get_saved_variables();
     if (!ctx->saved_data["has_bias"].toBool()) saved[3] = torch::Tensor();
-    const c10::List<bool> requires_grad = ctx->saved_data["requires_grad"].toBoolList();
-    std::vector<torch::Tensor> inputs, wanted;
-    for (size_t i = 0; i < saved.size(); ++i) {
-      inputs.push_back(saved[i].defined() ? saved[i].detach().requires_grad_(requires_grad.get(i)) : saved[i]);
-      if (requires_grad.get(i)) wanted.push_back(inputs.back());
-    }
-    // Recompute with the forward's RNG states, then give the generators back the states they have now.
-    const ParallelRng::State now = rng.get_state();
-    rng.set_state({ctx->saved_data["default_generator"].toTensor(),
-                   ctx->saved_data["tensor_parallel_generator"].toTensor()});
+    const std::vector<torch::Tensor> inputs = recompute_inputs(ctx, saved);
     torch::Tensor output;
     {
+      ForwardRngRestored forward_rng(ctx, *attention->rng);
       torch::AutoGradMode enable_grad(true);
       output = attention->core_kept(inputs[0], inputs[1], inputs[2], inputs[3]);
     }
-    rng.set_state(now);
+    std::vector<torch::Tensor> wanted;  // the inputs whose gradients autograd asks for
+    for (const torch::Tensor& input : inputs) {
+      if (input.defined() && input.requires_grad()) wanted.push_back(input);
+    }
     const variable_list grads =
         torch::autograd::grad({output}, wanted, {grad_outputs[0]}, /*retain_graph=*/false, /*create_graph=*/false,
                               /*allow_unused=*/true);
     variable_list result = {torch::Tensor(), torch::Tensor()};
     size_t next = 0;
-    for (size_t i = 0; i < inputs.size(); ++i) result.push_back(requires_grad.get(i) ? grads[next++] : torch::Tensor());
+    for (const torch::Tensor& input : inputs) {
+      result.push_back(input.defined() && input.requires_grad() ? grads[next++] : torch::Tensor());
+    }
     return result;
   }
 };

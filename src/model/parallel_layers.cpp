@@ -95,11 +95,8 @@ struct SequenceGatheredLinears : torch::autograd::Function<SequenceGatheredLinea
       grad_gathered = grad_gathered.defined() ? grad_gathered.add_(part) : part;
       if (!weight.requires_grad()) continue;
       const torch::Tensor grad_2d = grad.reshape({-1, grad.size(-1)});
-      if (sinks.get(i) != 0) {
-        (*reinterpret_cast<const WeightGradientSink*>(static_cast<intptr_t>(sinks.get(i))))(grad_2d, gathered_2d);
-      } else {
-        weight_grads.back() = grad_2d.t().mm(gathered_2d);
-      }
+      const auto* sink = reinterpret_cast<const WeightGradientSink*>(static_cast<intptr_t>(sinks.get(i)));
+      weight_grads.back() = weight_gradient_into(sink, grad_2d, gathered_2d);
     }
     variable_list result{grad_gathered.defined() ? reduce_scatter_sequence(grad_gathered, tp) : torch::Tensor(),
                          torch::Tensor(), torch::Tensor()};

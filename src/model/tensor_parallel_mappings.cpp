@@ -41,45 +41,24 @@ struct ReduceFromRegion : torch::autograd::Function<ReduceFromRegion> {
   static variable_list backward(AutogradContext*, variable_list grads) { return {grads[0], torch::Tensor()}; }
 };
 
-struct ScatterToRegion : torch::autograd::Function<ScatterToRegion> {
+// A mapping whose forward is one collective (or split) and whose backward is its twin on the gradient (the helpers of
+// the header, defined below).
+template <torch::Tensor (*Forward)(const torch::Tensor&, Communicator&),
+          torch::Tensor (*Backward)(const torch::Tensor&, Communicator&)>
+struct PairedMapping : torch::autograd::Function<PairedMapping<Forward, Backward>> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input, Communicator* tp) {
     save_group(ctx, *tp);
-    return split_last_dim(input, *tp);
+    return Forward(input, *tp);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {gather_last_dim(grads[0], saved_group(ctx)), torch::Tensor()};
+    return {Backward(grads[0], saved_group(ctx)), torch::Tensor()};
   }
 };
 
-struct GatherFromRegion : torch::autograd::Function<GatherFromRegion> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input, Communicator* tp) {
-    save_group(ctx, *tp);
-    return gather_last_dim(input, *tp);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {split_last_dim(grads[0], saved_group(ctx)), torch::Tensor()};
-  }
-};
-
-struct GatherFromSequenceRegion : torch::autograd::Function<GatherFromSequenceRegion> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& split, Communicator* tp) {
-    save_group(ctx, *tp);
-    return gather_sequence(split, *tp);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {reduce_scatter_sequence(grads[0], saved_group(ctx)), torch::Tensor()};
-  }
-};
-
-struct ReduceScatterToSequenceRegion : torch::autograd::Function<ReduceScatterToSequenceRegion> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& full, Communicator* tp) {
-    save_group(ctx, *tp);
-    return reduce_scatter_sequence(full, *tp);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {gather_sequence(grads[0], saved_group(ctx)), torch::Tensor()};
-  }
-};
+using ScatterToRegion = PairedMapping<split_last_dim, gather_last_dim>;
+using GatherFromRegion = PairedMapping<gather_last_dim, split_last_dim>;
+using GatherFromSequenceRegion = PairedMapping<gather_sequence, reduce_scatter_sequence>;
+using ReduceScatterToSequenceRegion = PairedMapping<reduce_scatter_sequence, gather_sequence>;
 
 }  // namespace
 

@@ -24,16 +24,19 @@ struct LinearIntoWeightGradientSink : torch::autograd::Function<LinearIntoWeight
     const torch::Tensor grad_input = ctx->needs_input_grad(0) ? grad_output.matmul(weight) : torch::Tensor();
     const torch::Tensor grad_2d = grad_output.reshape({-1, grad_output.size(-1)});
     const torch::Tensor input_2d = input.reshape({-1, input.size(-1)});
-    const auto* sink = saved_object<const WeightGradientSink>(ctx, "sink");
-    if (sink != nullptr) {
-      (*sink)(grad_2d, input_2d);
-      return {grad_input, torch::Tensor(), torch::Tensor()};
-    }
-    return {grad_input, grad_2d.t().mm(input_2d), torch::Tensor()};
+    return {grad_input, weight_gradient_into(saved_object<const WeightGradientSink>(ctx, "sink"), grad_2d, input_2d),
+            torch::Tensor()};
   }
 };
 
 }  // namespace
+
+torch::Tensor weight_gradient_into(const WeightGradientSink* sink, const torch::Tensor& grad_output_2d,
+                                   const torch::Tensor& input_2d) {
+  if (sink == nullptr) return grad_output_2d.t().mm(input_2d);
+  (*sink)(grad_output_2d, input_2d);
+  return torch::Tensor();
+}
 
 torch::Tensor sinking_linear(const torch::Tensor& input, const torch::Tensor& weight, const WeightGradientSink* sink) {
   if (weight.requires_grad() && torch::GradMode::is_enabled()) {

@@ -21,4 +21,10 @@ using WeightGradientSink = std::function<void(const torch::Tensor& grad_output_2
 // torch::nn::functional::linear.
 torch::Tensor sinking_linear(const torch::Tensor& input, const torch::Tensor& weight, const WeightGradientSink* sink);
 
+// A weight's gradient grad_output_2d^T input_2d handed to `sink` (then undefined is returned), or without one returned
+// in the weight's layout (out, in), for backward to give autograd. sinking_linear's backward and other linear
+// backwards of the model (column_parallel_from_sequence_split) share it.
+torch::Tensor weight_gradient_into(const WeightGradientSink* sink, const torch::Tensor& grad_output_2d,
+                                   const torch::Tensor& input_2d);
+
 }  // namespace t5scale

@@ -20,23 +20,24 @@ double decoder_core_flops(const ModelConfig& m, double s, double t) {
   return t * 2.0 * 2.0 * (t + s) * static_cast<double>(m.inner_dim());
 }
 
-// Forward FLOPs of one row's encoder block (per source token: projections, attention core over s keys,
+// Per token: one projection of d_model onto the heads (or back), and the feed-forward (two or three matrices).
+double projection_flops(const ModelConfig& m) {
+  return 2.0 * static_cast<double>(m.d_model) * static_cast<double>(m.inner_dim());
+}
+double feed_forward_flops(const ModelConfig& m) {
+  const double ff_inputs = m.feed_forward == FeedForwardKind::kGatedGelu ? 2.0 : 1.0;
+  return 2.0 * (ff_inputs + 1.0) * static_cast<double>(m.d_model) * static_cast<double>(m.d_ff);
+}
+
+// Forward FLOPs of one row's encoder block (per source token: q, k, v, o, attention core over s keys,
 // feed-forward) and decoder block (per target token: self-attention over t keys, cross-attention with q and o on
 // target tokens and k and v on every source token, over s keys, feed-forward).
 double encoder_block_flops(const ModelConfig& m, double s) {
-  const double d = static_cast<double>(m.d_model), inner = static_cast<double>(m.inner_dim());
-  const double ff_inputs = m.feed_forward == FeedForwardKind::kGatedGelu ? 2.0 : 1.0;
-  const double feed_forward_per_token = 2.0 * (ff_inputs + 1.0) * d * static_cast<double>(m.d_ff);
-  const double projections_per_token = 2.0 * 4.0 * d * inner;  // q, k, v, o
-  return s * (projections_per_token + feed_forward_per_token) + encoder_core_flops(m, s);
+  return s * (4.0 * projection_flops(m) + feed_forward_flops(m)) + encoder_core_flops(m, s);
 }
 double decoder_block_flops(const ModelConfig& m, double s, double t) {
-  const double d = static_cast<double>(m.d_model), inner = static_cast<double>(m.inner_dim());
-  const double ff_inputs = m.feed_forward == FeedForwardKind::kGatedGelu ? 2.0 : 1.0;
-  const double feed_forward_per_token = 2.0 * (ff_inputs + 1.0) * d * static_cast<double>(m.d_ff);
-  const double projections_per_token = 2.0 * 4.0 * d * inner;  // q, k, v, o
-  return t * projections_per_token + t * 2.0 * 2.0 * d * inner + s * 2.0 * 2.0 * d * inner +
-         t * feed_forward_per_token + decoder_core_flops(m, s, t);
+  return t * (6.0 * projection_flops(m) + feed_forward_flops(m)) + s * 2.0 * projection_flops(m) +
+         decoder_core_flops(m, s, t);
 }
 
 // Forward FLOPs of one example with source length s and target length t (forward_flops' terms per row).
