@@ -648,6 +648,10 @@ const std::vector<Entry>& registry() {
                            "host's powercap folder elsewhere."));
     k.push_back(float_key(T5S_KEY(telemetry, peak_flops_per_device), at_least(0),
                           "Peak FLOP/s of one device, for MFU; 0 = from the table of peaks by device name."));
+    k.push_back(string_key(T5S_KEY(telemetry, machine_rates),
+                           "The rates file (t5scale-bench --calibrate) the step-time model predicts "
+                           "predicted_step_time_s with; empty = the published figures of the run's GPU, or on a "
+                           "CPU the uncalibrated figures of one development core."));
     // cost
     k.push_back(float_key(T5S_KEY(cost, price_per_node_hour_usd), at_least(0),
                           "Price of one node-hour in USD: cost = price x nodes x wall time; 0 = unknown."));

@@ -167,6 +167,7 @@ struct TelemetrySettings {
   CpuEnergy cpu_energy = CpuEnergy::kAuto;
   std::string powercap_root = "/sys/class/powercap";
   double peak_flops_per_device = 0.0;  // 0 = from the table of peaks by device name
+  std::string machine_rates;           // rates file for the step-time model; "" = the device's published figures
 };
 
 struct CostSettings {

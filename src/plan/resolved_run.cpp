@@ -122,8 +122,63 @@ void resolve_model(const RunConfig& c, const RunData& data, ResolvedRun& r) {
   }
 }
 
+// The step time on world.rates. With the data's lengths: the median over the first steps the sampler serves of the
+// slowest replica's micro-batches, each padded as the collation pads it; without them: micro-batches padded to the
+// maximum lengths (what the memory model plans for).
+constexpr int64_t kStepsPredicted = 32;
+
+void resolve_step_time(const RunConfig& c, const RunWorld& world, const RunData& data, const MemoryInputs& m,
+                       ResolvedRun& r) {
+  StepTimeInputs in;
+  in.memory = m;
+  in.grad_accumulation = r.batch->grad_accumulation;
+  in.nodes = world.nodes;
+  in.ranks_per_node = world.ranks_per_node;
+  try {
+    if (data.source_lengths.empty() || r.steps_per_epoch <= 0) {
+      r.step_time = predict_step_time(*r.model, in, *world.rates);
+      return;
+    }
+    const int64_t multiple = padded_length_multiple(c);
+    auto padded = [multiple](int64_t length) { return (std::max<int64_t>(length, 1) + multiple - 1) / multiple * multiple; };
+    BatchSamplerOptions options = r.sampler;
+    options.dp_rank = 0;
+    const DistributedBatchSampler sampler(data.source_lengths, data.target_lengths, options);
+    const std::vector<std::vector<int64_t>> micro_batches = sampler.epoch_micro_batches(0);
+    const int64_t per_step = r.batch->dp * r.batch->grad_accumulation;
+    std::vector<StepTimePrediction> steps;
+    for (int64_t step = 0; step < kStepsPredicted && (step + 1) * per_step <= static_cast<int64_t>(micro_batches.size()); ++step) {
+      std::optional<StepTimePrediction> slowest;
+      for (int64_t replica = 0; replica < r.batch->dp; ++replica) {
+        std::vector<BatchShape> shapes;
+        for (int64_t k = 0; k < r.batch->grad_accumulation; ++k) {
+          const std::vector<int64_t>& rows = micro_batches[step * per_step + k * r.batch->dp + replica];
+          BatchShape shape{static_cast<int64_t>(rows.size()), 1, 1};
+          for (int64_t i : rows) {
+            shape.source_length = std::max(shape.source_length, padded(data.source_lengths[i]));
+            shape.target_length = std::max(shape.target_length, padded(data.target_lengths[i]));
+          }
+          shapes.push_back(shape);  // micro-batch k of this replica (data/batch_sampler.h's layout)
+        }
+        const StepTimePrediction p = predict_step_time(*r.model, in, *world.rates, shapes);
+        if (!slowest || p.total_s > slowest->total_s) slowest = p;
+      }
+      steps.push_back(*slowest);
+    }
+    if (steps.empty()) {
+      r.step_time = predict_step_time(*r.model, in, *world.rates);
+      return;
+    }
+    std::sort(steps.begin(), steps.end(),
+              [](const StepTimePrediction& a, const StepTimePrediction& b) { return a.total_s < b.total_s; });
+    r.step_time = steps[steps.size() / 2];
+  } catch (const Error& e) {
+    r.notes.push_back(msg("no step time predicted: ", e.what()));
+  }
+}
+
 // Memory and FLOPs, with the inputs the trainer's step has: one micro-batch padded to the maximum lengths.
-void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, ResolvedRun& r) {
+void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, const RunData& data, ResolvedRun& r) {
   const int64_t tp = c.parallel.tp;
   if (!r.model || !r.batch || tp < 1 || r.batch->dp < 1 || world.world_size % tp != 0) return;
   MemoryInputs m;
@@ -154,7 +209,9 @@ void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, Resolve
         training_flops(*r.model, m.micro_batch) * static_cast<double>(r.batch->grad_accumulation * r.batch->dp);
   } catch (const Error& e) {
     r.errors.push_back(e.what());
+    return;
   }
+  if (world.rates) resolve_step_time(c, world, data, m, r);
 }
 
 }  // namespace
@@ -190,7 +247,7 @@ ResolvedRun resolve_run(const RunConfig& config, const RunWorld& world, const Ru
   resolve_steps_per_epoch(config, data, run);
   resolve_lr(config, run);
   resolve_model(config, data, run);
-  resolve_memory_and_flops(config, world, run);
+  resolve_memory_and_flops(config, world, data, run);
   return run;
 }
 

@@ -16,6 +16,8 @@
 #include "data/batch_sampler.h"
 #include "plan/cost_model.h"
 #include "plan/lr_schedule.h"
+#include "plan/machine_rates.h"
+#include "plan/step_time_model.h"
 
 namespace t5scale {
 
@@ -25,6 +27,9 @@ struct RunWorld {
   bool on_gpu = false;             // the memory model adds the CUDA context and communication buffers
   bool fused_attention = true;     // on a GPU: SDPA's fused kernel (false: the explicit path; MemoryInputs)
   int64_t device_share_bytes = 0;  // the memory one rank may use (checkpointing auto, the fit); 0: unknown
+  int64_t nodes = 1;               // the step-time model's DP link: a group across nodes uses the network
+  int64_t ranks_per_node = 1;
+  std::optional<MachineRates> rates;  // the step-time model's machine; none: no step time predicted
 };
 
 // What the run's data holds, as far as the caller knows it.
@@ -59,6 +64,8 @@ struct ResolvedRun {
   std::optional<MemoryInputs> memory_inputs;
   CheckpointingChoice checkpointing;  // its memory: the prediction; fits: against world.device_share_bytes
   double flops_per_step = std::numeric_limits<double>::quiet_NaN();  // model FLOPs of one optimizer step
+  // The step time on world.rates for the micro-batch above (padded to the maximum lengths); set with the memory.
+  std::optional<StepTimePrediction> step_time;
 };
 
 ResolvedRun resolve_run(const RunConfig& config, const RunWorld& world, const RunData& data);

@@ -19,6 +19,7 @@
 #include "core/text_table.h"
 #include "core/units.h"
 #include "data/batch_sampler.h"
+#include "data/synthetic_examples.h"
 #include "data/tokenized_dataset.h"
 #include "plan/memory_advice.h"
 #include "plan/resolved_run.h"
@@ -82,9 +83,34 @@ class DatasetCache {
 RunData run_data(RunPlan& p, DatasetCache& datasets) {
   const auto& d = p.run.config.data;
   RunData data;
+  // Mean tokens of the examples (the step's tokens/s); until the data is read, the maximum lengths.
+  auto set_mean_tokens = [&](const std::vector<int64_t>& source, const std::vector<int64_t>& target) {
+    if (source.empty()) return;
+    double s = 0, t = 0;
+    for (size_t i = 0; i < source.size(); ++i) s += static_cast<double>(source[i]), t += static_cast<double>(target[i]);
+    p.mean_source_tokens = s / static_cast<double>(source.size());
+    p.mean_target_tokens = t / static_cast<double>(source.size());
+  };
+  const BatchShape longest = planned_micro_batch(p.run.config, BatchPlan{});
+  p.mean_source_tokens = static_cast<double>(longest.source_length);
+  p.mean_target_tokens = static_cast<double>(longest.target_length);
+  if (p.run.config.eval.max_examples > 0) p.eval_examples = static_cast<double>(p.run.config.eval.max_examples);
   if (d.dataset == "synthetic") {
     data.train_examples = d.synthetic_examples;
     data.vocab_size = d.synthetic_vocab_size;
+    // The trainer's examples for this seed and vocabulary (training_job.cpp): their lengths time the steps.
+    SyntheticDatasetOptions options;
+    options.task.vocab_size = d.synthetic_vocab_size;
+    options.task.seed = static_cast<uint64_t>(p.run.config.run.seed);
+    options.train_examples = d.synthetic_examples;
+    options.validation_examples = std::max<int64_t>(d.synthetic_examples / 8, 64);
+    for (const TokenSequences& example : synthetic_split(options, "train")) {
+      data.source_lengths.push_back(static_cast<int64_t>(example.source.size()));
+      data.target_lengths.push_back(static_cast<int64_t>(example.target.size()));
+    }
+    set_mean_tokens(data.source_lengths, data.target_lengths);
+    const double validation = static_cast<double>(options.validation_examples);
+    p.eval_examples = std::isfinite(p.eval_examples) ? std::min(p.eval_examples, validation) : validation;
     return data;
   }
   const DatasetFacts& facts = datasets.get(d.dataset);
@@ -99,11 +125,16 @@ RunData run_data(RunPlan& p, DatasetCache& datasets) {
     const auto& split = facts.dataset->split(d.train_split);
     data.train_examples = split.size();
     data.vocab_size = facts.vocab_size;
-    if (d.max_tokens_per_micro_batch > 0) {  // the packing decides the steps: the sampler runs over the lengths
-      data.source_lengths = split.source_lengths();
-      data.target_lengths = split.target_lengths();
-      for (auto& n : data.source_lengths) n = d.max_source_length > 0 ? std::min(n, d.max_source_length) : n;
-      for (auto& n : data.target_lengths) n = d.max_target_length > 0 ? std::min(n, d.max_target_length) : n;
+    // The sampler runs over the lengths as the trainer cuts them: the steps per epoch (a token budget's packing
+    // decides them) and the step time of the batches it serves.
+    data.source_lengths = split.source_lengths();
+    data.target_lengths = split.target_lengths();
+    for (auto& n : data.source_lengths) n = d.max_source_length > 0 ? std::min(n, d.max_source_length) : n;
+    for (auto& n : data.target_lengths) n = d.max_target_length > 0 ? std::min(n, d.max_target_length) : n;
+    set_mean_tokens(data.source_lengths, data.target_lengths);
+    if (facts.dataset->has_split(d.eval_split)) {
+      const double split_size = static_cast<double>(facts.dataset->split(d.eval_split).size());
+      p.eval_examples = std::isfinite(p.eval_examples) ? std::min(p.eval_examples, split_size) : split_size;
     }
   }
   return data;
@@ -130,6 +161,19 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
   run_world.world_size = world;
   run_world.on_gpu = !study.spec.slurm.cpu_only();
   run_world.device_share_bytes = device_bytes;
+  run_world.nodes = p.run.nodes;
+  run_world.ranks_per_node = p.run.gpus_per_node;
+  try {
+    p.rates = machine_rates_for(c.telemetry.machine_rates, run_world.on_gpu, study.spec.slurm.gpu,
+                                study.spec.slurm.interconnect);
+    if (!p.rates) {
+      p.notes.push_back(msg("no step time predicted: no published figures for slurm.gpu '", study.spec.slurm.gpu,
+                            "' (base.telemetry.machine_rates takes a calibrated rates file)"));
+    }
+  } catch (const Error& e) {
+    p.errors.push_back(msg("telemetry.machine_rates: ", e.what()));
+  }
+  run_world.rates = p.rates;
   const RunData data = run_data(p, datasets);
   p.train_examples = data.train_examples;
   p.resolved = resolve_run(c, run_world, data);
@@ -237,6 +281,7 @@ StudyPlan plan_study(const StudySpec& spec, const ExpandOptions& options) {
     plan_run(p, plan, datasets);
     plan.runs.push_back(std::move(p));
   }
+  forecast_study(plan);
   return plan;
 }
 
@@ -304,6 +349,8 @@ std::string format_plan(const StudyPlan& plan) {
                       memory_rows, {0, 8});
   }
 
+  out += format_forecast(plan);
+
   bool any_invalid = false;
   for (const auto& p : plan.runs) {
     if (p.valid()) continue;
@@ -336,7 +383,9 @@ std::string plan_csv(const StudyPlan& plan) {
       "dp",          "micro_batch",  "grad_accumulation", "global_batch", "base_lr",   "effective_lr",
       "lr_scaling_rule", "warmup_steps", "total_steps", "steps_per_epoch", "epochs",   "train_examples",
       "model_name",  "parameter_count", "checkpoint_every_blocks", "predicted_memory_bytes_per_device", "device_memory_gib", "fits",
-      "predicted_flops_per_step", "seed", "varied", "valid", "errors"};
+      "predicted_flops_per_step", "predicted_step_time_s", "predicted_tokens_per_s", "predicted_scaling_efficiency",
+      "evaluations", "predicted_run_time_s", "time_limit_s", "predicted_node_hours", "reserved_node_hours",
+      "predicted_cost_usd", "predicted_energy_kwh", "checkpoint_bytes", "seed", "varied", "valid", "errors"};
   std::string out = join(columns, ",") + "\n";
   auto num = [](double v) {  // the shortest text that reads back as the same double
     if (!std::isfinite(v)) return std::string("");
@@ -376,6 +425,17 @@ std::string plan_csv(const StudyPlan& plan) {
         plan.device_memory_gib > 0 ? num(plan.device_memory_gib) : "",
         p.fits,
         num(p.resolved.flops_per_step),
+        num(p.forecast.step_time_s),
+        num(p.forecast.tokens_per_s),
+        num(p.forecast.scaling_efficiency),
+        msg(p.forecast.evaluations),
+        num(p.forecast.run_time_s),
+        num(p.forecast.time_limit_s),
+        num(p.forecast.node_hours),
+        num(p.forecast.reserved_node_hours),
+        num(p.forecast.cost_usd),
+        num(p.forecast.energy_kwh),
+        num(p.forecast.checkpoint_bytes),
         msg(c.run.seed),
         join(varied, ";"),
         p.valid() ? "true" : "false",

@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "plan/cost_model.h"
 #include "plan/lr_schedule.h"
 #include "plan/resolved_run.h"
+#include "study/study_forecast.h"
 #include "study/study_spec.h"
 
 namespace t5scale {
@@ -31,6 +33,13 @@ struct RunPlan {
   int64_t train_examples = -1;  // -1 = unknown (the dataset file does not exist yet)
   double device_memory_gib = 0.0;  // what the memory is checked against; 0 = no check (CPU jobs)
   std::string fits = "?";          // "yes", "NO", "?" (unknown), "-" (no check)
+  // The step-time model's machine (telemetry.machine_rates, or slurm.gpu's published figures); none: no forecast.
+  std::optional<MachineRates> rates;
+  // Mean tokens of a training example (the data's, cut to the maximum lengths; the maximum lengths where the data is
+  // not here yet), and the examples an evaluation reads (NaN: unknown).
+  double mean_source_tokens = 0.0, mean_target_tokens = 0.0;
+  double eval_examples = std::numeric_limits<double>::quiet_NaN();
+  RunForecast forecast;  // time, cost and energy (study/study_forecast.h)
 
   std::string model_name() const { return resolved.model ? resolved.model->name : std::string(); }
   int64_t parameter_count() const { return resolved.model ? t5scale::parameter_count(*resolved.model) : 0; }

@@ -16,6 +16,7 @@
 #include "config/yaml_node.h"
 #include "core/check.h"
 #include "core/file_names.h"
+#include "plan/machine_rates.h"
 #include "core/nearest_word.h"
 #include "core/text_file.h"
 #include "study/study_spec_internal.h"
@@ -42,7 +43,7 @@ const std::vector<std::string>& top_level_keys() {
 const std::vector<std::string>& slurm_keys() {
   static const std::vector<std::string> keys = {
       "partition", "account", "time_limit", "constraint", "qos", "mem", "gpus_per_node", "gpu", "gpu_memory_gib",
-      "gpu_request", "gres_type", "cpus_per_task", "launcher", "mpi", "signal_s", "extra_sbatch", "env", "modules",
+      "interconnect", "gpu_request", "gres_type", "cpus_per_task", "launcher", "mpi", "signal_s", "extra_sbatch", "env", "modules",
       "setup"};
   return keys;
 }
@@ -244,6 +245,15 @@ SlurmSpec parse_slurm(const YAML::Node& node, Problems& problems) {
     else if (name == "gpus_per_node") s.gpus_per_node = integer(v, key, 1, problems);
     else if (name == "gpu") s.gpu = scalar(v, key, problems);
     else if (name == "gpu_memory_gib") s.gpu_memory_gib = number(v, key, 0.0, problems);
+    else if (name == "interconnect") {
+      s.interconnect = scalar(v, key, problems);
+      std::vector<std::string> known;
+      for (const auto& [interconnect, what] : published_interconnects()) known.push_back(interconnect);
+      if (std::find(known.begin(), known.end(), s.interconnect) == known.end()) {
+        problems.add(v, msg(key, ": '", one_line(s.interconnect), "' has no published figures (known: ", join(known, ", "),
+                            "); a calibrated rates file is base.telemetry.machine_rates"));
+      }
+    }
     else if (name == "gpu_request") {
       const std::string request = scalar(v, key, problems);
       if (request == "gpus-per-node") s.gpu_request = SlurmSpec::GpuRequest::kGpusPerNode;

@@ -90,6 +90,7 @@ struct SlurmSpec {
   int64_t gpus_per_node = 1;  // the default of the launch key gpus_per_node (ranks per node, one per GPU)
   std::string gpu;            // GPU model for the memory check ("A100-80GB", "H100"); "none" = CPU-only jobs
   double gpu_memory_gib = 0.0;  // > 0 overrides the table of GPU memory by model
+  std::string interconnect;     // between nodes, for the step-time model ("ib-hdr-8x", ...); "" = the GPU's usual
   GpuRequest gpu_request = GpuRequest::kGpusPerNode;
   std::string gres_type;  // the site's name for the GPU type in Slurm (gres.conf Type, "a100"); "" = any GPU
   int64_t cpus_per_task = 0;    // 0 = not set (the site's default)

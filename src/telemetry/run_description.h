@@ -54,6 +54,7 @@ namespace t5scale {
   FIELD(pue, double)                                                                                          \
   FIELD(predicted_memory_bytes_per_device, int64_t)                                                           \
   FIELD(predicted_flops_per_step, double)                                                                     \
+  FIELD(predicted_step_time_s, double)     /* the step-time model's median step; NaN: no rates */             \
   FIELD(checkpoint_every_blocks, int64_t)  /* activation checkpointing as run: 0 none, k every k-th block */ \
   FIELD(recomputation, std::string)        /* as run, in words: "none", "selective (attention cores)", ... */ \
   FIELD(attention_kernels, std::string)    /* "explicit", or each call site's SDPA kernel */                  \

@@ -34,6 +34,7 @@ struct RunRecordInputs {
   torch::Device device = torch::kCPU;
   int64_t predicted_memory_bytes = 0;
   double predicted_flops_per_step = 0.0;
+  double predicted_step_time_s = 0.0;  // the step-time model's median step (NaN: no rates for this device)
   int64_t checkpoint_every_blocks = 0;  // activation checkpointing as run (auto resolved): 0 none
   std::string recomputation = "none";   // the recomputation as run, in words (CheckpointingChoice::describe)
   std::string attention_kernels;        // T5Model::attention_kernels()

@@ -198,6 +198,11 @@ void TrainingJob::resolve() {
   world.world_size = world_size_;
   world.on_gpu = device_.is_cuda();
   world.device_share_bytes = device_share_bytes();
+  const NodeGroup node;
+  world.ranks_per_node = node.local_size();
+  world.nodes = std::max<int64_t>(1, world_size_ / world.ranks_per_node);
+  // A rates file that cannot be read stops the job here, naming the file and the key.
+  world.rates = machine_rates_for(config_.telemetry.machine_rates, device_.is_cuda(), cuda_device_name(device_));
   RunData data;
   data.vocab_size = vocab_size_;
   data.train_examples = train_examples_->size();
@@ -297,6 +302,8 @@ void TrainingJob::set_up_records() {
   in.attention_kernels = attention_kernels_;
   in.predicted_memory_bytes = resolved_.checkpointing.memory.total_bytes();
   in.predicted_flops_per_step = resolved_.flops_per_step;
+  in.predicted_step_time_s =
+      resolved_.step_time ? resolved_.step_time->total_s : std::numeric_limits<double>::quiet_NaN();
   record_ = std::make_unique<RunRecord>(in, grid_);
 }
 

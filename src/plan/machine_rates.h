@@ -1,0 +1,89 @@
+// What a machine does per second, as the step-time model (plan/step_time_model.h) needs it: matrix products by
+// shape class, memory bandwidth, the host's time per dispatched operator, and each link's latency and bandwidth for
+// collectives. Two origins: `t5scale-bench --calibrate` measures the machine at hand into a rates file (JSON, schema
+// t5scale-machine-rates/1), and published figures for H100, H200, A100 and V100 with NVLink and InfiniBand ship as
+// defaults, each with its source, for planning machines that are not at hand.
+//
+//   MachineRates rates = read_machine_rates("rates.json");           // or published_machine_rates("A100-80GB")
+//   double s = rates.matmul_seconds(m, n, k);                        // one product, at its shape class's rate
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace t5scale {
+
+// A matrix product's rate, by its smallest dimension: products whose smallest of m, n, k is min_dim run at
+// flops_per_s (between two entries the rate is interpolated in log(min_dim); outside, the nearest entry's).
+struct MatmulRate {
+  int64_t min_dim = 0;
+  double flops_per_s = 0.0;
+};
+
+// One link's collectives under an alpha-beta model: a collective among p ranks of n bytes takes
+//   latency_s x 2 ceil(log2 p)  +  f x (p - 1) / p x n / bandwidth_bytes_per_s
+// with f = 2 for an all-reduce and 1 for a reduce-scatter or all-gather (a ring's traffic; a tree's latency).
+struct LinkRates {
+  std::string scope = "intra_node";  // "intra_node" (TP; DP inside a node) or "inter_node" (a group across nodes)
+  int64_t ranks_per_node = 0;        // measured with this many busy ranks per node (0: any)
+  int64_t group_size = 0;            // measured on groups of this size (0: any)
+  double latency_s = 0.0;            // per step of the tree
+  double bandwidth_bytes_per_s = 0.0;  // each direction: per rank, or per node when shared_by_node
+  bool shared_by_node = false;         // the node's NICs: the ranks of a node crossing at once share the bandwidth
+  std::string source;
+};
+
+struct MachineRates {
+  std::string name;    // "A100-80GB (published)", "calibrated on host x"
+  std::string source;  // where the figures come from
+  std::vector<MatmulRate> matmul;      // in the compute dtype, ascending min_dim
+  double memory_bandwidth_bytes_per_s = 0.0;  // elementwise kernels and the optimizer: bytes read + written
+  double op_latency_s = 0.0;           // host time per dispatched operator (LibTorch's dispatch, a kernel launch)
+  bool asynchronous_device = false;    // a GPU: the host queues ahead, so a phase takes max(device, host) and DP
+                                       // reductions overlap backward; a CPU: host and compute add, no overlap
+  int64_t cores_per_node = 0;          // CPU: ranks beyond the cores share them (0: one device per rank)
+  int64_t threads_per_rank = 1;        // CPU: the threads each rank's compute was measured with
+  double power_w_per_device = 0.0;     // for energy: the device's power under training load (0: unknown)
+  std::vector<LinkRates> links;
+
+  // Seconds of one (m x k) @ (k x n) product at its shape class's rate (2 m n k FLOPs).
+  double matmul_seconds(double m, double n, double k) const;
+  double matmul_rate(double min_dim) const;
+  // The link entry for a collective: the scope's entry measured with the nearest ranks per node, then the nearest
+  // group size. Throws an Error naming the scope when the rates have none.
+  const LinkRates& link(const std::string& scope, int64_t ranks_per_node, int64_t group_size) const;
+  bool has_link(const std::string& scope) const;
+  // Every problem with the figures ("matmul: ...", "links[1].bandwidth_bytes_per_s: ..."); empty when usable.
+  std::vector<std::string> problems() const;
+};
+
+// Seconds of a collective of `bytes` among `group_size` ranks on `link`; kind: "all_reduce", "reduce_scatter",
+// "all_gather". 0 for a group of one.
+double collective_seconds(const LinkRates& link, const std::string& kind, double bytes, int64_t group_size);
+
+// Published figures for a GPU model (names as slurm.gpu takes them: "H100", "H100-SXM", "A100-80GB", "V100",
+// ...): the datasheet's dense peak and HBM bandwidth at the efficiencies large products and bandwidth-bound kernels
+// reach, NVLink inside the node and `interconnect` between nodes. std::nullopt for a GPU without figures.
+std::optional<MachineRates> published_machine_rates(const std::string& gpu, const std::string& interconnect = "");
+// The interconnects published_machine_rates knows ("ib-hdr-8x", "ib-ndr-8x", "ib-hdr-1x", "eth-100g"), with what
+// each is; the first is the default for a GPU generation when interconnect is "".
+std::vector<std::pair<std::string, std::string>> published_interconnects();
+// What the step-time model uses on a CPU no calibration has measured: one core of the development machine
+// (t5scale-bench --calibrate there), marked uncalibrated in its name.
+MachineRates uncalibrated_cpu_rates();
+
+// The rates a run is predicted with: the file `rates_file` when set; else on a GPU the published figures of the
+// model its name contains ("NVIDIA H100 80GB HBM3" -> H100; std::nullopt when none), on a CPU
+// uncalibrated_cpu_rates().
+std::optional<MachineRates> machine_rates_for(const std::string& rates_file, bool on_gpu, const std::string& device_name,
+                                              const std::string& interconnect = "");
+
+// The rates file: read (every key checked; an unknown or missing key, or a value out of range, is an Error naming
+// the file and the key) and written (JSON).
+MachineRates read_machine_rates(const std::string& path);
+std::string machine_rates_json(const MachineRates& rates);
+void write_machine_rates(const MachineRates& rates, const std::string& path);
+
+}  // namespace t5scale

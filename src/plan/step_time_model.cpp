@@ -1,0 +1,334 @@
+#include "plan/step_time_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/check.h"
+
+namespace t5scale {
+
+namespace {
+
+// Device seconds, bytes and operators of one part of a micro-batch's step on one rank.
+struct Work {
+  double matmul_s = 0.0;
+  double bytes = 0.0;  // elementwise: read + written
+  double operators = 0.0;
+  double tp_s = 0.0;   // TP collectives
+  Work& operator+=(const Work& o) {
+    matmul_s += o.matmul_s, bytes += o.bytes, operators += o.operators, tp_s += o.tp_s;
+    return *this;
+  }
+  Work times(double k) const { return Work{matmul_s * k, bytes * k, operators * k, tp_s * k}; }
+};
+
+class StepWork {
+ public:
+  StepWork(const ModelConfig& c, const StepTimeInputs& in, const MachineRates& rates)
+      : c_(c),
+        in_(in),
+        rates_(rates),
+        tp_(in.memory.tp),
+        e_(static_cast<double>(in.memory.compute_bytes_per_element)),
+        rows_(static_cast<double>(in.memory.micro_batch.rows)),
+        s_(static_cast<double>(in.memory.micro_batch.source_length)),
+        t_(static_cast<double>(in.memory.micro_batch.target_length)),
+        d_(static_cast<double>(c.d_model)),
+        inner_(static_cast<double>(c.inner_dim() / tp_)),
+        heads_(static_cast<double>(c.num_heads / tp_)),
+        d_kv_(static_cast<double>(c.d_kv)),
+        ff_(static_cast<double>(c.d_ff / tp_)),
+        vocab_(static_cast<double>(c.vocab_size / tp_)),
+        split_(in.memory.sequence_parallel && tp_ > 1 ? static_cast<double>(tp_) : 1.0),
+        dropout_(c.dropout_rate > 0.0),
+        fused_attention_(in.memory.on_gpu && in.memory.fused_attention) {
+    if (tp_ > 1) tp_link_ = &rates.link("intra_node", in.ranks_per_node, tp_);
+  }
+
+  // One encoder block's forward over s tokens per row; one decoder block's over t target and s source tokens.
+  Work encoder_forward() const {
+    Work w = sublayer_common(s_).times(2.0);
+    w += self_attention(s_);
+    w += feed_forward(s_);
+    return w;
+  }
+  Work decoder_forward() const {
+    Work w = sublayer_common(t_).times(3.0);
+    w += self_attention(t_);
+    w += cross_attention();
+    w += feed_forward(t_);
+    return w;
+  }
+  // Backward: twice the forward's products (the fused attention kernel recomputes its probabilities: 2.5x its
+  // core), about twice its bytes, its operators at the backward's count, its collectives again (the entries'
+  // input gradients; the cross-attention's keys and values add one over the source).
+  Work encoder_backward() const { return backward_of(encoder_forward(), encoder_core(), 2); }
+  Work decoder_backward() const {
+    Work w = backward_of(decoder_forward(), decoder_cores(), 3);
+    w.tp_s += tp_collective(rows_ * s_ * d_ * e_);  // the cross-attention keys' and values' input, over the source
+    return w;
+  }
+  Work encoder_core() const { return core(s_, s_); }
+  Work decoder_cores() const {
+    Work w = core(t_, t_);
+    w += core(t_, s_);
+    return w;
+  }
+
+  // Around the blocks: the embeddings (vocab-parallel: an all-reduce, or a reduce-scatter, per stack), the final
+  // norms, the LM head and the loss (three small all-reduces over the vocabulary shards).
+  Work outside_forward() const {
+    Work w;
+    w.matmul_s = rates_.matmul_seconds(rows_ * t_, vocab_, d_);
+    w.bytes = rows_ * t_ * vocab_ * (e_ + 8.0) + 2.0 * e_ * d_ * rows_ * (s_ + t_) / split_;
+    w.operators = kOperatorsPerMicroBatchOutside / 3.0;
+    w.tp_s = tp_collective(rows_ * s_ * d_ * e_) + tp_collective(rows_ * t_ * d_ * e_) +
+             (split_ > 1 ? all_gather(rows_ * t_ * d_ * e_) : 0.0) + 3.0 * all_reduce(rows_ * t_ * 4.0);
+    return w;
+  }
+  Work outside_backward() const {
+    Work w = outside_forward().times(2.0);
+    w.operators = kOperatorsPerMicroBatchOutside * 2.0 / 3.0;
+    w.tp_s = tp_collective(rows_ * t_ * d_ * e_);  // the LM head's input gradient
+    return w;
+  }
+
+  double all_reduce(double bytes) const { return tp_link_ ? collective_seconds(*tp_link_, "all_reduce", bytes, tp_) : 0.0; }
+  double all_gather(double bytes) const { return tp_link_ ? collective_seconds(*tp_link_, "all_gather", bytes, tp_) : 0.0; }
+  // A row-parallel exit (or a column-parallel entry's gradient): an all-reduce, or under sequence parallelism a
+  // reduce-scatter there and an all-gather at the next entry (the same bytes, twice the latency).
+  double tp_collective(double bytes) const {
+    if (!tp_link_) return 0.0;
+    if (split_ > 1) {
+      return collective_seconds(*tp_link_, "reduce_scatter", bytes, tp_) +
+             collective_seconds(*tp_link_, "all_gather", bytes, tp_);
+    }
+    return collective_seconds(*tp_link_, "all_reduce", bytes, tp_);
+  }
+
+ private:
+  // Norm, dropout and residual add of one sub-layer over the (sequence-split) residual stream.
+  Work sublayer_common(double tokens) const {
+    Work w;
+    const double elements = rows_ * tokens * d_ / split_;
+    w.bytes = elements * (2.0 * e_ + 3.0 * e_ + (dropout_ ? 2.0 * e_ + 1.0 : 0.0));
+    w.operators = kOperatorsPerSublayerForward;
+    w.tp_s = tp_collective(rows_ * tokens * d_ * e_);  // the sub-layer's exit (its entry's gather under SP)
+    return w;
+  }
+  // q, k, v, o over the same tokens, the core, the heads moved to rows and back.
+  Work self_attention(double tokens) const {
+    Work w;
+    const double m = rows_ * tokens;
+    w.matmul_s = 4.0 * rates_.matmul_seconds(m, inner_, d_);
+    w.bytes = 2.0 * e_ * m * inner_;
+    w += core(tokens, tokens);
+    return w;
+  }
+  // q and o over the target, k and v over the source.
+  Work cross_attention() const {
+    Work w;
+    w.matmul_s = 2.0 * rates_.matmul_seconds(rows_ * t_, inner_, d_) + 2.0 * rates_.matmul_seconds(rows_ * s_, inner_, d_);
+    w.bytes = 2.0 * e_ * rows_ * t_ * inner_;
+    w += core(t_, s_);
+    return w;
+  }
+  // Scores and weighted values of `queries` against `keys` per row and head; the explicit path also writes the
+  // scores with the bias, the softmax and the dropout over them.
+  Work core(double queries, double keys) const {
+    Work w;
+    const double batched = rows_ * heads_;
+    w.matmul_s = batched * (rates_.matmul_seconds(queries, keys, d_kv_) + rates_.matmul_seconds(queries, d_kv_, keys));
+    if (!fused_attention_) {
+      w.bytes = batched * queries * keys * (3.0 * e_ + 2.0 * e_ + (dropout_ ? 2.0 * e_ + 1.0 : 0.0));
+    }
+    return w;
+  }
+  Work feed_forward(double tokens) const {
+    Work w;
+    const double m = rows_ * tokens;
+    const bool gated = c_.feed_forward == FeedForwardKind::kGatedGelu;
+    w.matmul_s = (gated ? 3.0 : 2.0) * rates_.matmul_seconds(m, ff_, d_);
+    w.bytes = m * ff_ * (gated ? 6.0 : 2.0) * e_;
+    return w;
+  }
+  Work backward_of(const Work& forward, const Work& cores, int sublayers) const {
+    Work w;
+    const double core_extra = fused_attention_ ? 0.5 : 0.0;
+    w.matmul_s = 2.0 * forward.matmul_s + core_extra * cores.matmul_s;
+    w.bytes = 1.5 * forward.bytes;
+    w.operators = static_cast<double>(kOperatorsPerSublayerBackward * sublayers);
+    w.tp_s = forward.tp_s;
+    return w;
+  }
+
+  const ModelConfig& c_;
+  const StepTimeInputs& in_;
+  const MachineRates& rates_;
+  const int tp_;
+  const double e_, rows_, s_, t_, d_, inner_, heads_, d_kv_, ff_, vocab_, split_;
+  const bool dropout_, fused_attention_;
+  const LinkRates* tp_link_ = nullptr;
+};
+
+// Blocks of a stack of `depth` that full recomputation re-runs: 0, k, 2k, ...
+int64_t recomputed_blocks(int64_t depth, int64_t every) {
+  if (every <= 0 || depth <= 0) return 0;
+  return (depth + every - 1) / every;
+}
+
+// Bytes per parameter the optimizer step reads and writes: the fp32 gradient (norm, then update), master weights and
+// moments (AdamW two, Adafactor's factored ones negligible but its update's temporaries), and in bf16 the copy back
+// into the compute weights.
+double optimizer_bytes_per_parameter(const MemoryInputs& m) {
+  const double base = m.adafactor ? 24.0 : 32.0;
+  return base + (m.compute_bytes_per_element == 2 ? 14.0 : 0.0);
+}
+
+}  // namespace
+
+int64_t operators_per_step(const ModelConfig& model, const MemoryInputs& inputs, int64_t grad_accumulation) {
+  const int64_t sublayers = 2 * model.num_layers + 3 * model.num_decoder_layers;
+  int64_t recomputed = 0;
+  if (inputs.checkpoint_every_blocks > 0) {
+    recomputed = 2 * recomputed_blocks(model.num_layers, inputs.checkpoint_every_blocks) +
+                 3 * recomputed_blocks(model.num_decoder_layers, inputs.checkpoint_every_blocks);
+  }
+  const int64_t per_micro_batch = sublayers * (kOperatorsPerSublayerForward + kOperatorsPerSublayerBackward) +
+                                  recomputed * kOperatorsPerSublayerForward + kOperatorsPerMicroBatchOutside;
+  return per_micro_batch * grad_accumulation + kOperatorsPerStepOptimizer;
+}
+
+StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs& in, const MachineRates& rates) {
+  const MemoryInputs& m = in.memory;
+  T5S_CHECK(in.grad_accumulation >= 1 && in.nodes >= 1 && in.ranks_per_node >= 1, "predict_step_time: accumulation ",
+            in.grad_accumulation, ", nodes ", in.nodes, ", ranks per node ", in.ranks_per_node);
+  const StepWork work(c, in, rates);
+
+  // One micro-batch: the blocks, the recomputed blocks or attention cores, and what is around them.
+  const double encoders = static_cast<double>(c.num_layers), decoders = static_cast<double>(c.num_decoder_layers);
+  Work forward = work.encoder_forward().times(encoders);
+  forward += work.decoder_forward().times(decoders);
+  forward += work.outside_forward();
+  Work backward = work.encoder_backward().times(encoders);
+  backward += work.decoder_backward().times(decoders);
+  backward += work.outside_backward();
+  Work recompute;
+  if (m.checkpoint_every_blocks > 0) {
+    recompute = work.encoder_forward().times(static_cast<double>(recomputed_blocks(c.num_layers, m.checkpoint_every_blocks)));
+    recompute += work.decoder_forward().times(static_cast<double>(recomputed_blocks(c.num_decoder_layers, m.checkpoint_every_blocks)));
+  } else if (m.selective_recomputation) {
+    recompute = work.encoder_core().times(encoders);
+    recompute += work.decoder_cores().times(decoders);
+  }
+
+  // Device time and host time of a phase; a GPU overlaps them, a CPU adds them and shares its cores.
+  StepTimePrediction p;
+  p.compute_share_factor = 1.0;
+  if (!rates.asynchronous_device && rates.cores_per_node > 0) {
+    p.compute_share_factor = std::max(1.0, static_cast<double>(in.ranks_per_node * rates.threads_per_rank) /
+                                               static_cast<double>(rates.cores_per_node));
+  }
+  auto phase_seconds = [&](const Work& w) {
+    const double device = w.matmul_s + w.bytes / rates.memory_bandwidth_bytes_per_s;
+    const double host = w.operators * rates.op_latency_s;
+    const double busy = rates.asynchronous_device ? std::max(device, host) : (device + host) * p.compute_share_factor;
+    return busy + w.tp_s;
+  };
+  const double accumulation = static_cast<double>(in.grad_accumulation);
+  Work backward_all = backward;
+  backward_all += recompute;
+  p.forward_s = accumulation * phase_seconds(forward);
+  p.backward_s = accumulation * phase_seconds(backward_all);
+  p.matmul_s = accumulation * (forward.matmul_s + backward_all.matmul_s);
+  p.elementwise_s = accumulation * (forward.bytes + backward_all.bytes) / rates.memory_bandwidth_bytes_per_s;
+  p.recompute_s = accumulation * (recompute.matmul_s + recompute.bytes / rates.memory_bandwidth_bytes_per_s);
+  p.tp_collectives_s = accumulation * (forward.tp_s + backward_all.tp_s);
+  p.operators = operators_per_step(c, m, in.grad_accumulation);
+  p.host_s = static_cast<double>(p.operators) * rates.op_latency_s;
+
+  // The DP reduction of the fp32 gradient buckets: an all-reduce, or under ZeRO a reduce-scatter and then the
+  // updated weights' all-gather. A group across nodes runs on the network, whose NICs the node's ranks share.
+  const double trainable = static_cast<double>(parameters_per_rank(c, m.tp) - m.frozen_parameters_per_rank);
+  if (m.dp > 1) {
+    const int64_t ranks_in_group_per_node = std::max<int64_t>(1, in.ranks_per_node / m.tp);
+    const bool across_nodes = in.nodes > 1 && m.dp > ranks_in_group_per_node;
+    LinkRates link = rates.link(across_nodes ? "inter_node" : "intra_node", in.ranks_per_node, m.dp);
+    if (link.shared_by_node) link.bandwidth_bytes_per_s /= static_cast<double>(in.ranks_per_node);
+    const double gradient_bytes = 4.0 * trainable;
+    double reduce_s = 0.0, gather_s = 0.0;
+    if (m.zero1) {
+      reduce_s = collective_seconds(link, "reduce_scatter", gradient_bytes, m.dp);
+      gather_s = collective_seconds(link, "all_gather", static_cast<double>(m.compute_bytes_per_element) * trainable, m.dp);
+    } else {
+      reduce_s = collective_seconds(link, "all_reduce", gradient_bytes, m.dp);
+    }
+    p.dp_collectives_s = reduce_s + gather_s;
+    if (rates.asynchronous_device) {
+      // Buckets are reduced as backward fills them: what outlasts the last micro-batch's backward, and at least the
+      // last bucket's reduction, is exposed.
+      const double last_bucket_share = std::min(1.0, static_cast<double>(m.bucket_bytes) / std::max(gradient_bytes, 1.0));
+      const double last_backward_s = p.backward_s / accumulation;
+      p.comm_exposed_s = std::max(reduce_s - last_backward_s, reduce_s * last_bucket_share) + gather_s;
+    } else {
+      p.comm_exposed_s = p.dp_collectives_s;
+    }
+  }
+
+  // The optimizer over this rank's parameters (ZeRO-1: its 1 / dp of them).
+  const double owned = m.zero1 ? trainable / static_cast<double>(m.dp) : trainable;
+  const double optimizer_device = owned * optimizer_bytes_per_parameter(m) / rates.memory_bandwidth_bytes_per_s;
+  const double optimizer_host = kOperatorsPerStepOptimizer * rates.op_latency_s;
+  p.optimizer_s = rates.asynchronous_device ? std::max(optimizer_device, optimizer_host)
+                                            : (optimizer_device + optimizer_host) * p.compute_share_factor;
+
+  p.total_s = p.forward_s + p.backward_s + p.comm_exposed_s + p.optimizer_s;
+  return p;
+}
+
+StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs& in, const MachineRates& rates,
+                                     const std::vector<BatchShape>& micro_batches) {
+  T5S_CHECK(!micro_batches.empty(), "predict_step_time: no micro-batches");
+  StepTimePrediction sum;
+  for (size_t i = 0; i < micro_batches.size(); ++i) {
+    StepTimeInputs one = in;
+    one.memory.micro_batch = micro_batches[i];
+    one.grad_accumulation = 1;
+    const StepTimePrediction p = predict_step_time(c, one, rates);
+    sum.forward_s += p.forward_s;
+    sum.backward_s += p.backward_s;
+    sum.matmul_s += p.matmul_s;
+    sum.elementwise_s += p.elementwise_s;
+    sum.recompute_s += p.recompute_s;
+    sum.tp_collectives_s += p.tp_collectives_s;
+    sum.compute_share_factor = p.compute_share_factor;
+    if (i + 1 == micro_batches.size()) {  // the reduction and the update, once
+      sum.comm_exposed_s = p.comm_exposed_s;
+      sum.dp_collectives_s = p.dp_collectives_s;
+      sum.optimizer_s = p.optimizer_s;
+    }
+  }
+  StepTimeInputs all = in;
+  all.grad_accumulation = static_cast<int64_t>(micro_batches.size());
+  sum.operators = operators_per_step(c, all.memory, all.grad_accumulation);
+  sum.host_s = static_cast<double>(sum.operators) * rates.op_latency_s;
+  sum.total_s = sum.forward_s + sum.backward_s + sum.comm_exposed_s + sum.optimizer_s;
+  return sum;
+}
+
+std::string StepTimePrediction::describe() const {
+  auto s = [](double seconds) {
+    char text[32];
+    if (seconds < 1.0) {
+      std::snprintf(text, sizeof(text), "%.3g ms", seconds * 1e3);
+    } else {
+      std::snprintf(text, sizeof(text), "%.3g s", seconds);
+    }
+    return std::string(text);
+  };
+  return "forward " + s(forward_s) + " + backward " + s(backward_s) + " + DP exposed " + s(comm_exposed_s) +
+         " + optimizer " + s(optimizer_s) + " = " + s(total_s);
+}
+
+}  // namespace t5scale
