@@ -164,7 +164,8 @@ def _runs_section(analysis: Analysis) -> str:
              "<code>runs.csv</code> and <code>runs.parquet</code>.</p>"]
     overview = ["run_id", "study", "status", "attempts", "attempt_world_sizes", "nodes", "gpus_per_node",
                 "world_size", "tp", "dp", "global_batch", "lr_scaling_rule", "effective_lr", "steps_completed",
-                "wall_time_s", "samples_per_s", "cost_usd", "energy_kwh", "co2_kg"]
+                "wall_time_s", "median_step_time_s", "predicted_step_time_s", "step_time_vs_predicted",
+                "samples_per_s", "cost_usd", "energy_kwh", "co2_kg"]
     overview += metric_columns(analysis.metric)[1:2] + ["summary_source"]
     parts.append(html_table(table, overview))
     # runs whose totals are not final, and runs joined from several files or missing a set-aside one

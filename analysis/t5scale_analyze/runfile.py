@@ -533,10 +533,17 @@ def _per_rank_stat(rank_steps: list, name: str, fn) -> float:
 
 def extra_figures(run: Run) -> dict:
     """Figures the card shows that /summary does not hold: mean GPU power (over the rows and ranks of every file
-    of the run), last train loss, last epoch."""
+    of the run), last train loss, last epoch, and the median step time beside the step-time model's prediction
+    (the run file's predicted_step_time_s; their ratio, measured over predicted)."""
     loss = _column(run.steps, "loss")
     finite_loss = loss[np.isfinite(loss)]
+    step_times = _column(run.steps, "step_time_s")
+    step_times = step_times[np.isfinite(step_times)]
+    median_step = float(np.median(step_times)) if step_times.size else math.nan
+    predicted = float(run.attrs.get("predicted_step_time_s", math.nan))
     return {
+        "median_step_time_s": median_step,
+        "step_time_vs_predicted": median_step / predicted if predicted > 0 else math.nan,
         "mean_gpu_power_w": _per_rank_stat([a.rank_steps for a in run.attempts] or [run.rank_steps], "gpu_power_w",
                                            np.mean),
         "last_train_loss": float(finite_loss[-1]) if finite_loss.size else math.nan,

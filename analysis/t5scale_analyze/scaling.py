@@ -22,7 +22,8 @@ SERIES_KEYS = ("model_name", "tp", "precision", "optimizer", "lr_scaling_rule",
                "cfg.train.freeze_embeddings", "cfg.train.freeze_encoder", "cfg.train.freeze_pattern")
 
 COLUMNS = ("study", "series", "run_id", "status", "nodes", "gpus_per_node", "world_size", "tp", "dp",
-           "global_batch", "micro_batch", "steps_completed", "mean_step_time_s", "samples_per_s", "tokens_per_s",
+           "global_batch", "micro_batch", "steps_completed", "mean_step_time_s", "median_step_time_s",
+           "predicted_step_time_s", "step_time_vs_predicted", "samples_per_s", "tokens_per_s",
            "speedup", "parallel_efficiency", "base_world_size", "train_time_s", "wall_time_s", "mean_mfu",
            "cost_usd", "energy_kwh", "co2_kg", "device_names")
 

@@ -65,7 +65,7 @@ def config_yaml(*, study, run_name, global_batch, micro_batch, max_steps, rule, 
 def root_attributes(*, run_id="run", study="study", nodes=1, gpus_per_node=1, tp=1, global_batch=8, micro_batch=8,
                     grad_accumulation=1, base_lr=1e-3, effective_lr=None, lr_scaling_rule="none",
                     reference_global_batch=8, max_steps=10, price=0.0, low_priority_price=0.0, carbon=475.0, pue=1.0,
-                    energy_source_gpu="nvml_energy_counter", energy_source_cpu="none",
+                    energy_source_gpu="nvml_energy_counter", energy_source_cpu="none", predicted_step_time_s=0.5,
                     batch_mode="fixed_micro") -> dict:
     """The caller's root attributes of the spec (the writer adds its own: format, status, attempt, ...)."""
     world = nodes * gpus_per_node
@@ -81,6 +81,7 @@ def root_attributes(*, run_id="run", study="study", nodes=1, gpus_per_node=1, tp
         "cuda_version": "12.4", "nccl_version": "2.21.5", "torch_version": "2.11.0",
         "peak_flops_per_device": 989e12, "price_per_node_hour_usd": price, "carbon_intensity_g_per_kwh": carbon,
         "pue": pue, "predicted_memory_bytes_per_device": 4 * GIB, "predicted_flops_per_step": 1e12 * global_batch,
+        "predicted_step_time_s": predicted_step_time_s,
         "checkpoint_every_blocks": 0, "recomputation": "none", "attention_kernels": "sdpa: self-attention efficient; cross-attention flash, efficient when padded",
         "energy_source_gpu": energy_source_gpu, "energy_source_cpu": energy_source_cpu,
         "config_yaml": config_yaml(study=study, run_name=run_id, global_batch=global_batch, micro_batch=micro_batch,

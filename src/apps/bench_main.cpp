@@ -16,6 +16,8 @@
 #include "core/command_line.h"
 #include "core/nearest_word.h"
 #include "plan/cost_model.h"
+#include "dist/mpi_runtime.h"
+#include "train/machine_calibration.h"
 #include "train/step_benchmark.h"
 #include "t5scale_git_revision.h"  // generated at build time: T5SCALE_GIT_REVISION
 
@@ -64,6 +66,11 @@ initialised as t5scale-train does.
                             copies), printed after the table and kept in the JSON ("profile")
   --profile-trace FILE      with --profile: also write the profiler's Chrome trace (chrome://tracing, Perfetto)
   --json FILE               write every figure as JSON (schema t5scale-bench/1)
+  --rates FILE              also print the step-time model's prediction for this step on these machine rates
+  --calibrate FILE          measure this machine's rates for the step-time model into FILE (telemetry.machine_rates):
+                            alone, the device (matmuls by shape, memory bandwidth, time per operator; --device,
+                            --precision and --threads apply); under mpirun, the collectives among the job's ranks,
+                            merged into FILE. No step benchmark runs.
   --print-model-config      print the shape as Hugging Face's config.json and exit
   --help                    this text
 )";
@@ -73,6 +80,7 @@ struct Arguments {
   std::string device = "auto";
   int threads = 0;
   std::string json_path;
+  std::string calibrate_path;
   bool print_model_config = false;
 };
 
@@ -81,7 +89,7 @@ const std::vector<std::string>& option_names() {
       "--model", "--precision", "--micro-batch", "--source-length", "--target-length", "--steps", "--warmup-steps",
       "--device", "--threads", "--activation-checkpointing", "--checkpoint-every-blocks", "--selective-recomputation",
       "--device-memory-gib", "--optimizer", "--lr", "--dropout", "--vocab-size", "--tp-shard", "--sequence-parallel",
-      "--attention", "--peak-flops", "--matmul-peak", "--seed", "--json", "--profile", "--profile-trace",
+      "--attention", "--peak-flops", "--matmul-peak", "--seed", "--json", "--rates", "--calibrate", "--profile", "--profile-trace",
       "--print-model-config", "--help"};
   return names;
 }
@@ -108,6 +116,10 @@ Arguments parse(int argc, char** argv) {
       o.warmup_steps = line.integer();
     } else if (flag == "--device") {
       a.device = line.value();
+    } else if (flag == "--rates") {
+      o.machine_rates = line.value();
+    } else if (flag == "--calibrate") {
+      a.calibrate_path = line.value();
     } else if (flag == "--threads") {
       a.threads = static_cast<int>(line.integer());
       T5S_CHECK(a.threads >= 0, "--threads must be at least 0, got ", a.threads);
@@ -196,6 +208,17 @@ int run(int argc, char** argv) {
   }
   if (a.threads > 0) torch::set_num_threads(a.threads);
   a.options.device = resolve_device(a.device);
+  if (!a.calibrate_path.empty()) {
+    const MpiRuntime mpi(&argc, &argv);
+    CalibrationOptions c;
+    c.path = a.calibrate_path;
+    c.device = a.options.device;
+    c.precision = a.options.precision;
+    c.threads = a.threads;
+    const MachineRates rates = calibrate_machine(c);
+    if (mpi.world_rank() == 0) std::cout << machine_rates_json(rates) << "rates written to " << c.path << "\n";
+    return 0;
+  }
   StepBenchmark bench(a.options);
   nlohmann::json report = bench.run();
   report["identity"]["git_revision"] = T5SCALE_GIT_REVISION;

@@ -167,6 +167,7 @@ std::vector<std::string> MachineRates::problems() const {
   }
   if (!(memory_bandwidth_bytes_per_s > 0)) out.push_back("memory_bandwidth_bytes_per_s: must be > 0");
   if (!(op_latency_s >= 0)) out.push_back("op_latency_s: must be >= 0");
+  if (!(compute_efficiency > 0 && compute_efficiency <= 1.5)) out.push_back("compute_efficiency: must be in (0, 1.5]");
   if (cores_per_node < 0) out.push_back("cores_per_node: must be >= 0");
   if (threads_per_rank < 1) out.push_back("threads_per_rank: must be >= 1");
   if (!(power_w_per_device >= 0)) out.push_back("power_w_per_device: must be >= 0");
@@ -295,6 +296,7 @@ std::string machine_rates_json(const MachineRates& r) {
   for (const MatmulRate& m : r.matmul) j["matmul"].push_back({{"min_dim", m.min_dim}, {"flops_per_s", m.flops_per_s}});
   j["memory_bandwidth_bytes_per_s"] = r.memory_bandwidth_bytes_per_s;
   j["op_latency_s"] = r.op_latency_s;
+  j["compute_efficiency"] = r.compute_efficiency;
   j["asynchronous_device"] = r.asynchronous_device;
   j["cores_per_node"] = r.cores_per_node;
   j["threads_per_rank"] = r.threads_per_rank;
@@ -335,7 +337,7 @@ MachineRates read_machine_rates(const std::string& path) {
     throw Error(msg("machine rates file ", path, ": not JSON (", e.what(), ")"));
   }
   const std::string where = "machine rates file " + path;
-  check_keys(j, {"schema", "name", "source", "matmul", "memory_bandwidth_bytes_per_s", "op_latency_s",
+  check_keys(j, {"schema", "name", "source", "matmul", "memory_bandwidth_bytes_per_s", "op_latency_s", "compute_efficiency",
                  "asynchronous_device", "cores_per_node", "threads_per_rank", "power_w_per_device", "links"},
              where);
   if (!j.contains("schema") || j["schema"] != kSchema) {
@@ -352,6 +354,7 @@ MachineRates read_machine_rates(const std::string& path) {
   }
   r.memory_bandwidth_bytes_per_s = number(j, "memory_bandwidth_bytes_per_s", where);
   r.op_latency_s = number(j, "op_latency_s", where);
+  if (j.contains("compute_efficiency")) r.compute_efficiency = number(j, "compute_efficiency", where);
   if (j.contains("asynchronous_device")) {
     if (!j["asynchronous_device"].is_boolean()) throw Error(msg(where, ".asynchronous_device: expected true or false"));
     r.asynchronous_device = j["asynchronous_device"].get<bool>();

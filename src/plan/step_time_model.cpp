@@ -231,7 +231,7 @@ StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs&
                                                static_cast<double>(rates.cores_per_node));
   }
   auto phase_seconds = [&](const Work& w) {
-    const double device = w.matmul_s + w.bytes / rates.memory_bandwidth_bytes_per_s;
+    const double device = (w.matmul_s + w.bytes / rates.memory_bandwidth_bytes_per_s) / rates.compute_efficiency;
     const double host = w.operators * rates.op_latency_s;
     const double busy = rates.asynchronous_device ? std::max(device, host) : (device + host) * p.compute_share_factor;
     return busy + w.tp_s;
@@ -241,9 +241,11 @@ StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs&
   backward_all += recompute;
   p.forward_s = accumulation * phase_seconds(forward);
   p.backward_s = accumulation * phase_seconds(backward_all);
-  p.matmul_s = accumulation * (forward.matmul_s + backward_all.matmul_s);
-  p.elementwise_s = accumulation * (forward.bytes + backward_all.bytes) / rates.memory_bandwidth_bytes_per_s;
-  p.recompute_s = accumulation * (recompute.matmul_s + recompute.bytes / rates.memory_bandwidth_bytes_per_s);
+  p.matmul_s = accumulation * (forward.matmul_s + backward_all.matmul_s) / rates.compute_efficiency;
+  p.elementwise_s =
+      accumulation * (forward.bytes + backward_all.bytes) / rates.memory_bandwidth_bytes_per_s / rates.compute_efficiency;
+  p.recompute_s = accumulation * (recompute.matmul_s + recompute.bytes / rates.memory_bandwidth_bytes_per_s) /
+                  rates.compute_efficiency;
   p.tp_collectives_s = accumulation * (forward.tp_s + backward_all.tp_s);
   p.operators = operators_per_step(c, m, in.grad_accumulation);
   p.host_s = static_cast<double>(p.operators) * rates.op_latency_s;
@@ -278,7 +280,8 @@ StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs&
 
   // The optimizer over this rank's parameters (ZeRO-1: its 1 / dp of them).
   const double owned = m.zero1 ? trainable / static_cast<double>(m.dp) : trainable;
-  const double optimizer_device = owned * optimizer_bytes_per_parameter(m) / rates.memory_bandwidth_bytes_per_s;
+  const double optimizer_device =
+      owned * optimizer_bytes_per_parameter(m) / rates.memory_bandwidth_bytes_per_s / rates.compute_efficiency;
   const double optimizer_host = kOperatorsPerStepOptimizer * rates.op_latency_s;
   p.optimizer_s = rates.asynchronous_device ? std::max(optimizer_device, optimizer_host)
                                             : (optimizer_device + optimizer_host) * p.compute_share_factor;

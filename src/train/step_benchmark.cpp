@@ -247,6 +247,11 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   world.on_gpu = o.device.is_cuda();
   world.fused_attention = o.attention != "explicit";
   world.device_share_bytes = memory_bytes;
+  if (!o.machine_rates.empty()) {
+    // The shard's collectives are local operations here (communication excluded): a link that costs nothing.
+    world.rates = read_machine_rates(o.machine_rates);
+    world.rates->links = {LinkRates{"intra_node", 0, 0, 0.0, 1e30, false, "none: --tp-shard excludes communication"}};
+  }
   RunData data;
   data.vocab_size = o.model == "tiny" ? o.tiny_vocab_size : 0;
   resolved_ = resolve_run(config_, world, data);
@@ -389,6 +394,16 @@ json StepBenchmark::run() {
   }
   report["median"] = median;
   report["min"] = minimum;
+  if (resolved_.step_time) {
+    const StepTimePrediction& p = *resolved_.step_time;
+    report["predicted"] = {{"machine_rates", o.machine_rates}, {"total_s", p.total_s}, {"forward_s", p.forward_s},
+                           {"backward_s", p.backward_s}, {"optimizer_s", p.optimizer_s}, {"matmul_s", p.matmul_s},
+                           {"elementwise_s", p.elementwise_s}, {"host_s", p.host_s}, {"operators", p.operators}};
+    notes.push_back(msg(options_.model, ": step-time model (", o.machine_rates, "): ", p.describe(), "; matmul ",
+                        p.matmul_s * 1e3, " ms, elementwise ", p.elementwise_s * 1e3, " ms, host ", p.host_s * 1e3,
+                        " ms for ", p.operators, " operators; measured ", median["total_s"].get<double>() * 1e3, " ms"));
+    report["notes"] = notes;
+  }
 
   const int64_t tokens = o.micro_batch * (o.source_length + o.target_length);
   const double step_s = median["total_s"].get<double>();

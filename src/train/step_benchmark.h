@@ -57,6 +57,7 @@ struct StepBenchmarkOptions {
                                    // sdpa on the CPU holds the tensors the GPU's step holds
   double peak_flops_per_device = 0.0;  // > 0 replaces the peak table's figure
   bool measure_matmul = false;         // also time a large matrix product in the compute dtype
+  std::string machine_rates;  // a rates file: the report adds the step-time model's prediction ("predicted")
   uint64_t seed = 1234;
   int profile_steps = 0;           // > 0: after the timed steps, this many more under the profiler (report "profile")
   std::string profile_trace_path;  // with profile_steps: the profiler's Chrome trace

@@ -73,6 +73,7 @@ RunDescription probe_attributes(int64_t max_steps) {
   d.pue = 1.25;
   d.predicted_memory_bytes_per_device = 12345678901;
   d.predicted_flops_per_step = 1.5e12;
+  d.predicted_step_time_s = 0.25;
   d.checkpoint_every_blocks = 2;
   d.recomputation = "every 2nd block";
   d.attention_kernels = "explicit";

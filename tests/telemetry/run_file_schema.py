@@ -66,6 +66,7 @@ def probe_attributes(max_steps):
         "pue": 1.25,
         "predicted_memory_bytes_per_device": 12345678901,
         "predicted_flops_per_step": 1.5e12,
+        "predicted_step_time_s": 0.25,
         "checkpoint_every_blocks": 2,
         "recomputation": "every 2nd block",
         "attention_kernels": "explicit",
@@ -90,7 +91,8 @@ ROOT_ATTRIBUTES = ["format", "schema_version", "run_id", "study", "start_time_ut
                    "reference_global_batch", "warmup_steps", "max_steps", "steps_per_epoch", "epochs", "precision",
                    "optimizer", "device_names", "driver_version", "cuda_version", "nccl_version", "torch_version",
                    "peak_flops_per_device", "price_per_node_hour_usd", "carbon_intensity_g_per_kwh", "pue",
-                   "predicted_memory_bytes_per_device", "predicted_flops_per_step", "checkpoint_every_blocks",
+                   "predicted_memory_bytes_per_device", "predicted_flops_per_step", "predicted_step_time_s",
+                   "checkpoint_every_blocks",
                    "recomputation", "attention_kernels", "energy_source_gpu", "energy_source_cpu", "config_yaml",
                    "config_changes"]
 

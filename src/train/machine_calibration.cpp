@@ -1,0 +1,227 @@
+#include "train/machine_calibration.h"
+
+#include <mpi.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "dist/mpi_communicator.h"
+#include "dist/mpi_runtime.h"
+#include "dist/process_grid.h"
+#include "plan/step_time_model.h"
+#include "train/device_probe.h"
+#include "train/parallel_trainer.h"
+#include "train/step_benchmark.h"
+
+namespace t5scale {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// Median seconds of `work` over repeats that take at least `budget_s` together (at least 5, at most 200).
+template <typename Work>
+double timed(torch::Device device, double budget_s, Work work) {
+  work();  // untimed: library selection, first-touch
+  std::vector<double> seconds;
+  double total = 0.0;
+  while (seconds.size() < 5 || (total < budget_s && seconds.size() < 200)) {
+    synchronize_device(device);
+    const auto start = Clock::now();
+    work();
+    synchronize_device(device);
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    total += seconds.back();
+  }
+  return median(seconds);
+}
+
+// A product whose smallest dimension is `dim`, the other two max(dim, wide): (wide x dim) @ (dim x wide).
+MatmulRate measure_matmul(torch::Device device, torch::ScalarType dtype, int64_t dim, int64_t wide) {
+  const int64_t other = std::max(dim, wide);
+  const auto options = torch::TensorOptions().dtype(dtype).device(device);
+  const torch::Tensor a = torch::randn({other, dim}, options), b = torch::randn({dim, other}, options);
+  torch::Tensor c = torch::empty({other, other}, options);
+  const double s = timed(device, 0.3, [&] { torch::mm_out(c, a, b); });
+  return {dim, 2.0 * static_cast<double>(other) * static_cast<double>(other) * static_cast<double>(dim) / s};
+}
+
+// Bytes read and written per second by a copy of `bytes`.
+double measure_copy_bandwidth(torch::Device device, int64_t bytes) {
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  const torch::Tensor from = torch::randn({bytes / 4}, options);
+  torch::Tensor to = torch::empty_like(from);
+  const double s = timed(device, 0.3, [&] { to.copy_(from); });
+  return 2.0 * static_cast<double>(bytes) / s;
+}
+
+// The tiny T5's measured step (median seconds) at `rows` x (length + length), and the step-time model's device and
+// host time for it on `rates`.
+struct TinyStep {
+  double measured_s = 0.0;
+  double device_s = 0.0;  // matmul and elementwise at compute_efficiency 1
+  int64_t operators = 0;
+};
+TinyStep tiny_step(const CalibrationOptions& o, const MachineRates& rates, int64_t rows, int64_t length) {
+  StepBenchmarkOptions b;
+  b.model = "tiny";
+  b.micro_batch = rows;
+  b.source_length = length;
+  b.target_length = length;
+  b.steps = rows > 1 ? 15 : 40;
+  b.warmup_steps = 3;
+  b.device = o.device;
+  b.precision = o.precision;
+  StepBenchmark bench(b);
+  TinyStep step;
+  step.measured_s = bench.run()["median"]["total_s"].get<double>();
+  const ModelConfig model = benchmark_model_config("tiny", b.tiny_vocab_size, -1.0);
+  StepTimeInputs in;
+  in.memory.compute_bytes_per_element = compute_dtype(o.precision) == torch::kFloat32 ? 4 : 2;
+  in.memory.micro_batch = BatchShape{rows, length, length};
+  in.memory.on_gpu = o.device.is_cuda();
+  MachineRates device_only = rates;
+  device_only.op_latency_s = 0.0;
+  device_only.compute_efficiency = 1.0;
+  device_only.cores_per_node = 0;
+  const StepTimePrediction p = predict_step_time(model, in, device_only);
+  step.device_s = p.matmul_s + p.elementwise_s + p.optimizer_s;
+  step.operators = operators_per_step(model, in.memory, 1);
+  return step;
+}
+
+// Host seconds per operator: the tiny step at one row of 2 + 2 tokens, where dispatch is nearly all of it, less its
+// device time, over the operators the model counts. Then the compute efficiency: at 64 rows of 32 + 32 tokens, the
+// device time the step takes beyond its dispatch against what the rates predict.
+void measure_step_rates(const CalibrationOptions& o, MachineRates& rates) {
+  const TinyStep dispatch = tiny_step(o, rates, 1, 2);
+  const double host_s = rates.asynchronous_device ? dispatch.measured_s
+                                                  : std::max(0.0, dispatch.measured_s - dispatch.device_s);
+  rates.op_latency_s = host_s / static_cast<double>(dispatch.operators);
+  const TinyStep compute = tiny_step(o, rates, 64, 32);
+  const double measured_device_s =
+      rates.asynchronous_device ? compute.measured_s
+                                : compute.measured_s - static_cast<double>(compute.operators) * rates.op_latency_s;
+  rates.compute_efficiency = std::clamp(compute.device_s / std::max(measured_device_s, 1e-9), 0.05, 1.5);
+}
+
+// All-reduces of t5scale's communicator on groups of `group_size` ranks of `comm` formed by `color`, every group at
+// once: 4 bytes (latency) and 4 MiB (bandwidth), fitted to the alpha-beta model of collective_seconds.
+LinkRates measure_link(MPI_Comm comm, int color, int64_t group_size, const std::string& scope, int64_t ranks_per_node) {
+  MPI_Comm group = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split(comm, color, rank_in(comm), &group));
+  MpiCommunicator communicator(group, scope, 120.0);
+  // Back to back, as a step issues them: each rank's wait includes the others' late arrival and the communicator's
+  // polling, which a barrier before each one would hide.
+  const torch::Tensor a = torch::randn({96, 96});
+  torch::Tensor product = torch::empty({96, 96});
+  auto work = [&] { for (int i = 0; i < 20; ++i) torch::mm_out(product, a, a); };
+  auto loop_seconds = [&](bool communicate, torch::Tensor& t, int repeats) {
+    MPI_CHECK(MPI_Barrier(comm));
+    const auto start = Clock::now();
+    for (int i = 0; i < repeats; ++i) {
+      work();
+      if (communicate) communicator.all_reduce_sum(t);
+    }
+    return std::chrono::duration<double>(Clock::now() - start).count() / repeats;
+  };
+  auto time_all_reduce = [&](int64_t elements, int repeats) {
+    torch::Tensor t = torch::ones({elements});
+    for (int i = 0; i < 3; ++i) communicator.all_reduce_sum(t);
+    const double with = loop_seconds(true, t, repeats), without = loop_seconds(false, t, repeats);
+    double mine = std::max(with - without, 0.0), slowest = 0.0;
+    MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm));
+    return slowest;
+  };
+  const int64_t large = 1 << 20;  // floats: 4 MiB
+  const double small_s = time_all_reduce(1, 200);
+  const double large_s = time_all_reduce(large, 20);
+  const double p = static_cast<double>(group_size);
+  LinkRates link;
+  link.scope = scope;
+  link.ranks_per_node = ranks_per_node;
+  link.group_size = group_size;
+  link.latency_s = small_s / (2.0 * std::ceil(std::log2(p)));
+  link.bandwidth_bytes_per_s = 2.0 * (p - 1.0) / p * 4.0 * static_cast<double>(large) / std::max(large_s - small_s, 1e-9);
+  link.source = msg("t5scale-bench --calibrate: MPI all-reduce, ", group_size, " ranks of ", size_of(comm), ", ",
+                    ranks_per_node, " per node, ", scope == "inter_node" ? "one per node" : "inside a node");
+  return link;
+}
+
+std::string host_name() {
+  const auto& hosts = world_hosts();
+  return hosts.empty() ? std::string("?") : hosts.front();
+}
+
+}  // namespace
+
+MachineRates calibrate_machine(const CalibrationOptions& o) {
+  T5S_CHECK(!o.path.empty(), "--calibrate needs the rates file to write");
+  const int world = size_of(MPI_COMM_WORLD), rank = rank_in(MPI_COMM_WORLD);
+  MachineRates rates;
+  if (world == 1) {
+    const bool gpu = o.device.is_cuda();
+    const torch::ScalarType dtype = compute_dtype(o.precision);
+    rates.name = msg("calibrated on ", host_name(), " (", gpu ? cuda_device_name(o.device) : std::string("CPU"), ")");
+    rates.asynchronous_device = gpu;
+    rates.threads_per_rank = gpu ? 1 : torch::get_num_threads();
+    rates.cores_per_node = gpu ? 0 : static_cast<int64_t>(std::thread::hardware_concurrency());
+    const std::vector<int64_t> dims = gpu ? std::vector<int64_t>{16, 64, 256, 1024, 4096}
+                                          : std::vector<int64_t>{4, 16, 64, 256, 1024};
+    for (int64_t dim : dims) rates.matmul.push_back(measure_matmul(o.device, dtype, dim, gpu ? 8192 : 512));
+    rates.memory_bandwidth_bytes_per_s = measure_copy_bandwidth(o.device, gpu ? (int64_t{1} << 30) : (int64_t{64} << 20));
+    measure_step_rates(o, rates);
+    rates.source = msg("t5scale-bench --calibrate, ", enum_name(o.precision), ", ", rates.threads_per_rank,
+                       " thread(s) per rank, on ", host_name());
+    // Links measured before (mpirun with this file) stay: they are the same machine's.
+    std::error_code ec;
+    if (std::filesystem::exists(o.path, ec)) {
+      try {
+        rates.links = read_machine_rates(o.path).links;
+      } catch (const Error&) {
+      }
+    }
+  } else {
+    T5S_CHECK(std::filesystem::exists(o.path), "--calibrate ", o.path, " under mpirun measures the links and merges "
+              "them into a file that one process wrote first: run t5scale-bench --calibrate ", o.path, " alone");
+    rates = read_machine_rates(o.path);
+    const NodeGroup node;
+    const int64_t ranks_per_node = node.local_size();
+    std::vector<LinkRates> measured;
+    for (int64_t p = 2; p <= ranks_per_node; p *= 2) {  // consecutive ranks inside a node, every group at once
+      if (ranks_per_node % p != 0) break;
+      measured.push_back(measure_link(MPI_COMM_WORLD, rank / static_cast<int>(p), p, "intra_node", ranks_per_node));
+    }
+    const int64_t nodes = world / ranks_per_node;
+    if (nodes > 1) {  // one rank per node: the groups of equal node-local rank
+      measured.push_back(measure_link(MPI_COMM_WORLD, node.local_rank(), nodes, "inter_node", ranks_per_node));
+    }
+    for (const LinkRates& l : measured) {
+      rates.links.erase(std::remove_if(rates.links.begin(), rates.links.end(),
+                                       [&](const LinkRates& old) {
+                                         return old.scope == l.scope && old.ranks_per_node == l.ranks_per_node &&
+                                                old.group_size == l.group_size;
+                                       }),
+                        rates.links.end());
+      rates.links.push_back(l);
+    }
+    std::sort(rates.links.begin(), rates.links.end(), [](const LinkRates& a, const LinkRates& b) {
+      return std::tie(a.scope, a.ranks_per_node, a.group_size) < std::tie(b.scope, b.ranks_per_node, b.group_size);
+    });
+  }
+  if (rank == 0) write_machine_rates(rates, o.path);
+  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  return rates;
+}
+
+}  // namespace t5scale

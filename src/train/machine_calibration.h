@@ -1,0 +1,36 @@
+// `t5scale-bench --calibrate FILE`: the rates of the machine at hand (plan/machine_rates.h) for the step-time model.
+//
+// With one process it measures the device: matrix products by their smallest dimension (in the compute dtype),
+// a copy's memory bandwidth, and the host's time per dispatched operator (a training step of the tiny T5 at one row
+// of 2 + 2 tokens, where dispatch is nearly all of it, less what the model predicts for its compute, over the
+// operators the model counts). Under mpirun it measures the collectives of t5scale's own communicator among all
+// of the job's ranks busy at once: all-reduces of 4 bytes (latency) and 4 MiB (bandwidth) on groups of every
+// power of two up to the world, consecutive ranks inside a node, and one rank per node across nodes; these links
+// are merged into the file the one-process run wrote, keyed by ranks per node and group size, so that
+//   t5scale-bench --calibrate rates.json --threads 1
+//   mpirun -np 2 t5scale-bench --calibrate rates.json
+//   mpirun -np 4 t5scale-bench --calibrate rates.json
+// leaves one file with the device and the links at 2 and 4 ranks per node.
+#pragma once
+
+#include <torch/types.h>
+
+#include <string>
+
+#include "config/run_config.h"
+#include "plan/machine_rates.h"
+
+namespace t5scale {
+
+struct CalibrationOptions {
+  std::string path;  // the rates file, written (one process) or merged into (several)
+  torch::Device device = torch::kCPU;
+  RunConfig::Precision precision = RunConfig::Precision::kFp32;  // the products' dtype
+  int threads = 0;   // CPU threads of LibTorch as set by --threads (0: its default), recorded as threads_per_rank
+};
+
+// Measures what this process's world measures (above) and writes the file from world rank 0. Returns the rates
+// as written.
+MachineRates calibrate_machine(const CalibrationOptions& options);
+
+}  // namespace t5scale
