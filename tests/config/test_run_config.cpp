@@ -127,6 +127,7 @@ telemetry:
   cpu_energy: none
   powercap_root: /host/sys/class/powercap
   peak_flops_per_device: 3.12e14
+  machine_rates: rates/cluster.json
 cost:
   price_per_node_hour_usd: 32.77
   low_priority_price_per_node_hour_usd: 6.55
@@ -264,6 +265,7 @@ TEST(RunConfigLoad, FullFileSetsEveryMember) {
   EXPECT_EQ(c.telemetry.cpu_energy, TelemetrySettings::CpuEnergy::kNone);
   EXPECT_EQ(c.telemetry.powercap_root, "/host/sys/class/powercap");
   EXPECT_EQ(c.telemetry.peak_flops_per_device, 3.12e14);
+  EXPECT_EQ(c.telemetry.machine_rates, "rates/cluster.json");
   EXPECT_EQ(c.cost.price_per_node_hour_usd, 32.77);
   EXPECT_EQ(c.cost.low_priority_price_per_node_hour_usd, 6.55);
   EXPECT_EQ(c.cost.carbon_intensity_g_per_kwh, 350.0);
@@ -970,7 +972,7 @@ TEST(ConfigReference, EveryKeyHasARowWithItsDefaultAndDoc) {
   for (const auto& section : config_sections()) {
     EXPECT_NE(markdown.find("\n## " + section.name + "\n\n" + section.doc + "\n"), std::string::npos) << section.name;
   }
-  EXPECT_EQ(config_keys().size(), 96u);  // the schema's keys; a new key changes this and the reference
+  EXPECT_EQ(config_keys().size(), 97u);  // the schema's keys; a new key changes this and the reference
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ INT_ATTRIBUTES = {"schema_version", "attempt", "resumed_from_step", "error_step"
                   "reference_global_batch", "warmup_steps", "max_steps", "steps_per_epoch",
                   "predicted_memory_bytes_per_device", "checkpoint_every_blocks"}
 FLOAT_ATTRIBUTES = {"epochs", "base_lr", "effective_lr", "peak_flops_per_device", "price_per_node_hour_usd",
-                    "carbon_intensity_g_per_kwh", "pue", "predicted_flops_per_step"}
+                    "carbon_intensity_g_per_kwh", "pue", "predicted_flops_per_step", "predicted_step_time_s"}
 ROOT_ATTRIBUTES = ["format", "schema_version", "run_id", "study", "start_time_utc", "status", "attempt",
                    "resumed_from_step", "error", "error_step", "git_revision", "slurm_job_id", "slurm_array_task_id", "hosts", "nodes",
                    "gpus_per_node", "world_size", "tp", "dp", "model_name", "parameter_count", "global_batch",
