@@ -466,6 +466,72 @@ axes:
   EXPECT_TRUE(contains(csv, "\ng4-linear,lr,1,4,4,1,4,8,1,32,0.0001,0.0004,linear,10,100,")) << csv;
 }
 
+TEST(StudyPlan, ForecastsTimeAgainstTheLimitNodeHoursCostAndEnergy) {
+  const StudySpec spec = spec_from(R"(
+study: forecast
+base:
+  model: {name: t5-v1_1-xxl}
+  data: {dataset: data/absent.h5, max_source_length: 512, max_target_length: 32}
+  precision: bf16
+  parallel: {tp: 8, activation_checkpointing: true, checkpoint_every_blocks: 1, backend: nccl, zero1: true}
+  train: {max_steps: 2000, batch_mode: fixed_micro, micro_batch: 4, grad_accumulation: 4}
+  eval: {every_steps: 500, max_examples: 2000, batch_size: 8, max_new_tokens: 32}
+  cost: {price_per_node_hour_usd: 32.77}
+axes:
+  nodes: [1, 16]
+slurm: {gpu: A100-80GB, gpus_per_node: 8, interconnect: ib-hdr-1x, time_limit: "30-00:00:00"}
+)");
+  const StudyPlan plan = plan_study(spec);
+  ASSERT_EQ(plan.runs.size(), 2u);
+  const RunForecast& one = plan.runs[0].forecast;
+  const RunForecast& sixteen = plan.runs[1].forecast;
+  ASSERT_TRUE(one.known && sixteen.known);
+  EXPECT_EQ(one.evaluations, 4);  // steps 500, 1000, 1500, 2000 (the last is also the end)
+  EXPECT_DOUBLE_EQ(one.tokens_per_step, 16.0 * (512 + 32));  // the maximum lengths until the data is here
+  EXPECT_DOUBLE_EQ(one.train_time_s, 2000 * one.step_time_s);
+  EXPECT_DOUBLE_EQ(one.run_time_s, one.train_time_s + one.eval_time_s);
+  EXPECT_DOUBLE_EQ(one.node_hours, one.run_time_s / 3600.0);
+  EXPECT_DOUBLE_EQ(sixteen.node_hours, 16.0 * sixteen.run_time_s / 3600.0);
+  EXPECT_DOUBLE_EQ(one.reserved_node_hours, 30 * 24.0);
+  EXPECT_DOUBLE_EQ(one.cost_usd, one.node_hours * 32.77);
+  EXPECT_DOUBLE_EQ(one.energy_kwh, 400.0 * 8 * one.run_time_s / 3.6e6);  // 8 A100s at 400 W
+  EXPECT_DOUBLE_EQ(one.checkpoint_bytes, 12.0 * static_cast<double>(plan.runs[0].parameter_count()));
+  // One NIC per node: across 16 nodes the reduction grows, per-GPU throughput falls.
+  EXPECT_DOUBLE_EQ(one.scaling_efficiency, 1.0);
+  EXPECT_LT(sixteen.scaling_efficiency, 1.0);
+  EXPECT_DOUBLE_EQ(sixteen.scaling_efficiency, (sixteen.tokens_per_s / 128.0) / (one.tokens_per_s / 8.0));
+  EXPECT_EQ(sixteen.reference_run, plan.runs[0].run.name);
+  // A month reserved for a few hours is said; so is a limit too short, in the printed plan too.
+  ASSERT_FALSE(one.warnings.empty());
+  EXPECT_TRUE(contains(one.warnings[0], "reserves")) << one.warnings[0];
+  StudySpec short_limit = spec;
+  short_limit.slurm.time_limit = "00:10:00";
+  const StudyPlan tight = plan_study(short_limit);
+  ASSERT_FALSE(tight.runs[0].forecast.warnings.empty());
+  EXPECT_TRUE(contains(tight.runs[0].forecast.warnings[0], "does not fit slurm.time_limit 00:10:00"));
+  const std::string text = format_plan(tight);
+  EXPECT_TRUE(contains(text, "predicted time and cost")) << text;
+  EXPECT_TRUE(contains(text, "does not fit slurm.time_limit")) << text;
+  EXPECT_TRUE(contains(plan_csv(plan), "predicted_step_time_s,predicted_tokens_per_s")) << plan_csv(plan);
+}
+
+TEST(StudyPlan, SlurmTimesAndUnknownInterconnects) {
+  EXPECT_DOUBLE_EQ(slurm_time_seconds("90"), 5400);
+  EXPECT_DOUBLE_EQ(slurm_time_seconds("10:30"), 630);
+  EXPECT_DOUBLE_EQ(slurm_time_seconds("01:00:05"), 3605);
+  EXPECT_DOUBLE_EQ(slurm_time_seconds("2-03"), (2 * 24 + 3) * 3600.0);
+  EXPECT_DOUBLE_EQ(slurm_time_seconds("1-00:30"), 24 * 3600.0 + 1800);
+  EXPECT_DOUBLE_EQ(slurm_time_seconds("1-00:00:10"), 24 * 3600.0 + 10);
+  EXPECT_TRUE(std::isnan(slurm_time_seconds("soon")));
+  try {
+    spec_from("study: s\nslurm: {interconnect: ib-xdr}\n");
+    ADD_FAILURE() << "an unknown interconnect was accepted";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "slurm.interconnect")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "ib-hdr-8x")) << e.what();
+  }
+}
+
 TEST(StudyPlan, StepsAndEpochsComeFromTheTrainingSplit) {
   const StudySpec spec = spec_from(R"(
 study: epochs
