@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "plan/step_time_model.h"
 #include "train/kernel_profile.h"
+#include "train/step_benchmark.h"
 
 namespace t5scale {
 namespace {
@@ -62,6 +64,31 @@ TEST(KernelProfile, CpuOperatorsAreCountedPerStepAndTheClassesAddUp) {
   EXPECT_EQ(s["classes"][0]["class"], "matmul") << "three 512^3 products outweigh a relu and a sum";
   EXPECT_GT(s["wall_s_per_step"].get<double>(), 0.0);
   EXPECT_NE(profile.table.find("aten::mm"), std::string::npos) << profile.table;
+}
+
+// The step-time model's operator count (its host time on every device) against the operators LibTorch's profiler
+// counts in a real training step on the CPU, nested calls included as the calibration counts them: the tiny T5
+// (2 + 2 blocks, gated) and T5-small (6 + 6, ReLU, tied), at one row of 2 + 2 tokens.
+TEST(StepTimeOperators, TheModelsCountIsTheProfiledSteps) {
+  for (const std::string& name : {std::string("tiny"), std::string("t5-small")}) {
+    StepBenchmarkOptions o;
+    o.model = name;
+    o.micro_batch = 1;
+    o.source_length = 2;
+    o.target_length = 2;
+    o.steps = 1;
+    o.warmup_steps = 1;
+    o.profile_steps = 1;
+    StepBenchmark bench(o);
+    const nlohmann::json report = bench.run();
+    double profiled = 0.0;
+    for (const auto& c : report["profile"]["classes"]) profiled += c["calls_per_step"].get<double>();
+    MemoryInputs in;
+    in.micro_batch = BatchShape{1, 2, 2};
+    const double modelled =
+        static_cast<double>(operators_per_step(benchmark_model_config(name, o.tiny_vocab_size, -1.0), in, 1));
+    EXPECT_NEAR(modelled / profiled, 1.0, 0.05) << name << ": modelled " << modelled << ", profiled " << profiled;
+  }
 }
 
 }  // namespace
