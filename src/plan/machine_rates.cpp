@@ -266,23 +266,28 @@ std::optional<MachineRates> machine_rates_for(const std::string& rates_file, boo
 }
 
 MachineRates uncalibrated_cpu_rates() {
+  // results/bench/rates/cpu-dev-2core.json, rounded: what --calibrate measured there.
   MachineRates r;
   r.name = "CPU core (uncalibrated)";
   r.source =
-      "t5scale-bench --calibrate on the 2-core development machine (AMD EPYC, 1 thread per rank), 2026-11-26: any "
-      "other CPU differs; run t5scale-bench --calibrate there and set telemetry.machine_rates";
-  r.matmul = {{4, 0.9e9}, {16, 6.0e9}, {64, 20e9}, {256, 38e9}, {1024, 45e9}};
-  r.memory_bandwidth_bytes_per_s = 8e9;
-  r.op_latency_s = 1.1e-6;
+      "t5scale-bench --calibrate on the 2-core development machine (AMD EPYC, 1 thread per rank), 2026-11-26 "
+      "(results/bench/rates/cpu-dev-2core.json): any other CPU differs; run t5scale-bench --calibrate there and set "
+      "telemetry.machine_rates";
+  r.matmul = {{4, 37e9}, {16, 82e9}, {64, 99e9}, {256, 102e9}, {1024, 83e9}};
+  r.memory_bandwidth_bytes_per_s = 19.5e9;
+  r.op_latency_s = 0.85e-6;
+  r.compute_efficiency = 0.66;
   r.asynchronous_device = false;
   r.cores_per_node = 2;
   r.threads_per_rank = 1;
   r.power_w_per_device = 0.0;
   LinkRates shm;
   shm.scope = "intra_node";
-  shm.latency_s = 20e-6;
-  shm.bandwidth_bytes_per_s = 2e9;
-  shm.source = "Open MPI shared memory (vader), 2 ranks";
+  shm.ranks_per_node = 2;
+  shm.group_size = 2;
+  shm.latency_s = 87e-6;
+  shm.bandwidth_bytes_per_s = 1.3e9;
+  shm.source = "Open MPI shared memory (vader), 2 ranks, compute between collectives";
   r.links = {shm};
   return r;
 }
