@@ -214,7 +214,6 @@ int run(int argc, char** argv) {
     c.path = a.calibrate_path;
     c.device = a.options.device;
     c.precision = a.options.precision;
-    c.threads = a.threads;
     const MachineRates rates = calibrate_machine(c);
     if (mpi.world_rank() == 0) std::cout << machine_rates_json(rates) << "rates written to " << c.path << "\n";
     return 0;

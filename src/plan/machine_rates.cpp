@@ -17,16 +17,6 @@ namespace {
 
 constexpr const char* kSchema = "t5scale-machine-rates/1";
 
-std::string normalized(const std::string& name) {
-  std::string out;
-  for (char c : name) {
-    if (c == ' ' || c == '_') c = '-';
-    out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  }
-  if (out.rfind("NVIDIA-", 0) == 0) out = out.substr(7);
-  return out;
-}
-
 // A GPU generation's datasheet figures.
 struct GpuFigures {
   std::vector<std::string> names;   // as slurm.gpu takes them
@@ -108,6 +98,16 @@ void check_keys(const nlohmann::json& object, const std::set<std::string>& known
 }
 
 }  // namespace
+
+std::string normalized_gpu_name(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == ' ' || c == '_') c = '-';
+    out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  if (out.rfind("NVIDIA-", 0) == 0) out = out.substr(7);
+  return out;
+}
 
 double MachineRates::matmul_rate(double min_dim) const {
   T5S_CHECK(!matmul.empty(), "machine rates '", name, "' have no matmul rates");
@@ -205,9 +205,9 @@ std::vector<std::pair<std::string, std::string>> published_interconnects() {
 }
 
 std::optional<MachineRates> published_machine_rates(const std::string& gpu, const std::string& interconnect) {
-  const std::string wanted = normalized(gpu);
+  const std::string wanted = normalized_gpu_name(gpu);
   for (const GpuFigures& g : gpu_figures()) {
-    if (std::none_of(g.names.begin(), g.names.end(), [&](const std::string& n) { return normalized(n) == wanted; })) {
+    if (std::none_of(g.names.begin(), g.names.end(), [&](const std::string& n) { return normalized_gpu_name(n) == wanted; })) {
       continue;
     }
     const std::string link_name = interconnect.empty() ? g.default_interconnect : interconnect;
@@ -253,11 +253,11 @@ std::optional<MachineRates> machine_rates_for(const std::string& rates_file, boo
   if (!on_gpu) return uncalibrated_cpu_rates();
   if (auto exact = published_machine_rates(device_name, interconnect)) return exact;
   // A device name as the driver gives it: the longest known model name inside it ("A100-SXM4-80GB" -> A100).
-  const std::string name = normalized(device_name);
+  const std::string name = normalized_gpu_name(device_name);
   std::string best;
   for (const GpuFigures& g : gpu_figures()) {
     for (const std::string& n : g.names) {
-      const std::string known = normalized(n);
+      const std::string known = normalized_gpu_name(n);
       if (name.find(known) != std::string::npos && known.size() > best.size()) best = n;
     }
   }

@@ -67,6 +67,10 @@ struct MachineRates {
 // "all_gather". 0 for a group of one.
 double collective_seconds(const LinkRates& link, const std::string& kind, double bytes, int64_t group_size);
 
+// A GPU model's name as the tables compare it: upper case, '-' for blanks and '_', without "NVIDIA-"
+// ("nvidia a100_80gb" -> "A100-80GB").
+std::string normalized_gpu_name(const std::string& name);
+
 // Published figures for a GPU model (names as slurm.gpu takes them: "H100", "H100-SXM", "A100-80GB", "V100",
 // ...): the datasheet's dense peak and HBM bandwidth at the efficiencies large products and bandwidth-bound kernels
 // reach, NVLink inside the node and `interconnect` between nodes. std::nullopt for a GPU without figures.

@@ -21,17 +21,19 @@ void resolve_batch_split(const RunConfig& c, const RunWorld& world, ResolvedRun&
   }
 }
 
-// Steps per epoch as the trainer's sampler counts them. A problem is the batch size's (train.global_batch) or, with
-// a token budget, the packing's (data.max_tokens_per_micro_batch).
-void resolve_steps_per_epoch(const RunConfig& c, const RunData& data, ResolvedRun& r) {
+// Steps per epoch as the trainer's sampler counts them, and that sampler (over the data's lengths, when they are
+// known) for the step time. A problem is the batch size's (train.global_batch) or, with a token budget, the
+// packing's (data.max_tokens_per_micro_batch).
+void resolve_steps_per_epoch(const RunConfig& c, const RunData& data, ResolvedRun& r,
+                             std::optional<DistributedBatchSampler>& sampler) {
   const auto& d = c.data;
   if (!r.batch || data.train_examples < 0) return;
   const bool token_budget = d.max_tokens_per_micro_batch > 0;
   const char* key = token_budget ? "data.max_tokens_per_micro_batch" : "train.global_batch";
   if (!data.source_lengths.empty()) {
     try {
-      const DistributedBatchSampler sampler(data.source_lengths, data.target_lengths, r.sampler);
-      r.steps_per_epoch = sampler.steps_per_epoch();
+      sampler.emplace(data.source_lengths, data.target_lengths, r.sampler);
+      r.steps_per_epoch = sampler->steps_per_epoch();
     } catch (const Error& e) {
       r.errors.push_back(msg(key, ": ", e.what()));
       return;
@@ -122,29 +124,26 @@ void resolve_model(const RunConfig& c, const RunData& data, ResolvedRun& r) {
   }
 }
 
-// The step time on world.rates. With the data's lengths: the median over the first steps the sampler serves of the
-// slowest replica's micro-batches, each padded as the collation pads it; without them: micro-batches padded to the
-// maximum lengths (what the memory model plans for).
+// The step time on world.rates. With the data's sampler: the median over the first steps it serves of the slowest
+// replica's micro-batches, each padded as the collation pads it; without it: micro-batches padded to the maximum
+// lengths (what the memory model plans for).
 constexpr int64_t kStepsPredicted = 32;
 
-void resolve_step_time(const RunConfig& c, const RunWorld& world, const RunData& data, const MemoryInputs& m,
-                       ResolvedRun& r) {
+void resolve_step_time(const RunConfig& c, const RunWorld& world, const RunData& data,
+                       const std::optional<DistributedBatchSampler>& sampler, const MemoryInputs& m, ResolvedRun& r) {
   StepTimeInputs in;
   in.memory = m;
   in.grad_accumulation = r.batch->grad_accumulation;
   in.nodes = world.nodes;
   in.ranks_per_node = world.ranks_per_node;
   try {
-    if (data.source_lengths.empty() || r.steps_per_epoch <= 0) {
+    if (!sampler || r.steps_per_epoch <= 0) {
       r.step_time = predict_step_time(*r.model, in, *world.rates);
       return;
     }
     const int64_t multiple = padded_length_multiple(c);
     auto padded = [multiple](int64_t length) { return (std::max<int64_t>(length, 1) + multiple - 1) / multiple * multiple; };
-    BatchSamplerOptions options = r.sampler;
-    options.dp_rank = 0;
-    const DistributedBatchSampler sampler(data.source_lengths, data.target_lengths, options);
-    const std::vector<std::vector<int64_t>> micro_batches = sampler.epoch_micro_batches(0);
+    const std::vector<std::vector<int64_t>> micro_batches = sampler->epoch_micro_batches(0);
     const int64_t per_step = r.batch->dp * r.batch->grad_accumulation;
     std::vector<StepTimePrediction> steps;
     for (int64_t step = 0; step < kStepsPredicted && (step + 1) * per_step <= static_cast<int64_t>(micro_batches.size()); ++step) {
@@ -178,7 +177,8 @@ void resolve_step_time(const RunConfig& c, const RunWorld& world, const RunData&
 }
 
 // Memory and FLOPs, with the inputs the trainer's step has: one micro-batch padded to the maximum lengths.
-void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, const RunData& data, ResolvedRun& r) {
+void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, const RunData& data,
+                              const std::optional<DistributedBatchSampler>& sampler, ResolvedRun& r) {
   const int64_t tp = c.parallel.tp;
   if (!r.model || !r.batch || tp < 1 || r.batch->dp < 1 || world.world_size % tp != 0) return;
   MemoryInputs m;
@@ -211,7 +211,7 @@ void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, const R
     r.errors.push_back(e.what());
     return;
   }
-  if (world.rates) resolve_step_time(c, world, data, m, r);
+  if (world.rates) resolve_step_time(c, world, data, sampler, m, r);
 }
 
 }  // namespace
@@ -244,10 +244,11 @@ BatchShape planned_micro_batch(const RunConfig& c, const BatchPlan& batch) {
 ResolvedRun resolve_run(const RunConfig& config, const RunWorld& world, const RunData& data) {
   ResolvedRun run;
   resolve_batch_split(config, world, run);
-  resolve_steps_per_epoch(config, data, run);
+  std::optional<DistributedBatchSampler> sampler;  // over the data's lengths, when they are known
+  resolve_steps_per_epoch(config, data, run, sampler);
   resolve_lr(config, run);
   resolve_model(config, data, run);
-  resolve_memory_and_flops(config, world, data, run);
+  resolve_memory_and_flops(config, world, data, sampler, run);
   return run;
 }
 

@@ -27,7 +27,6 @@ class StepWork {
  public:
   StepWork(const ModelConfig& c, const StepTimeInputs& in, const MachineRates& rates)
       : c_(c),
-        in_(in),
         rates_(rates),
         tp_(in.memory.tp),
         e_(static_cast<double>(in.memory.compute_bytes_per_element)),
@@ -164,7 +163,6 @@ class StepWork {
   }
 
   const ModelConfig& c_;
-  const StepTimeInputs& in_;
   const MachineRates& rates_;
   const int tp_;
   const double e_, rows_, s_, t_, d_, inner_, heads_, d_kv_, ff_, vocab_, split_;
@@ -312,9 +310,7 @@ StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs&
       sum.optimizer_s = p.optimizer_s;
     }
   }
-  StepTimeInputs all = in;
-  all.grad_accumulation = static_cast<int64_t>(micro_batches.size());
-  sum.operators = operators_per_step(c, all.memory, all.grad_accumulation);
+  sum.operators = operators_per_step(c, in.memory, static_cast<int64_t>(micro_batches.size()));
   sum.host_s = static_cast<double>(sum.operators) * rates.op_latency_s;
   sum.total_s = sum.forward_s + sum.backward_s + sum.comm_exposed_s + sum.optimizer_s;
   return sum;

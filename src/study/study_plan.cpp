@@ -21,6 +21,7 @@
 #include "data/batch_sampler.h"
 #include "data/synthetic_examples.h"
 #include "data/tokenized_dataset.h"
+#include "plan/machine_rates.h"
 #include "plan/memory_advice.h"
 #include "plan/resolved_run.h"
 
@@ -35,16 +36,6 @@ std::string format_number(double value, const char* format = "%.3g") {
   char text[64];
   std::snprintf(text, sizeof(text), format, value);
   return text;
-}
-
-std::string normalized_gpu_name(const std::string& name) {
-  std::string out;
-  for (char c : name) {
-    if (c == ' ' || c == '_') c = '-';
-    out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  }
-  if (out.rfind("NVIDIA-", 0) == 0) out = out.substr(7);
-  return out;
 }
 
 // What the planner knows about a dataset file: the training split's size and the vocabulary.

@@ -26,7 +26,6 @@ struct CalibrationOptions {
   std::string path;  // the rates file, written (one process) or merged into (several)
   torch::Device device = torch::kCPU;
   RunConfig::Precision precision = RunConfig::Precision::kFp32;  // the products' dtype
-  int threads = 0;   // CPU threads of LibTorch as set by --threads (0: its default), recorded as threads_per_rank
 };
 
 // Measures what this process's world measures (above) and writes the file from world rank 0. Returns the rates
