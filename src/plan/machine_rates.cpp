@@ -170,6 +170,7 @@ std::vector<std::string> MachineRates::problems() const {
   if (!(compute_efficiency > 0 && compute_efficiency <= 1.5)) out.push_back("compute_efficiency: must be in (0, 1.5]");
   if (cores_per_node < 0) out.push_back("cores_per_node: must be >= 0");
   if (threads_per_rank < 1) out.push_back("threads_per_rank: must be >= 1");
+  if (nodes_per_host < 1) out.push_back("nodes_per_host: must be >= 1");
   if (!(power_w_per_device >= 0)) out.push_back("power_w_per_device: must be >= 0");
   for (size_t i = 0; i < links.size(); ++i) {
     const LinkRates& l = links[i];
@@ -305,6 +306,7 @@ std::string machine_rates_json(const MachineRates& r) {
   j["asynchronous_device"] = r.asynchronous_device;
   j["cores_per_node"] = r.cores_per_node;
   j["threads_per_rank"] = r.threads_per_rank;
+  j["nodes_per_host"] = r.nodes_per_host;
   j["power_w_per_device"] = r.power_w_per_device;
   j["links"] = nlohmann::ordered_json::array();
   for (const LinkRates& l : r.links) {
@@ -343,7 +345,8 @@ MachineRates read_machine_rates(const std::string& path) {
   }
   const std::string where = "machine rates file " + path;
   check_keys(j, {"schema", "name", "source", "matmul", "memory_bandwidth_bytes_per_s", "op_latency_s", "compute_efficiency",
-                 "asynchronous_device", "cores_per_node", "threads_per_rank", "power_w_per_device", "links"},
+                 "asynchronous_device", "cores_per_node", "threads_per_rank", "nodes_per_host", "power_w_per_device",
+                 "links"},
              where);
   if (!j.contains("schema") || j["schema"] != kSchema) {
     throw Error(msg(where, ": schema: expected \"", kSchema, "\", got ", j.contains("schema") ? j["schema"].dump() : "nothing"));
@@ -366,6 +369,7 @@ MachineRates read_machine_rates(const std::string& path) {
   }
   if (j.contains("cores_per_node")) r.cores_per_node = static_cast<int64_t>(number(j, "cores_per_node", where));
   if (j.contains("threads_per_rank")) r.threads_per_rank = static_cast<int64_t>(number(j, "threads_per_rank", where));
+  if (j.contains("nodes_per_host")) r.nodes_per_host = static_cast<int64_t>(number(j, "nodes_per_host", where));
   if (j.contains("power_w_per_device")) r.power_w_per_device = number(j, "power_w_per_device", where);
   if (j.contains("links")) {
     if (!j["links"].is_array()) throw Error(msg(where, ": links: expected a list"));

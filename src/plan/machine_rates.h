@@ -49,6 +49,9 @@ struct MachineRates {
                                        // reductions overlap backward; a CPU: host and compute add, no overlap
   int64_t cores_per_node = 0;          // CPU: ranks beyond the cores share them (0: one device per rank)
   int64_t threads_per_rank = 1;        // CPU: the threads each rank's compute was measured with
+  // CPU: nodes that are one machine's namespaces and share its cores_per_node (a local test cluster, where
+  // --calibrate across nodes finds one boot id); 1 on a real cluster.
+  int64_t nodes_per_host = 1;
   double power_w_per_device = 0.0;     // for energy: the device's power under training load (0: unknown)
   std::vector<LinkRates> links;
 

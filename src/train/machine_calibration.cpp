@@ -4,9 +4,11 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -78,7 +80,7 @@ TinyStep tiny_step(const CalibrationOptions& o, const MachineRates& rates, int64
   b.micro_batch = rows;
   b.source_length = length;
   b.target_length = length;
-  b.steps = rows > 1 ? 15 : 40;
+  b.steps = rows > 1 ? 25 : 150;  // about a second each: this machine's speed moves over seconds
   b.warmup_steps = 3;
   b.device = o.device;
   b.precision = o.precision;
@@ -158,6 +160,24 @@ LinkRates measure_link(MPI_Comm comm, int color, int64_t group_size, const std::
   return link;
 }
 
+// Nodes per machine among `nodes` nodes: the ranks' kernels' boot ids, one per machine (a local cluster's nodes
+// are network namespaces of one machine and share its cores; on a real cluster every node boots its own).
+int64_t nodes_per_host(int64_t nodes) {
+  constexpr int kIdChars = 64;
+  std::array<char, kIdChars> mine{};
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!(in >> id)) id = "unknown:" + world_hosts()[static_cast<size_t>(rank_in(MPI_COMM_WORLD))];
+  std::copy_n(id.begin(), std::min<size_t>(id.size(), kIdChars - 1), mine.begin());
+  const int world = size_of(MPI_COMM_WORLD);
+  std::vector<char> all(static_cast<size_t>(world) * kIdChars);
+  MPI_CHECK(MPI_Allgather(mine.data(), kIdChars, MPI_CHAR, all.data(), kIdChars, MPI_CHAR, MPI_COMM_WORLD));
+  std::set<std::string> machines;
+  for (int r = 0; r < world; ++r) machines.insert(std::string(all.data() + static_cast<size_t>(r) * kIdChars));
+  const auto hosts = static_cast<int64_t>(machines.size());
+  return (nodes + hosts - 1) / hosts;
+}
+
 std::string host_name() {
   const auto& hosts = world_hosts();
   return hosts.empty() ? std::string("?") : hosts.front();
@@ -205,6 +225,7 @@ MachineRates calibrate_machine(const CalibrationOptions& o) {
     const int64_t nodes = world / ranks_per_node;
     if (nodes > 1) {  // one rank per node: the groups of equal node-local rank
       measured.push_back(measure_link(MPI_COMM_WORLD, node.local_rank(), nodes, "inter_node", ranks_per_node));
+      rates.nodes_per_host = nodes_per_host(nodes);
     }
     for (const LinkRates& l : measured) {
       rates.links.erase(std::remove_if(rates.links.begin(), rates.links.end(),

@@ -223,6 +223,9 @@ void TrainingJob::resolve() {
           world.device_share_bytes > 0
               ? msg(" of ", gib_text(static_cast<double>(world.device_share_bytes)), " (fits with 5% to spare)")
               : std::string()));
+  if (resolved_.step_time) {
+    log(msg("[t5scale] step time, predicted (", world.rates->name, "): ", resolved_.step_time->describe()));
+  }
   batch_ = *resolved_.batch;
   model_config_ = *resolved_.model;
   checkpoint_every_blocks_ = resolved_.checkpointing.checkpoint_every_blocks;

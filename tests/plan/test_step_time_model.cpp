@@ -66,6 +66,7 @@ TEST(MachineRates, FileRoundTripsAndNamesTheFileAndTheKeyOfEveryProblem) {
   MachineRates r = flat_rates();
   r.compute_efficiency = 0.8;
   r.cores_per_node = 2;
+  r.nodes_per_host = 3;
   r.links.push_back(LinkRates{"inter_node", 4, 2, 5e-6, 2e9, true, "network"});
   const std::string path = temp_path("ok.json");
   write_machine_rates(r, path);
@@ -74,6 +75,7 @@ TEST(MachineRates, FileRoundTripsAndNamesTheFileAndTheKeyOfEveryProblem) {
   EXPECT_DOUBLE_EQ(back.matmul[1].flops_per_s, 16e9);
   EXPECT_DOUBLE_EQ(back.compute_efficiency, 0.8);
   EXPECT_EQ(back.cores_per_node, 2);
+  EXPECT_EQ(back.nodes_per_host, 3);
   ASSERT_EQ(back.links.size(), 2u);
   EXPECT_TRUE(back.links[1].shared_by_node);
   EXPECT_EQ(back.links[1].ranks_per_node, 4);
@@ -217,6 +219,30 @@ TEST(StepTimeModel, RanksBeyondACpuNodesCoresShareThem) {
   EXPECT_DOUBLE_EQ(a.compute_share_factor, 1.0);
   EXPECT_DOUBLE_EQ(b.compute_share_factor, 2.0);
   EXPECT_NEAR(b.forward_s, 2.0 * a.forward_s, 1e-12);
+}
+
+TEST(StepTimeModel, NodesOfOneHostShareItsCores) {
+  // A local cluster: 4 nodes that are namespaces of one 2-core machine. One rank per node on 4 nodes shares the
+  // cores as 4 ranks on one node do; on 4 machines of their own, each rank has a core.
+  const ModelConfig model = named_model_config("t5-small");
+  MachineRates shared = flat_rates();
+  shared.cores_per_node = 2;
+  shared.nodes_per_host = 4;
+  shared.links.push_back(LinkRates{"inter_node", 1, 4, 1e-4, 1e9, false, "test"});
+  MachineRates own = shared;
+  own.nodes_per_host = 1;
+  StepTimeInputs across = inputs(1, 4), one_node = inputs(1, 4), two_nodes = inputs(1, 4);
+  across.nodes = 4;
+  across.ranks_per_node = 1;
+  one_node.ranks_per_node = 4;
+  two_nodes.nodes = 2;
+  two_nodes.ranks_per_node = 2;
+  EXPECT_DOUBLE_EQ(predict_step_time(model, across, shared).compute_share_factor, 2.0);
+  EXPECT_DOUBLE_EQ(predict_step_time(model, one_node, shared).compute_share_factor, 2.0);
+  EXPECT_DOUBLE_EQ(predict_step_time(model, two_nodes, shared).compute_share_factor, 2.0);
+  EXPECT_DOUBLE_EQ(predict_step_time(model, across, own).compute_share_factor, 1.0);
+  EXPECT_NEAR(predict_step_time(model, across, shared).forward_s, 2.0 * predict_step_time(model, across, own).forward_s,
+              1e-12);
 }
 
 }  // namespace
