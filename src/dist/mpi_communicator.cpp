@@ -1,5 +1,7 @@
 #include "dist/mpi_communicator.h"
 
+#include <sched.h>
+
 #include <chrono>
 #include <thread>
 
@@ -12,6 +14,8 @@ namespace {
 
 // How long a rank whose collective timed out waits for the others to answer its liveness ping.
 constexpr double kLivenessProbeS = 5.0;
+// How long a waiting rank polls with sched_yield before it backs off to sleeps.
+constexpr double kYieldingWaitS = 2e-3;
 
 // Element type for reductions; bf16 and fp16 have none in MPI and are staged through fp32 by the caller.
 MPI_Datatype reduction_type(torch::ScalarType dtype) {
@@ -75,13 +79,19 @@ void MpiCommunicator::wait(MPI_Request& request, const char* operation) const {
   for (int polls = 0;; ++polls) {
     MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
     if (done) return;
-    // Spin briefly for latency, then back off so oversubscribed ranks leave each other the cores; a rank that
-    // waits this long answers the liveness pings of a rank whose own collective timed out.
+    // Spin briefly for latency; then, for the first 2 ms, yield the core at each poll (a rank that shares it runs
+    // at once, and a nonblocking collective, which moves on only while it is polled, is not left waiting out a
+    // sleep's timer slack at each of its steps); then back off with sleeps. A rank that waits this long answers
+    // the liveness pings of a rank whose own collective timed out.
+    const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (polls > 64) {
       answer_liveness_pings();
-      std::this_thread::sleep_for(std::chrono::microseconds(polls > 2000 ? 500 : 20));
+      if (waited_s < kYieldingWaitS) {
+        sched_yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(polls > 2000 ? 500 : 20));
+      }
     }
-    const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited_s > timeout_s_) {
       abort_job("t5scale", msg(operation, " on the ", name_, " group (rank ", rank_, " of ", size_,
                                ") timed out after ", timeout_s_, " s; ",

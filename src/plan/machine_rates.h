@@ -42,8 +42,8 @@ struct MachineRates {
   double memory_bandwidth_bytes_per_s = 0.0;  // elementwise kernels and the optimizer: bytes read + written
   double op_latency_s = 0.0;           // host time per dispatched operator (LibTorch's dispatch, a kernel launch)
   // The share of the matmul and bandwidth rates above that a training step's own kernels reach (their shapes,
-  // transposed operands, cache misses): 1 for published figures, whose efficiencies are in the rates; --calibrate
-  // measures it on the tiny T5's step at 64 rows of 32 + 32 tokens.
+  // transposed operands, cache misses; not the optimizer's one fused pass): 1 for published figures, whose
+  // efficiencies are in the rates; --calibrate measures it on the tiny T5's step (machine_calibration.h).
   double compute_efficiency = 1.0;
   bool asynchronous_device = false;    // a GPU: the host queues ahead, so a phase takes max(device, host) and DP
                                        // reductions overlap backward; a CPU: host and compute add, no overlap

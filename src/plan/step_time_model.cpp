@@ -280,8 +280,8 @@ StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs&
 
   // The optimizer over this rank's parameters (ZeRO-1: its 1 / dp of them).
   const double owned = m.zero1 ? trainable / static_cast<double>(m.dp) : trainable;
-  const double optimizer_device =
-      owned * optimizer_bytes_per_parameter(m) / rates.memory_bandwidth_bytes_per_s / rates.compute_efficiency;
+  // One fused pass over the parameters' streams: at the copy bandwidth as measured, not a step kernel's efficiency.
+  const double optimizer_device = owned * optimizer_bytes_per_parameter(m) / rates.memory_bandwidth_bytes_per_s;
   const double optimizer_host = kOperatorsPerStepOptimizer * rates.op_latency_s;
   p.optimizer_s = rates.asynchronous_device ? std::max(optimizer_device, optimizer_host)
                                             : (optimizer_device + optimizer_host) * p.compute_share_factor;

@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -67,11 +68,12 @@ double measure_copy_bandwidth(torch::Device device, int64_t bytes) {
   return 2.0 * static_cast<double>(bytes) / s;
 }
 
-// The tiny T5's measured step (median seconds) at `rows` x (length + length), and the step-time model's device and
-// host time for it on `rates`.
+// The tiny T5's measured step (median seconds) at `rows` x (length + length), and the step-time model's parts of it
+// on `rates` that do not depend on the two figures measured from it (time per operator, compute efficiency).
 struct TinyStep {
   double measured_s = 0.0;
-  double device_s = 0.0;  // matmul and elementwise at compute_efficiency 1
+  double kernels_s = 0.0;    // the step's matmuls and elementwise kernels at compute_efficiency 1
+  double optimizer_s = 0.0;  // the optimizer's bytes at the memory bandwidth
   int64_t operators = 0;
 };
 TinyStep tiny_step(const CalibrationOptions& o, const MachineRates& rates, int64_t rows, int64_t length) {
@@ -80,8 +82,8 @@ TinyStep tiny_step(const CalibrationOptions& o, const MachineRates& rates, int64
   b.micro_batch = rows;
   b.source_length = length;
   b.target_length = length;
-  b.steps = rows > 1 ? 25 : 150;  // about a second each: this machine's speed moves over seconds
-  b.warmup_steps = 3;
+  b.steps = rows * length >= 1024 ? 10 : rows * length >= 128 ? 25 : 60;  // about half a second
+  b.warmup_steps = 2;
   b.device = o.device;
   b.precision = o.precision;
   StepBenchmark bench(b);
@@ -97,24 +99,68 @@ TinyStep tiny_step(const CalibrationOptions& o, const MachineRates& rates, int64
   device_only.compute_efficiency = 1.0;
   device_only.cores_per_node = 0;
   const StepTimePrediction p = predict_step_time(model, in, device_only);
-  step.device_s = p.matmul_s + p.elementwise_s + p.optimizer_s;
+  step.kernels_s = p.matmul_s + p.elementwise_s;
+  step.optimizer_s = p.optimizer_s;
   step.operators = operators_per_step(model, in.memory, 1);
   return step;
 }
 
-// Host seconds per operator: the tiny step at one row of 2 + 2 tokens, where dispatch is nearly all of it, less its
-// device time, over the operators the model counts. Then the compute efficiency: at 64 rows of 32 + 32 tokens, the
-// device time the step takes beyond its dispatch against what the rates predict.
+// The time per dispatched operator and the compute efficiency, from the tiny step at sizes from dispatch alone to
+// compute-bound.
+// A GPU, where the host queues ahead: at one row of 2 + 2 tokens the step is dispatch alone (time per operator);
+// at 64 rows of 32 + 32 the device's (the efficiency).
+// A CPU, where the two add: measured - optimizer = operators x op_latency + kernels / efficiency at every size, a
+// line through the origin in (operators, kernels), fitted by least squares on the relative error over six sizes, so
+// that the figures hold over the range a run's micro-batches fall in and not at two ends of it only.
 void measure_step_rates(const CalibrationOptions& o, MachineRates& rates) {
-  const TinyStep dispatch = tiny_step(o, rates, 1, 2);
-  const double host_s = rates.asynchronous_device ? dispatch.measured_s
-                                                  : std::max(0.0, dispatch.measured_s - dispatch.device_s);
-  rates.op_latency_s = host_s / static_cast<double>(dispatch.operators);
-  const TinyStep compute = tiny_step(o, rates, 64, 32);
-  const double measured_device_s =
-      rates.asynchronous_device ? compute.measured_s
-                                : compute.measured_s - static_cast<double>(compute.operators) * rates.op_latency_s;
-  rates.compute_efficiency = std::clamp(compute.device_s / std::max(measured_device_s, 1e-9), 0.05, 1.5);
+  if (rates.asynchronous_device) {
+    const TinyStep dispatch = tiny_step(o, rates, 1, 2);
+    rates.op_latency_s = dispatch.measured_s / static_cast<double>(dispatch.operators);
+    const TinyStep compute = tiny_step(o, rates, 64, 32);
+    rates.compute_efficiency = std::clamp(compute.kernels_s / std::max(compute.measured_s, 1e-9), 0.05, 1.5);
+    return;
+  }
+  const std::vector<std::pair<int64_t, int64_t>> sizes = {{1, 2}, {4, 8}, {8, 16}, {16, 16}, {32, 32}, {64, 32}};
+  // Normal equations of min sum ((a x_i + b z_i - y_i) / y_i)^2, a = op latency, b = 1 / efficiency.
+  double xx = 0, xz = 0, zz = 0, xy = 0, zy = 0;
+  // Three passes over the sizes, each size's median of them: a CPU shared with other machines' work runs at a
+  // lower speed for seconds at a time, and one size measured in such a stretch would tilt the fit.
+  constexpr int kPasses = 3;
+  std::vector<std::vector<TinyStep>> passes(sizes.size());
+  for (int pass = 0; pass < kPasses; ++pass) {
+    for (size_t i = 0; i < sizes.size(); ++i) passes[i].push_back(tiny_step(o, rates, sizes[i].first, sizes[i].second));
+  }
+  std::vector<TinyStep> steps;
+  for (std::vector<TinyStep>& of_size : passes) {
+    std::sort(of_size.begin(), of_size.end(), [](const TinyStep& a, const TinyStep& b) { return a.measured_s < b.measured_s; });
+    steps.push_back(of_size[of_size.size() / 2]);
+  }
+  for (const TinyStep& t : steps) {
+    const double w = 1.0 / std::max(t.measured_s, 1e-9);
+    const double x = static_cast<double>(t.operators) * w, z = t.kernels_s * w,
+                 y = std::max(t.measured_s - t.optimizer_s, 0.0) * w;
+    xx += x * x, xz += x * z, zz += z * z, xy += x * y, zy += z * y;
+  }
+  const double det = xx * zz - xz * xz;
+  double latency = det > 0 ? (xy * zz - zy * xz) / det : 0.0, inverse_efficiency = det > 0 ? (xx * zy - xz * xy) / det : 0.0;
+  // Out of range (a noisy machine): hold one at its bound and fit the other alone.
+  if (!(inverse_efficiency >= 1.0 / 1.5 && inverse_efficiency <= 20.0)) {
+    inverse_efficiency = std::clamp(inverse_efficiency, 1.0 / 1.5, 20.0);
+    latency = (xy - inverse_efficiency * xz) / xx;
+  }
+  if (!(latency >= 0.0)) {
+    latency = 0.0;
+    inverse_efficiency = std::clamp(zy / zz, 1.0 / 1.5, 20.0);
+  }
+  rates.op_latency_s = latency;
+  rates.compute_efficiency = 1.0 / inverse_efficiency;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const double fitted_s = static_cast<double>(steps[i].operators) * latency + steps[i].kernels_s * inverse_efficiency +
+                            steps[i].optimizer_s;
+    std::printf("[calibrate] tiny T5 step, %lld rows of %lld + %lld tokens: measured %.3f ms, fitted %.3f ms\n",
+                static_cast<long long>(sizes[i].first), static_cast<long long>(sizes[i].second),
+                static_cast<long long>(sizes[i].second), steps[i].measured_s * 1e3, fitted_s * 1e3);
+  }
 }
 
 // All-reduces of t5scale's communicator on groups of `group_size` ranks of `comm` formed by `color`, every group at

@@ -9,6 +9,7 @@
 // other grid (ZeRO-1 on or off on either side) exactly as on its own (GridResharding, at the end).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -32,7 +33,9 @@ namespace {
 // through the softmax's cancellations (attention queries and keys, the position bias) amplify that rounding to
 // about 1e-6 in any fp32 run, the single-rank one included. Where the fp32 comparison fails and the single-rank
 // fp32 result is itself further than half the bound from its fp64 value, the grid's fp32 result must instead be
-// as accurate as the single-rank one (within a factor of 4) against fp64. Each such case is printed.
+// as accurate as an fp32 run is against fp64: within a factor of 4 of the single-rank run's error or of the bound,
+// whichever is larger (the single-rank run is one sample of that rounding; on some CPUs' kernels it lands just past
+// half the bound, and 4x that sample is below what fp32 gives here). Each such case is printed.
 constexpr double kTolerance = 1e-6;
 constexpr double kFp64Tolerance = 1e-12;
 constexpr double kReferenceResolves = 0.5 * kTolerance;
@@ -239,7 +242,7 @@ void expect_same(const Snapshot& got32, const Snapshot& got64, const Reference& 
     ++ill_conditioned;
     print_on_rank0(msg("  ", what, ": ", name, " ill-conditioned in fp32: single rank fp32 vs fp64 ", reference_error,
                        ", grid fp32 vs fp64 ", our_error, ", grid vs single rank fp32 ", error));
-    EXPECT_LE(our_error, kRoundingNoiseFactor * reference_error) << what << ": " << name;
+    EXPECT_LE(our_error, kRoundingNoiseFactor * std::max(reference_error, kTolerance)) << what << ": " << name;
   }
   print_on_rank0(msg(what, ": fp32 worst norm rel error ", worst32, " (", worst32_name, "), ", ill_conditioned,
                      " ill-conditioned; fp64 worst ", worst64));
