@@ -129,6 +129,18 @@ double MachineRates::matmul_seconds(double m, double n, double k) const {
   return 2.0 * m * n * k / matmul_rate(std::min({m, n, k}));
 }
 
+double MachineRates::busy_host_slowdown(int64_t ranks_per_host) const {
+  if (ranks_per_host <= 1) return 1.0;
+  const BusyHostSlowdown* best = nullptr;
+  auto distance = [ranks_per_host](const BusyHostSlowdown& b) {
+    return std::abs(std::log2(static_cast<double>(b.ranks_per_host)) - std::log2(static_cast<double>(ranks_per_host)));
+  };
+  for (const BusyHostSlowdown& b : busy_host) {
+    if (best == nullptr || distance(b) < distance(*best)) best = &b;
+  }
+  return best ? best->slowdown : 1.0;
+}
+
 bool MachineRates::has_link(const std::string& scope) const {
   return std::any_of(links.begin(), links.end(), [&](const LinkRates& l) { return l.scope == scope; });
 }
@@ -171,6 +183,12 @@ std::vector<std::string> MachineRates::problems() const {
   if (cores_per_node < 0) out.push_back("cores_per_node: must be >= 0");
   if (threads_per_rank < 1) out.push_back("threads_per_rank: must be >= 1");
   if (nodes_per_host < 1) out.push_back("nodes_per_host: must be >= 1");
+  for (size_t i = 0; i < busy_host.size(); ++i) {
+    if (busy_host[i].ranks_per_host < 2) out.push_back(msg("busy_host[", i, "].ranks_per_host: must be >= 2"));
+    if (!(busy_host[i].slowdown >= 0.5 && busy_host[i].slowdown <= 10.0)) {
+      out.push_back(msg("busy_host[", i, "].slowdown: must be in [0.5, 10]"));
+    }
+  }
   if (!(power_w_per_device >= 0)) out.push_back("power_w_per_device: must be >= 0");
   for (size_t i = 0; i < links.size(); ++i) {
     const LinkRates& l = links[i];
@@ -307,6 +325,10 @@ std::string machine_rates_json(const MachineRates& r) {
   j["cores_per_node"] = r.cores_per_node;
   j["threads_per_rank"] = r.threads_per_rank;
   j["nodes_per_host"] = r.nodes_per_host;
+  j["busy_host"] = nlohmann::ordered_json::array();
+  for (const BusyHostSlowdown& b : r.busy_host) {
+    j["busy_host"].push_back({{"ranks_per_host", b.ranks_per_host}, {"slowdown", b.slowdown}, {"source", b.source}});
+  }
   j["power_w_per_device"] = r.power_w_per_device;
   j["links"] = nlohmann::ordered_json::array();
   for (const LinkRates& l : r.links) {
@@ -345,8 +367,8 @@ MachineRates read_machine_rates(const std::string& path) {
   }
   const std::string where = "machine rates file " + path;
   check_keys(j, {"schema", "name", "source", "matmul", "memory_bandwidth_bytes_per_s", "op_latency_s", "compute_efficiency",
-                 "asynchronous_device", "cores_per_node", "threads_per_rank", "nodes_per_host", "power_w_per_device",
-                 "links"},
+                 "asynchronous_device", "cores_per_node", "threads_per_rank", "nodes_per_host", "busy_host",
+                 "power_w_per_device", "links"},
              where);
   if (!j.contains("schema") || j["schema"] != kSchema) {
     throw Error(msg(where, ": schema: expected \"", kSchema, "\", got ", j.contains("schema") ? j["schema"].dump() : "nothing"));
@@ -370,6 +392,16 @@ MachineRates read_machine_rates(const std::string& path) {
   if (j.contains("cores_per_node")) r.cores_per_node = static_cast<int64_t>(number(j, "cores_per_node", where));
   if (j.contains("threads_per_rank")) r.threads_per_rank = static_cast<int64_t>(number(j, "threads_per_rank", where));
   if (j.contains("nodes_per_host")) r.nodes_per_host = static_cast<int64_t>(number(j, "nodes_per_host", where));
+  if (j.contains("busy_host")) {
+    if (!j["busy_host"].is_array()) throw Error(msg(where, ": busy_host: expected a list of {ranks_per_host, slowdown, source}"));
+    for (size_t i = 0; i < j["busy_host"].size(); ++i) {
+      const std::string at = msg(where, ": busy_host[", i, "]");
+      const auto& o = j["busy_host"][i];
+      check_keys(o, {"ranks_per_host", "slowdown", "source"}, at);
+      r.busy_host.push_back({static_cast<int64_t>(number(o, "ranks_per_host", at)), number(o, "slowdown", at),
+                             o.value("source", std::string())});
+    }
+  }
   if (j.contains("power_w_per_device")) r.power_w_per_device = number(j, "power_w_per_device", where);
   if (j.contains("links")) {
     if (!j["links"].is_array()) throw Error(msg(where, ": links: expected a list"));

@@ -35,6 +35,15 @@ struct LinkRates {
   std::string source;
 };
 
+// CPU: how much slower each rank's step runs while `ranks_per_host` ranks compute at once on one machine than the
+// model gives for one rank with its share of the cores: the slowest of them, which a synchronous step waits for (a
+// core whose sibling another machine's work keeps busy, the all-core clock, the shared memory bandwidth).
+struct BusyHostSlowdown {
+  int64_t ranks_per_host = 2;
+  double slowdown = 1.0;
+  std::string source;
+};
+
 struct MachineRates {
   std::string name;    // "A100-80GB (published)", "calibrated on host x"
   std::string source;  // where the figures come from
@@ -52,6 +61,7 @@ struct MachineRates {
   // CPU: nodes that are one machine's namespaces and share its cores_per_node (a local test cluster, where
   // --calibrate across nodes finds one boot id); 1 on a real cluster.
   int64_t nodes_per_host = 1;
+  std::vector<BusyHostSlowdown> busy_host;  // CPU, by ranks per host: --calibrate under mpirun measures them
   double power_w_per_device = 0.0;     // for energy: the device's power under training load (0: unknown)
   std::vector<LinkRates> links;
 
@@ -62,6 +72,8 @@ struct MachineRates {
   // group size. Throws an Error naming the scope when the rates have none.
   const LinkRates& link(const std::string& scope, int64_t ranks_per_node, int64_t group_size) const;
   bool has_link(const std::string& scope) const;
+  // The busy-host slowdown measured with the nearest number of ranks per host (in log2); 1 for one rank, or none.
+  double busy_host_slowdown(int64_t ranks_per_host) const;
   // Every problem with the figures ("matmul: ...", "links[1].bandwidth_bytes_per_s: ..."); empty when usable.
   std::vector<std::string> problems() const;
 };

@@ -44,7 +44,8 @@ struct StepTimePrediction {
   double recompute_s = 0.0;       // of matmul_s + elementwise_s: the recomputed forward
   double tp_collectives_s = 0.0;  // in forward_s and backward_s
   double dp_collectives_s = 0.0;  // the whole reduction, of which comm_exposed_s is not hidden
-  double compute_share_factor = 1.0;  // CPU: ranks per core (> 1 when a node's ranks outnumber its cores)
+  double compute_share_factor = 1.0;  // CPU: ranks per core (> 1 when a host's ranks outnumber its cores) x the
+                                      // busy host's slowdown (plan/machine_rates.h)
   int64_t operators = 0;              // dispatched per step
 
   std::string describe() const;  // "forward 1.21 s + backward 2.50 s + DP exposed 0.10 s + optimizer 0.20 s = 4.01 s"

@@ -206,9 +206,9 @@ LinkRates measure_link(MPI_Comm comm, int color, int64_t group_size, const std::
   return link;
 }
 
-// Nodes per machine among `nodes` nodes: the ranks' kernels' boot ids, one per machine (a local cluster's nodes
-// are network namespaces of one machine and share its cores; on a real cluster every node boots its own).
-int64_t nodes_per_host(int64_t nodes) {
+// Every rank's machine, by its kernel's boot id: a local cluster's nodes are network namespaces of one machine and
+// share its cores; on a real cluster every node boots its own.
+std::vector<std::string> ranks_machines() {
   constexpr int kIdChars = 64;
   std::array<char, kIdChars> mine{};
   std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -218,10 +218,42 @@ int64_t nodes_per_host(int64_t nodes) {
   const int world = size_of(MPI_COMM_WORLD);
   std::vector<char> all(static_cast<size_t>(world) * kIdChars);
   MPI_CHECK(MPI_Allgather(mine.data(), kIdChars, MPI_CHAR, all.data(), kIdChars, MPI_CHAR, MPI_COMM_WORLD));
-  std::set<std::string> machines;
-  for (int r = 0; r < world; ++r) machines.insert(std::string(all.data() + static_cast<size_t>(r) * kIdChars));
-  const auto hosts = static_cast<int64_t>(machines.size());
-  return (nodes + hosts - 1) / hosts;
+  std::vector<std::string> machines;
+  for (int r = 0; r < world; ++r) machines.emplace_back(all.data() + static_cast<size_t>(r) * kIdChars);
+  return machines;
+}
+
+// The busy host's slowdown with this job's ranks per machine (CPU): the tiny step at 16 rows of 16 + 16 tokens on
+// rank 0 alone (the others wait asleep) and then on every rank at once, five times; the slowest rank's median at
+// once against rank 0's alone with its share of the cores.
+BusyHostSlowdown measure_busy_host(const CalibrationOptions& o, const MachineRates& rates, int64_t ranks_per_host) {
+  const int rank = rank_in(MPI_COMM_WORLD);
+  auto wait_asleep = [] {
+    MPI_Request barrier;
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &barrier));
+    for (int done = 0; !done;) {
+      MPI_CHECK(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE));
+      if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  std::vector<double> alone_s, busy_s;
+  for (int pass = 0; pass < 5; ++pass) {
+    wait_asleep();
+    if (rank == 0) alone_s.push_back(tiny_step(o, rates, 16, 16).measured_s);
+    wait_asleep();
+    busy_s.push_back(tiny_step(o, rates, 16, 16).measured_s);
+  }
+  double mine = median(busy_s), slowest = 0.0, alone = rank == 0 ? median(alone_s) : 0.0;
+  MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Bcast(&alone, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  const double share = std::max(1.0, static_cast<double>(ranks_per_host * rates.threads_per_rank) /
+                                         static_cast<double>(std::max<int64_t>(rates.cores_per_node, 1)));
+  BusyHostSlowdown b;
+  b.ranks_per_host = ranks_per_host;
+  b.slowdown = std::clamp(slowest / (alone * share), 0.5, 10.0);
+  b.source = msg("t5scale-bench --calibrate: the tiny T5's step, the slowest of ", ranks_per_host,
+                 " ranks at once against one alone x ", share, " ranks per core");
+  return b;
 }
 
 std::string host_name() {
@@ -249,11 +281,14 @@ MachineRates calibrate_machine(const CalibrationOptions& o) {
     measure_step_rates(o, rates);
     rates.source = msg("t5scale-bench --calibrate, ", enum_name(o.precision), ", ", rates.threads_per_rank,
                        " thread(s) per rank, on ", host_name());
-    // Links measured before (mpirun with this file) stay: they are the same machine's.
+    // What mpirun with this file measured before (links, nodes per host, busy-host slowdowns) stays: the same machine's.
     std::error_code ec;
     if (std::filesystem::exists(o.path, ec)) {
       try {
-        rates.links = read_machine_rates(o.path).links;
+        const MachineRates before = read_machine_rates(o.path);
+        rates.links = before.links;
+        rates.nodes_per_host = before.nodes_per_host;
+        rates.busy_host = before.busy_host;
       } catch (const Error&) {
       }
     }
@@ -269,9 +304,23 @@ MachineRates calibrate_machine(const CalibrationOptions& o) {
       measured.push_back(measure_link(MPI_COMM_WORLD, rank / static_cast<int>(p), p, "intra_node", ranks_per_node));
     }
     const int64_t nodes = world / ranks_per_node;
+    const std::vector<std::string> machines = ranks_machines();
     if (nodes > 1) {  // one rank per node: the groups of equal node-local rank
       measured.push_back(measure_link(MPI_COMM_WORLD, node.local_rank(), nodes, "inter_node", ranks_per_node));
-      rates.nodes_per_host = nodes_per_host(nodes);
+      const auto hosts = static_cast<int64_t>(std::set<std::string>(machines.begin(), machines.end()).size());
+      rates.nodes_per_host = (nodes + hosts - 1) / hosts;
+    }
+    if (!o.device.is_cuda()) {
+      const auto ranks_per_host = static_cast<int64_t>(std::count(machines.begin(), machines.end(), machines.front()));
+      if (ranks_per_host > 1) {
+        const BusyHostSlowdown busy = measure_busy_host(o, rates, ranks_per_host);
+        rates.busy_host.erase(std::remove_if(rates.busy_host.begin(), rates.busy_host.end(),
+                                             [&](const BusyHostSlowdown& b) { return b.ranks_per_host == ranks_per_host; }),
+                              rates.busy_host.end());
+        rates.busy_host.push_back(busy);
+        std::sort(rates.busy_host.begin(), rates.busy_host.end(),
+                  [](const BusyHostSlowdown& a, const BusyHostSlowdown& b) { return a.ranks_per_host < b.ranks_per_host; });
+      }
     }
     for (const LinkRates& l : measured) {
       rates.links.erase(std::remove_if(rates.links.begin(), rates.links.end(),

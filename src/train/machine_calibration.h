@@ -1,12 +1,14 @@
 // `t5scale-bench --calibrate FILE`: the rates of the machine at hand (plan/machine_rates.h) for the step-time model.
 //
 // With one process it measures the device: matrix products by their smallest dimension (in the compute dtype),
-// a copy's memory bandwidth, and the host's time per dispatched operator (a training step of the tiny T5 at one row
-// of 2 + 2 tokens, where dispatch is nearly all of it, less what the model predicts for its compute, over the
-// operators the model counts). Under mpirun it measures the collectives of t5scale's own communicator among all
-// of the job's ranks busy at once: all-reduces of 4 bytes (latency) and 4 MiB (bandwidth) on groups of every
-// power of two up to the world, consecutive ranks inside a node, and one rank per node across nodes; these links
-// are merged into the file the one-process run wrote, keyed by ranks per node and group size, so that
+// a copy's memory bandwidth, and from training steps of the tiny T5 the host's time per dispatched operator and the
+// compute efficiency (on a CPU fitted over six sizes, from one row of 2 + 2 tokens to 64 of 32 + 32; on a GPU at
+// the two ends). Under mpirun it measures the collectives of t5scale's own communicator among all of the job's
+// ranks busy at once: all-reduces of 4 bytes (latency) and 4 MiB (bandwidth) on groups of every power of two up to
+// the world, consecutive ranks inside a node, and one rank per node across nodes; on a CPU also the busy host's
+// slowdown (the slowest rank's tiny step with every rank of the machine at once, against one rank alone) and
+// whether the nodes are one machine's namespaces (their boot ids). These are merged into the file the one-process
+// run wrote, keyed by ranks per node (per host) and group size, so that
 //   t5scale-bench --calibrate rates.json --threads 1
 //   mpirun -np 2 t5scale-bench --calibrate rates.json
 //   mpirun -np 4 t5scale-bench --calibrate rates.json

@@ -67,6 +67,7 @@ TEST(MachineRates, FileRoundTripsAndNamesTheFileAndTheKeyOfEveryProblem) {
   r.compute_efficiency = 0.8;
   r.cores_per_node = 2;
   r.nodes_per_host = 3;
+  r.busy_host = {{2, 1.2, "two at once"}, {4, 1.5, "four at once"}};
   r.links.push_back(LinkRates{"inter_node", 4, 2, 5e-6, 2e9, true, "network"});
   const std::string path = temp_path("ok.json");
   write_machine_rates(r, path);
@@ -76,6 +77,11 @@ TEST(MachineRates, FileRoundTripsAndNamesTheFileAndTheKeyOfEveryProblem) {
   EXPECT_DOUBLE_EQ(back.compute_efficiency, 0.8);
   EXPECT_EQ(back.cores_per_node, 2);
   EXPECT_EQ(back.nodes_per_host, 3);
+  ASSERT_EQ(back.busy_host.size(), 2u);
+  EXPECT_DOUBLE_EQ(back.busy_host_slowdown(4), 1.5);
+  EXPECT_DOUBLE_EQ(back.busy_host_slowdown(3), 1.5);  // nearest in log2: 3 is 0.42 from 4, 0.58 from 2
+  EXPECT_DOUBLE_EQ(back.busy_host_slowdown(8), 1.5);
+  EXPECT_DOUBLE_EQ(back.busy_host_slowdown(1), 1.0);
   ASSERT_EQ(back.links.size(), 2u);
   EXPECT_TRUE(back.links[1].shared_by_node);
   EXPECT_EQ(back.links[1].ranks_per_node, 4);
@@ -243,6 +249,13 @@ TEST(StepTimeModel, NodesOfOneHostShareItsCores) {
   EXPECT_DOUBLE_EQ(predict_step_time(model, across, own).compute_share_factor, 1.0);
   EXPECT_NEAR(predict_step_time(model, across, shared).forward_s, 2.0 * predict_step_time(model, across, own).forward_s,
               1e-12);
+  // The busy host's slowdown with the ranks of the whole machine: 4 here, whichever way they are spread.
+  shared.busy_host = {{2, 1.1, "two"}, {4, 1.3, "four"}};
+  EXPECT_DOUBLE_EQ(predict_step_time(model, across, shared).compute_share_factor, 2.0 * 1.3);
+  EXPECT_DOUBLE_EQ(predict_step_time(model, two_nodes, shared).compute_share_factor, 2.0 * 1.3);
+  StepTimeInputs alone = inputs(1, 1);
+  alone.ranks_per_node = 1;
+  EXPECT_DOUBLE_EQ(predict_step_time(model, alone, shared).compute_share_factor, 1.0);
 }
 
 }  // namespace
