@@ -4,7 +4,8 @@
 // reduces, or all-gathers and reduce-scatters under sequence parallelism) and the DP gradient reduction by the
 // alpha-beta model of their link. Overlap is what the code overlaps: on a GPU the host queues ahead of the device (a
 // phase takes the longer of the two) and gradient buckets are reduced while backward goes on; on a CPU everything
-// adds, and ranks beyond a node's cores share them. TP collectives are never overlapped (Megatron's are not either).
+// adds, ranks beyond a host's cores share them, and each runs slower still by the busy host's measured slowdown
+// (plan/machine_rates.h). TP collectives are never overlapped (Megatron's are not either).
 //
 //   StepTimeInputs in; in.memory = run.memory_inputs; in.grad_accumulation = 4; in.ranks_per_node = 8; in.nodes = 2;
 //   StepTimePrediction t = predict_step_time(model, in, *published_machine_rates("A100-80GB"));
