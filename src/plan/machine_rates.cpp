@@ -129,6 +129,11 @@ double MachineRates::matmul_seconds(double m, double n, double k) const {
   return 2.0 * m * n * k / matmul_rate(std::min({m, n, k}));
 }
 
+double MachineRates::ranks_per_core(int64_t ranks_per_host) const {
+  if (cores_per_node <= 0) return 1.0;
+  return std::max(1.0, static_cast<double>(ranks_per_host * threads_per_rank) / static_cast<double>(cores_per_node));
+}
+
 double MachineRates::busy_host_slowdown(int64_t ranks_per_host) const {
   if (ranks_per_host <= 1) return 1.0;
   const BusyHostSlowdown* best = nullptr;

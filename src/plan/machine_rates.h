@@ -72,6 +72,8 @@ struct MachineRates {
   // group size. Throws an Error naming the scope when the rates have none.
   const LinkRates& link(const std::string& scope, int64_t ranks_per_node, int64_t group_size) const;
   bool has_link(const std::string& scope) const;
+  // CPU: ranks per core with `ranks_per_host` ranks on one machine (at least 1; 1 without cores_per_node).
+  double ranks_per_core(int64_t ranks_per_host) const;
   // The busy-host slowdown measured with the nearest number of ranks per host (in log2); 1 for one rank, or none.
   double busy_host_slowdown(int64_t ranks_per_host) const;
   // Every problem with the figures ("matmul: ...", "links[1].bandwidth_bytes_per_s: ..."); empty when usable.

@@ -227,9 +227,7 @@ StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs&
   if (!rates.asynchronous_device && rates.cores_per_node > 0) {
     const int64_t nodes_sharing = std::min(in.nodes, rates.nodes_per_host);  // a local cluster's nodes share a host
     const int64_t ranks_per_host = in.ranks_per_node * nodes_sharing;
-    p.compute_share_factor =
-        std::max(1.0, static_cast<double>(ranks_per_host * rates.threads_per_rank) / static_cast<double>(rates.cores_per_node)) *
-        rates.busy_host_slowdown(ranks_per_host);
+    p.compute_share_factor = rates.ranks_per_core(ranks_per_host) * rates.busy_host_slowdown(ranks_per_host);
   }
   auto phase_seconds = [&](const Work& w) {
     const double device = (w.matmul_s + w.bytes / rates.memory_bandwidth_bytes_per_s) / rates.compute_efficiency;

@@ -246,8 +246,7 @@ BusyHostSlowdown measure_busy_host(const CalibrationOptions& o, const MachineRat
   double mine = median(busy_s), slowest = 0.0, alone = rank == 0 ? median(alone_s) : 0.0;
   MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
   MPI_CHECK(MPI_Bcast(&alone, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-  const double share = std::max(1.0, static_cast<double>(ranks_per_host * rates.threads_per_rank) /
-                                         static_cast<double>(std::max<int64_t>(rates.cores_per_node, 1)));
+  const double share = rates.ranks_per_core(ranks_per_host);
   BusyHostSlowdown b;
   b.ranks_per_host = ranks_per_host;
   b.slowdown = std::clamp(slowest / (alone * share), 0.5, 10.0);
