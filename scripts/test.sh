@@ -14,6 +14,10 @@ built=$(date +%s)
 echo "[test] build: $((built - start)) s"
 
 cd "$BUILD_DIR"
+# LibTorch and OpenMP on one thread in every test process (unless the caller sets OMP_NUM_THREADS): ctest runs more
+# tests than there are cores, so a second intra-op thread per process only spins; unit.memory_model takes 136
+# core-seconds on LibTorch's default two threads and 90 on one. A test that needs more passes --threads itself.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # Two slots per core and one more: a test's PROCESSORS counts half cores (tests/CMakeLists.txt, t5scale_test_cores),
 # and the slot beyond the cores lets a test that mostly waits run beside those that fill them.
 ctest --output-on-failure --timeout 600 -j "$((2 * $(nproc) + 1))" "$@"
