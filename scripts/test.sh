@@ -17,8 +17,10 @@ cd "$BUILD_DIR"
 # LibTorch and OpenMP on one thread in every test process (unless the caller sets OMP_NUM_THREADS): ctest runs more
 # tests than there are cores, so a second intra-op thread per process only spins; unit.memory_model takes 136
 # core-seconds on LibTorch's default two threads and 90 on one. A test that needs more passes --threads itself.
+# (nproc reads OMP_NUM_THREADS: the cores are counted without it.)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # Two slots per core and one more: a test's PROCESSORS counts half cores (tests/CMakeLists.txt, t5scale_test_cores),
 # and the slot beyond the cores lets a test that mostly waits run beside those that fill them.
-ctest --output-on-failure --timeout 600 -j "$((2 * $(nproc) + 1))" "$@"
+ctest --output-on-failure --timeout 600 -j "$((2 * cores + 1))" "$@"
 echo "[test] tests: $(($(date +%s) - built)) s"
