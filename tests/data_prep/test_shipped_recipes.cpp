@@ -184,5 +184,35 @@ TEST(PrepShippedRecipes, AmazonPolarityJsonl) {
   EXPECT_EQ(rendered[1].example.target, "negative");
 }
 
+// The record of data_prep/manpages/make_corpus.py, through its two recipes: the summary, and the section as a word.
+TEST(PrepShippedRecipes, ManpagesSummaryAndSection) {
+  TempDir dir;
+  const std::string input = write_file(
+      dir, "corpus.jsonl",
+      R"({"document": "The open() system call opens the file specified by pathname.", "id": "man2/open.2", )"
+      R"("names": "open, openat, creat", "package": "manpages-dev", "section": 2, )"
+      R"("summary": "open and possibly create a file"})"
+      "\n"
+      R"({"document": "Text.", "id": "man6/game.6", "names": "g", "package": "manpages", "section": 9, "summary": "s"})"
+      "\n");
+  const Recipe summary = Recipe::load(recipe_path("manpages_summary"));
+  const auto summarized = render_file(summary, input);
+  ASSERT_EQ(summarized.size(), 2u);
+  ASSERT_EQ(summarized[0].outcome, RenderOutcome::kOk) << summarized[0].problem;
+  EXPECT_EQ(summarized[0].example.source, "summarize: The open() system call opens the file specified by pathname.");
+  EXPECT_EQ(summarized[0].example.target, "open and possibly create a file");
+  EXPECT_EQ(summarized[0].example.id, "man2/open.2");
+
+  const Recipe section = Recipe::load(recipe_path("manpages_section"));
+  const auto classified = render_file(section, input);
+  ASSERT_EQ(classified.size(), 2u);
+  ASSERT_EQ(classified[0].outcome, RenderOutcome::kOk) << classified[0].problem;
+  EXPECT_EQ(classified[0].example.source,
+            "manual section: open and possibly create a file. The open() system call opens the file specified by "
+            "pathname.");
+  EXPECT_EQ(classified[0].example.target, "syscall");
+  EXPECT_EQ(classified[1].outcome, RenderOutcome::kUnknownLabel);
+}
+
 }  // namespace
 }  // namespace t5scale
