@@ -83,9 +83,9 @@ def ar_members(data: bytes) -> dict:
     return members
 
 
-def deb_files(path: Path) -> tarfile.TarFile:
-    """The data archive of a .deb (data.tar.xz, .gz or uncompressed), opened for reading."""
-    members = ar_members(path.read_bytes())
+def deb_files(path: Path, deb: bytes) -> tarfile.TarFile:
+    """The data archive of the .deb `deb` read from `path` (data.tar.xz, .gz or uncompressed), opened for reading."""
+    members = ar_members(deb)
     for name, member in members.items():
         if name.startswith("data.tar"):
             if name.endswith(".xz"):
@@ -162,10 +162,6 @@ def request_arguments(rest: str) -> list:
 
 
 FONT_REQUESTS = {"B", "I", "SM", "SB", "BR", "RB", "IR", "RI", "BI", "IB", "CW"}
-BREAK_REQUESTS = {"PP", "LP", "P", "TP", "IP", "HP", "RS", "RE", "br", "sp", "nf", "fi", "EX", "EE", "in", "TQ",
-                  "ti", "ne", "ad", "na", "ft", "ce", "hy", "nh", "ll", "ps", "vs", "UE", "ME", "YS", "SY", "OP",
-                  "PD", "bp", "ns", "rs", "if", "ie", "el", "ds", "nr", "de", "am", "so", "ig", "tr", "cc", "ec",
-                  "eo", "\\\"", "TH", "DT", "UC", "AT", "Dd", "Nm"}
 
 
 def sections(source: str) -> dict:
@@ -176,7 +172,7 @@ def sections(source: str) -> dict:
         if in_table:
             in_table = not line.startswith(".TE")
             continue
-        if line.startswith((".\\\"", "'\\\"", '.\\"', "\\\"")) or line in (".", "'"):
+        if line.startswith(('.\\"', "'\\\"", '\\"')) or line in (".", "'"):  # comments, empty requests
             continue
         if line.startswith(".TS"):
             in_table = True
@@ -196,10 +192,7 @@ def sections(source: str) -> dict:
                 found[current].append(plain(text))
             elif name in ("SS", "IP", "TQ", "UR", "MT") and args:
                 found[current].append(plain(args[0]) if name != "SS" else plain(" ".join(args)))
-            elif name in BREAK_REQUESTS:
-                if name in ("PP", "LP", "P", "TP", "IP", "HP", "sp"):
-                    found[current].append("")
-            continue  # other requests and macros carry no running text
+            continue  # other requests and macros (paragraphs, indents, fill modes) carry no running text
         if current is not None:
             found[current].append(plain(line))
     return found
@@ -260,7 +253,8 @@ def make(debs: Path, out: Path, min_words: int, max_words: int, max_pages: int) 
         if not path.is_file():
             fail(f"{path}: not found (give --debs the folder of {', '.join(deb_name(p, v) for p, v in PACKAGES.items())})")
         try:
-            files = deb_files(path)
+            deb = path.read_bytes()
+            files = deb_files(path, deb)
         except (ValueError, tarfile.TarError, lzma.LZMAError) as e:
             fail(f"{path}: not a readable .deb: {e}")
         pages = sorted((m for m in files.getmembers()
@@ -277,7 +271,7 @@ def make(debs: Path, out: Path, min_words: int, max_words: int, max_pages: int) 
             else:
                 records.append(record)
         packages.append({"package": package, "version": version, "deb": path.name,
-                         "deb_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                         "deb_sha256": hashlib.sha256(deb).hexdigest(),
                          "licences": copyright_licences(files, package, {p["package"]: p["licences"] for p in packages}),
                          "pages": len(pages)})
     records.sort(key=lambda r: r["id"])
@@ -299,7 +293,7 @@ def make(debs: Path, out: Path, min_words: int, max_words: int, max_pages: int) 
         "options": {"min_document_words": min_words, "max_document_words": max_words, "max_pages": max_pages},
         "packages": packages,
         "pairs": len(records),
-        "pairs_per_section": {f"{s} ({SECTION_NAMES[s]})": n for s, n in sorted(per_section.items())},
+        "pairs_per_section": {f"{s} ({SECTION_NAMES.get(s, 'other')})": n for s, n in sorted(per_section.items())},
         "document_words": quartiles([len(r["document"].split()) for r in records]),
         "summary_words": quartiles([len(r["summary"].split()) for r in records]),
         "left_out": dict(sorted(left_out.items())),
