@@ -428,6 +428,18 @@ const std::vector<Entry>& registry() {
       };
       return e;
     }());
+    auto dimension = [&k](const std::string& key, Accessor<int64_t> access, const std::string& what) {
+      k.push_back(int_key(key, std::move(access), at_least(0),
+                          what + "; 0 = the shape's own. For a model trained from scratch (not with init_from); "
+                                 "named as in Hugging Face's T5Config."));
+    };
+    dimension(T5S_KEY(model, d_model), "Width of the model (hidden size)");
+    dimension(T5S_KEY(model, d_kv), "Width of each attention head");
+    dimension(T5S_KEY(model, d_ff), "Width of the feed-forward layer");
+    dimension(T5S_KEY(model, num_heads), "Attention heads per layer");
+    dimension(T5S_KEY(model, num_layers),
+              "Encoder blocks, and decoder blocks unless num_decoder_layers is set (as T5Config does)");
+    dimension(T5S_KEY(model, num_decoder_layers), "Decoder blocks");
     // data
     k.push_back(string_key(T5S_KEY(data, dataset), "non-empty", non_empty,
                            "Training data: a tokenized dataset file written by t5scale-prep (HDF5), or synthetic "
@@ -582,6 +594,10 @@ const std::vector<Entry>& registry() {
     // eval
     k.push_back(
         int_key(T5S_KEY(eval, every_steps), at_least(0), "Evaluate every this many steps; 0 = not during training."));
+    k.push_back(float_key(T5S_KEY(eval, every_epochs), at_least(0),
+                          "Evaluate every this many epochs, may be fractional (rounded to the nearest step, at least "
+                          "1), so that runs of different batch sizes evaluate at the same points of the data; 0 = "
+                          "off. Not with every_steps."));
     k.push_back(bool_key(T5S_KEY(eval, at_end), "Evaluate after the last step."));
     k.push_back(int_key(T5S_KEY(eval, max_examples), at_least(0),
                         "Evaluate on the first this many examples of eval_split; 0 = all."));
@@ -607,7 +623,7 @@ const std::vector<Entry>& registry() {
           }
           return msg("'", v, "' is not one of ", join(names, ", "));
         },
-        "Stop when this evaluation metric stops improving; \"\" = off. Needs eval.every_steps > "
+        "Stop when this evaluation metric stops improving; \"\" = off. Needs eval.every_steps or every_epochs > "
         "0 and the metric's family in eval.metrics."));
     k.push_back(enum_key(T5S_KEY(early_stopping, mode),
                          "The better direction: min, max, or auto (min for eval_loss, max for the others)."));

@@ -4,6 +4,7 @@
 #include "config/run_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -62,16 +63,31 @@ bool contains(const std::vector<std::string>& items, const std::string& item) {
 std::optional<ModelConfig> known_shape(const RunConfig& c, bool& vocab_known) {
   vocab_known = true;
   if (!c.model.init_from.empty()) return std::nullopt;
+  std::optional<ModelConfig> shape;
   if (c.model.name == "tiny") {
     const bool synthetic = c.data.dataset == "synthetic";
     vocab_known = synthetic;
-    return tiny_model_config(synthetic ? c.data.synthetic_vocab_size : 0);
+    shape = tiny_model_config(synthetic ? c.data.synthetic_vocab_size : 0);
+  } else {
+    try {
+      shape = named_model_config(c.model.name);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
   }
-  try {
-    return named_model_config(c.model.name);
-  } catch (const Error&) {
-    return std::nullopt;
+  apply_model_settings(c, *shape);
+  return shape;
+}
+
+// The model section's dimensions that are set (> 0), by their key's last part.
+std::vector<std::pair<std::string, int64_t>> set_model_dimensions(const ModelSettings& m) {
+  std::vector<std::pair<std::string, int64_t>> set;
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"d_model", m.d_model}, {"d_kv", m.d_kv},
+                                    {"d_ff", m.d_ff}, {"num_heads", m.num_heads}, {"num_layers", m.num_layers},
+                                    {"num_decoder_layers", m.num_decoder_layers}}) {
+    if (value > 0) set.emplace_back(name, value);
   }
+  return set;
 }
 
 // The batch split for a world size; errors name the keys. `plan` is filled when there are none.
@@ -192,8 +208,20 @@ std::vector<ConfigError> validate(const RunConfig& c) {
                             suggestion.empty() ? "" : "; did you mean '" + suggestion + "'?"));
     }
   }
+  for (const auto& [name, value] : set_model_dimensions(c.model)) {
+    if (!c.model.init_from.empty()) {
+      add("model." + name, msg("is set (", value, ") with model.init_from, whose config.json gives the shape; "
+                               "remove one of them"));
+    }
+  }
   bool vocab_known = true;
   if (const auto shape = known_shape(c, vocab_known)) {
+    // The dimensions set in the model section, in the bounds every shape has.
+    for (const std::string& error : validate(*shape)) {
+      for (const auto& [name, value] : set_model_dimensions(c.model)) {
+        if (error.rfind(name + ":", 0) == 0) add("model." + name, error.substr(name.size() + 2));
+      }
+    }
     ModelConfig checked = *shape;
     if (!vocab_known) checked.vocab_size = c.parallel.tp;  // a dataset file's vocabulary is checked at start-up
     for (auto& e : check_tp_divides(checked, c.parallel.tp)) errors.push_back(e);
@@ -270,10 +298,15 @@ std::vector<ConfigError> validate(const RunConfig& c) {
       }
     }
   }
+  if (c.eval.every_steps > 0 && c.eval.every_epochs > 0.0) {
+    add("eval.every_epochs", msg("is set (", c.eval.every_epochs, ") with eval.every_steps (",
+                                 c.eval.every_steps, "): set one of them"));
+  }
   const std::string& metric = c.early_stopping.metric;
   if (!metric.empty() && metric_family().count(metric) > 0) {
-    if (c.eval.every_steps == 0) {
-      add("early_stopping.metric", msg("'", metric, "' needs evaluations during training: set eval.every_steps > 0"));
+    if (c.eval.every_steps == 0 && c.eval.every_epochs <= 0.0) {
+      add("early_stopping.metric", msg("'", metric, "' needs evaluations during training: set eval.every_steps or "
+                                       "eval.every_epochs > 0"));
     }
     const std::string& family = metric_family().at(metric);
     if (!contains(families, family)) {
@@ -357,7 +390,20 @@ BatchPlan resolve_batch(const RunConfig& config, int64_t world_size) {
 }
 
 void apply_model_settings(const RunConfig& config, ModelConfig& model) {
-  if (config.model.dropout_rate >= 0.0) model.dropout_rate = config.model.dropout_rate;
+  const ModelSettings& m = config.model;
+  if (m.dropout_rate >= 0.0) model.dropout_rate = m.dropout_rate;
+  if (m.d_model > 0) model.d_model = m.d_model;
+  if (m.d_kv > 0) model.d_kv = m.d_kv;
+  if (m.d_ff > 0) model.d_ff = m.d_ff;
+  if (m.num_heads > 0) model.num_heads = m.num_heads;
+  if (m.num_layers > 0) model.num_layers = model.num_decoder_layers = m.num_layers;
+  if (m.num_decoder_layers > 0) model.num_decoder_layers = m.num_decoder_layers;
+}
+
+int64_t evaluation_interval_steps(const EvalSettings& eval, int64_t steps_per_epoch) {
+  if (eval.every_steps > 0) return eval.every_steps;
+  if (eval.every_epochs <= 0.0 || steps_per_epoch <= 0) return 0;
+  return std::max<int64_t>(1, std::llround(eval.every_epochs * static_cast<double>(steps_per_epoch)));
 }
 
 ModelConfig resolve_model_config(const RunConfig& config, int64_t vocab_size) {
@@ -432,8 +478,12 @@ Each is reported on the key named first.
   divisible by `train.grad_accumulation`, and at start-up by dp x `grad_accumulation`; `train.micro_batch` is then
   0 or the derived value.
 - `eval.metrics` other than `loss` score generations and need `eval.generate: true`.
-- `early_stopping.metric` needs `eval.every_steps` > 0 and its family in `eval.metrics` (eval_loss: loss; rouge1,
-  rouge2, rougeL, rougeLsum: rouge; exact_match, f1: squad; accuracy, macro_f1: classification).
+- `eval.every_steps` and `eval.every_epochs` are not both set.
+- `model.d_model`, `d_kv`, `d_ff`, `num_heads`, `num_layers`, `num_decoder_layers` are not set with
+  `model.init_from` (its config.json gives the shape).
+- `early_stopping.metric` needs `eval.every_steps` or `eval.every_epochs` > 0 and its family in `eval.metrics`
+  (eval_loss: loss; rouge1, rouge2, rougeL, rougeLsum: rouge; exact_match, f1: squad; accuracy, macro_f1:
+  classification).
 - At start-up, with the world size known: the world size is divisible by `parallel.tp` (dp = world / tp), and the
   batch splits as `train.batch_mode` says.
 - Files, checked at start-up (not when a study is planned, before its data exists): `data.dataset` unless

@@ -35,6 +35,14 @@ struct ModelSettings {
   std::string name = "tiny";   // "tiny" or a named shape (named_model_names())
   std::string init_from;       // Hugging Face T5 folder or model name; "" = initialise from the seed
   double dropout_rate = -1.0;  // -1 = the model's own
+  // The shape's dimensions, as Hugging Face's T5Config names them; 0 = the shape's own. num_layers alone sets both
+  // stacks (as T5Config's num_decoder_layers defaults to num_layers). Not with init_from (its config.json rules).
+  int64_t d_model = 0;
+  int64_t d_kv = 0;
+  int64_t d_ff = 0;
+  int64_t num_heads = 0;
+  int64_t num_layers = 0;
+  int64_t num_decoder_layers = 0;
 };
 
 struct DataSettings {
@@ -124,6 +132,7 @@ struct LrScalingSettings {
 
 struct EvalSettings {
   int64_t every_steps = 0;  // 0 = only at the end (if at_end)
+  double every_epochs = 0.0;  // or every this many epochs (rounded to steps); 0 = off; not with every_steps
   bool at_end = true;
   int64_t max_examples = 0;  // 0 = the whole split
   int64_t batch_size = 16;
@@ -312,7 +321,7 @@ RunConfig::Precision resolve_precision(RunConfig::Precision requested, bool on_g
 std::vector<ConfigError> check_tp_divides(const ModelConfig& model, int64_t tp);
 
 // The settings of the model section applied to a shape from anywhere (a named shape, an init_from config.json):
-// model.dropout_rate >= 0 replaces the shape's dropout.
+// model.dropout_rate >= 0 replaces the shape's dropout, each dimension > 0 the shape's.
 void apply_model_settings(const RunConfig& config, ModelConfig& model);
 
 // The model shape the run trains: "tiny" -> tiny_model_config(vocab_size) (vocab_size: the data's, from
@@ -320,6 +329,10 @@ void apply_model_settings(const RunConfig& config, ModelConfig& model);
 // vocabulary must hold the data's ids (vocab_size <= its vocab_size); then apply_model_settings. With
 // model.init_from set the shape is that folder's config.json, which io reads: this throws.
 ModelConfig resolve_model_config(const RunConfig& config, int64_t vocab_size);
+
+// Steps between evaluations during training: eval.every_steps, or eval.every_epochs x steps_per_epoch rounded to
+// the nearest step (at least 1); 0 = none during training, or every_epochs with steps_per_epoch unknown (<= 0).
+int64_t evaluation_interval_steps(const EvalSettings& eval, int64_t steps_per_epoch);
 
 // The reference of every key as Markdown (one table per section: key, type, default, allowed values, meaning,
 // then the checks across keys): what `t5scale-train --config-reference` prints and jobs/CONFIG_REFERENCE.md holds.

@@ -246,6 +246,7 @@ ResolvedRun resolve_run(const RunConfig& config, const RunWorld& world, const Ru
   resolve_batch_split(config, world, run);
   std::optional<DistributedBatchSampler> sampler;  // over the data's lengths, when they are known
   resolve_steps_per_epoch(config, data, run, sampler);
+  run.eval_every_steps = evaluation_interval_steps(config.eval, run.steps_per_epoch);
   resolve_lr(config, run);
   resolve_model(config, data, run);
   resolve_memory_and_flops(config, world, data, sampler, run);

@@ -49,6 +49,7 @@ struct ResolvedRun {
   std::optional<BatchPlan> batch;
   BatchSamplerOptions sampler;  // for DP rank 0: a trainer's rank sets its own dp_rank
   int64_t steps_per_epoch = 0;  // optimizer steps in one pass over the training split; 0: unknown
+  int64_t eval_every_steps = 0;  // evaluation_interval_steps: 0 = none during training, or not known yet
 
   std::optional<ModelConfig> model;
   std::string model_error;  // why the shape could not be resolved (also among errors)

@@ -38,13 +38,15 @@ std::string bytes_text(double bytes) {
   return figure(bytes / (1024.0 * 1024.0 * 1024.0), "%.3g") + " GiB";
 }
 
-// Evaluations a run makes: every eval.every_steps steps, and at the end unless the last step just evaluated.
+// Evaluations a run makes: every eval.every_steps steps (or every_epochs), and at the end unless the last step just
+// evaluated.
 int64_t evaluation_count(const RunPlan& p) {
   const auto& e = p.run.config.eval;
   if (!p.resolved.steps_known) return 0;
   const int64_t steps = p.resolved.total_steps;
-  int64_t n = e.every_steps > 0 ? steps / e.every_steps : 0;
-  const bool last_evaluated = e.every_steps > 0 && steps % e.every_steps == 0;
+  const int64_t every = p.resolved.eval_every_steps;
+  int64_t n = every > 0 ? steps / every : 0;
+  const bool last_evaluated = every > 0 && steps % every == 0;
   if (e.at_end && !last_evaluated) ++n;
   return n;
 }

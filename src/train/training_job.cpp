@@ -50,7 +50,7 @@ int TrainingJob::run() {
               "checkpoint is kept"));
       return finish("diverged");
     }
-    const bool evaluation_due = config_.eval.every_steps > 0 && step_ % config_.eval.every_steps == 0;
+    const bool evaluation_due = resolved_.eval_every_steps > 0 && step_ % resolved_.eval_every_steps == 0;
     bool stop_early = false;
     if (evaluation_due) {
       evaluate_now(false);
@@ -72,7 +72,7 @@ int TrainingJob::run() {
       break;
     }
   }
-  const bool evaluated_this_step = config_.eval.every_steps > 0 && step_ % config_.eval.every_steps == 0;
+  const bool evaluated_this_step = resolved_.eval_every_steps > 0 && step_ % resolved_.eval_every_steps == 0;
   if (config_.eval.at_end && !evaluated_this_step) evaluate_now(true);
   if (config_.checkpoint.at_end && last_checkpoint_step_ != step_) save_checkpoint();
   if (!config_.export_.hf_dir.empty()) {
@@ -178,13 +178,16 @@ void TrainingJob::set_up_data() {
     train_examples_ = split_examples(d.train_split);
     if (dataset_->has_split(d.eval_split)) eval_examples_ = split_examples(d.eval_split);
     // The evaluation split too: a bad id in it would otherwise stop the job at its first evaluation, hours in.
-    const bool evaluates = config_.eval.every_steps > 0 || config_.eval.at_end || config_.eval.only;
+    const bool evaluates =
+        config_.eval.every_steps > 0 || config_.eval.every_epochs > 0.0 || config_.eval.at_end || config_.eval.only;
     if (grid_.world_rank() == 0 && evaluates && eval_examples_) dataset_->split(d.eval_split).check_token_ids();
   }
   T5S_CHECK(train_examples_->size() > 0, train_examples_->name(), " has no examples");
-  const bool wants_evaluation = config_.eval.every_steps > 0 || config_.eval.at_end || config_.eval.only;
+  const bool wants_evaluation =
+      config_.eval.every_steps > 0 || config_.eval.every_epochs > 0.0 || config_.eval.at_end || config_.eval.only;
   T5S_CHECK(!wants_evaluation || eval_examples_, "eval: the dataset ", d.dataset, " has no split '", d.eval_split,
-            "' (data.eval_split); set eval.every_steps: 0 and eval.at_end: false to train without evaluation");
+            "' (data.eval_split); set eval.every_steps: 0, eval.every_epochs: 0 and eval.at_end: false to train "
+            "without evaluation");
 
   collate_options_.pad_to_multiple_of = padded_length_multiple(config_);
 }

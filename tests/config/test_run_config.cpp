@@ -33,6 +33,12 @@ model:
   name: t5-v1_1-base
   init_from: /models/t5-v1_1-base
   dropout_rate: 0.05
+  d_model: 384
+  d_kv: 48
+  d_ff: 1536
+  num_heads: 8
+  num_layers: 6
+  num_decoder_layers: 4
 data:
   dataset: /data/samsum.h5
   tokenizer: /data/spiece.model
@@ -98,6 +104,7 @@ lr_scaling:
   scale_warmup: true
 eval:
   every_steps: 500
+  every_epochs: 0.25
   at_end: false
   max_examples: 1000
   batch_size: 64
@@ -182,6 +189,12 @@ TEST(RunConfigLoad, FullFileSetsEveryMember) {
   EXPECT_EQ(c.model.name, "t5-v1_1-base");
   EXPECT_EQ(c.model.init_from, "/models/t5-v1_1-base");
   EXPECT_EQ(c.model.dropout_rate, 0.05);
+  EXPECT_EQ(c.model.d_model, 384);
+  EXPECT_EQ(c.model.d_kv, 48);
+  EXPECT_EQ(c.model.d_ff, 1536);
+  EXPECT_EQ(c.model.num_heads, 8);
+  EXPECT_EQ(c.model.num_layers, 6);
+  EXPECT_EQ(c.model.num_decoder_layers, 4);
   EXPECT_EQ(c.data.dataset, "/data/samsum.h5");
   EXPECT_EQ(c.data.tokenizer, "/data/spiece.model");
   EXPECT_EQ(c.data.train_split, "train_small");
@@ -240,6 +253,7 @@ TEST(RunConfigLoad, FullFileSetsEveryMember) {
   EXPECT_EQ(c.lr_scaling.reference_global_batch, 32);
   EXPECT_TRUE(c.lr_scaling.scale_warmup);
   EXPECT_EQ(c.eval.every_steps, 500);
+  EXPECT_EQ(c.eval.every_epochs, 0.25);
   EXPECT_FALSE(c.eval.at_end);
   EXPECT_EQ(c.eval.max_examples, 1000);
   EXPECT_EQ(c.eval.batch_size, 64);
@@ -724,7 +738,11 @@ TEST(RunConfigValidate, Warmup) {
 
 TEST(RunConfigValidate, EvaluationAndEarlyStopping) {
   EXPECT_EQ(only_error_on(errors_after({"early_stopping.metric=eval_loss"}), "early_stopping.metric"),
-            "'eval_loss' needs evaluations during training: set eval.every_steps > 0");
+            "'eval_loss' needs evaluations during training: set eval.every_steps or eval.every_epochs > 0");
+  EXPECT_EQ(all_text(errors_after({"early_stopping.metric=eval_loss", "eval.every_epochs=0.5"})), "");
+  EXPECT_EQ(only_error_on(errors_after({"eval.every_steps=100", "eval.every_epochs=0.5"}), "eval.every_epochs"),
+            "is set (0.5) with eval.every_steps (100): set one of them");
+  EXPECT_EQ(only_error_on(errors_after({"eval.every_epochs=-1"}), "eval.every_epochs"), "must be >= 0, got -1");
   EXPECT_EQ(
       only_error_on(errors_after({"early_stopping.metric=rougeL", "eval.every_steps=100"}), "early_stopping.metric"),
       "'rougeL' is computed only with 'rouge' in eval.metrics (now 'loss')");
@@ -951,6 +969,58 @@ TEST(RunConfigBatch, ResolveModelConfig) {
   EXPECT_EQ(all_text(check_tp_divides(tiny_model_config(64), 4)), "");
 }
 
+TEST(RunConfigBatch, EvaluationIntervalInSteps) {
+  EvalSettings eval;
+  EXPECT_EQ(evaluation_interval_steps(eval, 10), 0);  // only at the end
+  eval.every_steps = 7;
+  EXPECT_EQ(evaluation_interval_steps(eval, 10), 7);
+  EXPECT_EQ(evaluation_interval_steps(eval, 0), 7);
+  eval = EvalSettings{};
+  eval.every_epochs = 0.5;
+  EXPECT_EQ(evaluation_interval_steps(eval, 10), 5);
+  EXPECT_EQ(evaluation_interval_steps(eval, 7), 4);    // 3.5 steps: to the nearest
+  EXPECT_EQ(evaluation_interval_steps(eval, 0), 0);    // steps per epoch not known yet
+  eval.every_epochs = 0.01;
+  EXPECT_EQ(evaluation_interval_steps(eval, 7), 1);    // at least every step
+  eval.every_epochs = 2;
+  EXPECT_EQ(evaluation_interval_steps(eval, 118), 236);
+}
+
+TEST(RunConfigBatch, ModelDimensionsOverTheShape) {
+  RunConfig c = valid_config();
+  apply_overrides(c, {"model.d_model=128", "model.d_kv=32", "model.d_ff=512", "model.num_heads=2",
+                      "model.num_layers=3"});
+  const ModelConfig tiny = resolve_model_config(c, 4000);
+  EXPECT_EQ(tiny.vocab_size, 4000);
+  EXPECT_EQ(tiny.d_model, 128);
+  EXPECT_EQ(tiny.d_kv, 32);
+  EXPECT_EQ(tiny.d_ff, 512);
+  EXPECT_EQ(tiny.num_heads, 2);
+  EXPECT_EQ(tiny.num_layers, 3);
+  EXPECT_EQ(tiny.num_decoder_layers, 3);  // num_layers sets both stacks, as T5Config does
+  EXPECT_EQ(tiny.feed_forward, tiny_model_config(4000).feed_forward);
+  apply_overrides(c, {"model.num_decoder_layers=1", "model.name=t5-small"});
+  const ModelConfig small = resolve_model_config(c, 32100);
+  EXPECT_EQ(small.num_layers, 3);
+  EXPECT_EQ(small.num_decoder_layers, 1);
+  EXPECT_EQ(small.vocab_size, 32128);
+  EXPECT_EQ(small.d_model, 128);
+}
+
+TEST(RunConfigValidate, ModelDimensions) {
+  EXPECT_EQ(all_text(errors_after({"model.d_model=128", "model.num_layers=3", "model.num_heads=2"})), "");
+  EXPECT_EQ(only_error_on(errors_after({"model.d_model=-1"}), "model.d_model"), "must be >= 0, got -1");
+  EXPECT_EQ(only_error_on(errors_after({"model.num_heads=5000"}), "model.num_heads"),
+            "5000 is beyond any T5 (at most " + std::to_string(kMaxHeads) + ")");
+  // the dimensions set are the shape that tp must divide
+  EXPECT_EQ(all_text(errors_after({"model.num_heads=3", "parallel.tp=2"})),
+            "parallel.tp: model tiny: num_heads 3 is not divisible by tp 2\n");
+  EXPECT_EQ(keys_of(errors_after({"model.init_from=/models/x", "model.d_ff=256", "model.num_layers=2"})),
+            (std::vector<std::string>{"model.d_ff", "model.num_layers"}));
+  EXPECT_EQ(only_error_on(errors_after({"model.init_from=/models/x", "model.d_ff=256"}), "model.d_ff"),
+            "is set (256) with model.init_from, whose config.json gives the shape; remove one of them");
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 
 TEST(ConfigReference, CheckedInFileIsCurrent) {
@@ -972,7 +1042,7 @@ TEST(ConfigReference, EveryKeyHasARowWithItsDefaultAndDoc) {
   for (const auto& section : config_sections()) {
     EXPECT_NE(markdown.find("\n## " + section.name + "\n\n" + section.doc + "\n"), std::string::npos) << section.name;
   }
-  EXPECT_EQ(config_keys().size(), 97u);  // the schema's keys; a new key changes this and the reference
+  EXPECT_EQ(config_keys().size(), 104u);  // the schema's keys; a new key changes this and the reference
 }
 
 }  // namespace

@@ -39,6 +39,19 @@ TEST(ResolvedRun, StepsPerEpochFromTheSamplerEqualTheCount) {
   EXPECT_EQ(sampled.steps_per_epoch, 12);
 }
 
+TEST(ResolvedRun, EvaluationsEveryEpochsAreStepsOfThisBatch) {
+  RunConfig config = max_steps_config();
+  config.eval.every_epochs = 0.5;
+  const ResolvedRun half = resolve_run(config, RunWorld{}, lengths_of(100));
+  ASSERT_TRUE(half.errors.empty());
+  EXPECT_EQ(half.eval_every_steps, 6);  // 12 steps per epoch
+  config.train.global_batch = 4;        // twice the steps per epoch: twice the steps between evaluations
+  EXPECT_EQ(resolve_run(config, RunWorld{}, lengths_of(100)).eval_every_steps, 13);  // 25 / 2, to the nearest
+  config.eval.every_epochs = 0.0;
+  config.eval.every_steps = 7;
+  EXPECT_EQ(resolve_run(config, RunWorld{}, lengths_of(100)).eval_every_steps, 7);
+}
+
 TEST(ResolvedRun, TooFewExamplesForAGlobalBatchNameTrainGlobalBatch) {
   for (const RunData& data : {lengths_of(4), [] {
                                 RunData counted;
