@@ -103,46 +103,101 @@ def scaling_figure(table: pd.DataFrame, x: str, title: str):
     return fig
 
 
-def lr_scaling_figure(by_batch: pd.DataFrame, metric: str, title: str):
-    """Final (solid) and best (dashed) eval metric against the global batch, a colour per LR-scaling rule."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for rule, group in by_batch.groupby("lr_scaling_rule", sort=True):
-        line, = ax.plot(group["global_batch"], group["final"], marker="o", label=f"{rule}: final")
-        ax.plot(group["global_batch"], group["best"], marker="s", linestyle="--", color=line.get_color(),
-                label=f"{rule}: best")
-    _log2_axis(ax, by_batch["global_batch"].astype(float))
-    ax.set_xlabel("global batch (samples)")
-    ax.set_ylabel(metric_label(metric) + (" (lower is better)" if metric in LOWER_IS_BETTER else ""))
-    ax.set_title(title)
-    ax.legend(fontsize=8)
+def rule_points_figure(points_by_metric: dict, title: str):
+    """A panel per eval metric: the final value against the global batch, a line per LR-scaling rule through the mean
+    of its runs (seeds) with their range as bars; the k = 1 runs' range shaded; runs whose global batch stays fixed
+    while the ranks change, grey squares."""
+    metrics = [m for m, points in points_by_metric.items() if not points.empty]
+    fig, axes = plt.subplots(1, max(1, len(metrics)), figsize=(6.5 * max(1, len(metrics)), 4.5), squeeze=False)
+    axes = axes.ravel()
+    for ax, metric in zip(axes, metrics):
+        points = points_by_metric[metric]
+        scaled = points[points["batch_mode"] != "fixed_global"]
+        fixed = points[points["batch_mode"] == "fixed_global"]
+        at_k1 = scaled[scaled["k"] == 1.0]
+        if len(at_k1):
+            ax.axhspan(float(at_k1["min"].min()), float(at_k1["max"].max()), color="grey", alpha=0.15,
+                       label="k = 1: range of its runs")
+        for i, (rule, group) in enumerate(scaled.groupby("lr_scaling_rule", sort=True)):
+            group = group.sort_values("global_batch")
+            x = group["global_batch"].astype(float) * (1.0 + 0.03 * (i - 1))  # rules side by side, not on top
+            mean = group["mean"].astype(float)
+            ax.errorbar(x, mean, yerr=[mean - group["min"].astype(float), group["max"].astype(float) - mean],
+                        marker="o", capsize=3, label=f"LR rule {rule}")
+        if len(fixed):
+            mean = fixed["mean"].astype(float)
+            ax.errorbar(fixed["global_batch"].astype(float), mean,
+                        yerr=[mean - fixed["min"].astype(float), fixed["max"].astype(float) - mean], marker="s",
+                        linestyle="none", color="grey", capsize=3, label="global batch fixed, ranks vary")
+        _log2_axis(ax, points["global_batch"].astype(float))
+        ax.set_xlabel("global batch (samples)")
+        lower = metric in LOWER_IS_BETTER or metric.endswith("loss")
+        ax.set_ylabel(f"final {metric_label(metric)}" + (" (lower is better)" if lower else ""))
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
     fig.tight_layout()
     return fig
 
 
+def smoothed(values: pd.Series) -> np.ndarray:
+    """An exponential moving average over about a twentieth of the points (TensorBoard's smoothing), debiased at
+    the start so that the first points are not pulled towards zero."""
+    x = values.astype(float).to_numpy()
+    if len(x) < 3:
+        return x
+    alpha = min(1.0, 20.0 / len(x))
+    out, average, weight = np.empty_like(x), 0.0, 0.0
+    for i, value in enumerate(x):
+        average = (1 - alpha) * average + alpha * value
+        weight = (1 - alpha) * weight + alpha
+        out[i] = average / weight
+    return out
+
+
 def loss_curves_figure(runs: list, metric: str | None, title: str):
     """Train loss against step and against samples seen (runs with different global batches compare on the
-    second), and the eval metric against samples seen."""
+    second), smoothed with the logged points faint, on a log axis; and the eval metric against samples seen. Many
+    runs: a colour per global batch and a line style per LR rule, one legend entry for each pair (the seeds of a
+    run share it); few: a colour per run."""
     panels = 3 if metric is not None else 2
     fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4.2))
+    by_setting = len(runs) > 8
+    batches = sorted({int(run.attrs.get("global_batch", 0) or 0) for run in runs})
+    rules = sorted({str(run.attrs.get("lr_scaling_rule", "?")) for run in runs})
+    colormap = plt.get_cmap("viridis")
+    labelled = set()
     for run in runs:
         steps = run.steps
-        label = f"{run.run_id} ({run.attrs.get('lr_scaling_rule', '?')}, batch {run.attrs.get('global_batch', '?')})"
+        rule, batch = str(run.attrs.get("lr_scaling_rule", "?")), int(run.attrs.get("global_batch", 0) or 0)
+        if by_setting:
+            key = (rule, batch)
+            style = {"color": colormap(batches.index(batch) / max(1, len(batches) - 1) * 0.9),
+                     "linestyle": ["-", "--", ":", "-."][rules.index(rule) % 4]}
+            label = f"batch {batch}, LR rule {rule}" if key not in labelled else "_"
+            labelled.add(key)
+        else:
+            style, label = {}, f"{run.run_id} ({rule}, batch {batch})"
         if len(steps) and "loss" in steps and "step" in steps:
             seen = steps["samples"].cumsum() if "samples" in steps else steps["step"]
-            line, = axes[0].plot(steps["step"], steps["loss"], linewidth=1, label=label)
-            axes[1].plot(seen, steps["loss"], linewidth=1, color=line.get_color())
-            color = line.get_color()
-        else:
-            color = None
+            line, = axes[0].plot(steps["step"], smoothed(steps["loss"]), linewidth=1.2, label=label, **style)
+            style = {"color": line.get_color(), "linestyle": line.get_linestyle()}
+            axes[0].plot(steps["step"], steps["loss"], linewidth=0.6, alpha=0.2, color=style["color"])
+            axes[1].plot(seen, smoothed(steps["loss"]), linewidth=1.2, **style)
+            axes[1].plot(seen, steps["loss"], linewidth=0.6, alpha=0.2, color=style["color"])
         if metric is not None and len(run.evals) and metric in run.evals and len(steps) and "samples" in steps:
             # samples seen at each evaluated step, from the steps' cumulative samples
             cumulative = pd.Series(steps["samples"].cumsum().to_numpy(), index=steps["step"].to_numpy())
             seen_at_eval = cumulative.reindex(run.evals["step"].to_numpy(), method="ffill").fillna(0)
-            axes[2].plot(seen_at_eval.to_numpy(), run.evals[metric], marker="o", linewidth=1, color=color)
+            axes[2].plot(seen_at_eval.to_numpy(), run.evals[metric], marker="o", markersize=3, linewidth=1, **style)
     axes[0].set_xlabel("step")
     axes[1].set_xlabel("samples seen")
     for ax in axes[:2]:
-        ax.set_ylabel("train loss")
+        ax.set_ylabel("train loss (smoothed; logged points faint)")
+        # the smoothed lines set the range: a single logged loss near 0 would otherwise take most of the axis
+        losses = [y for line in ax.lines if line.get_alpha() is None for y in line.get_ydata() if np.isfinite(y)]
+        if losses and min(losses) > 0:
+            ax.set_yscale("log")  # the first steps' loss would flatten the rest on a linear axis
+            ax.set_ylim(min(losses) / 1.5, max(losses) * 1.5)
     if metric is not None:
         if not axes[2].lines:
             axes[2].text(0.5, 0.5, "no evaluation during training", transform=axes[2].transAxes, ha="center",

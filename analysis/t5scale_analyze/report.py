@@ -15,7 +15,7 @@ import pandas as pd
 
 from . import plots
 from .cards import card_rows, cards_markdown
-from .lr_scaling import lr_scaling_table, metric_by_batch, metric_columns
+from .lr_scaling import lr_scaling_table, metric_by_batch, metric_columns, rule_tables
 from .pareto import pareto_table
 from .runfile import choose_metric, metric_label, read_folder
 from .scaling import mixed_grid_runs, scaling_table
@@ -31,6 +31,8 @@ class Analysis:
     metric: str | None  # the eval metric reported (None: no run was evaluated)
     scaling: pd.DataFrame
     lr_scaling: pd.DataFrame
+    lr_rules: pd.DataFrame  # lr_scaling.rule_tables: the final metrics per rule and global batch, over the seeds
+    lr_recovery: pd.DataFrame  # and the share of rule none's gap to k = 1 that each other rule closes
     pareto: pd.DataFrame
 
 
@@ -43,9 +45,10 @@ def analyze(results_dir, metric=None) -> Analysis:
     chosen = choose_metric(metric, table)
     by_path = {str(run.path): run for run in runs}
     ordered = [by_path[p] for p in table["path"]] if len(table) else []
+    lr_rules, lr_recovery = rule_tables(table, chosen)
     return Analysis(results_dir=results_dir, runs=ordered, skipped=skipped, table=table, metric=chosen,
-                    scaling=scaling_table(table), lr_scaling=lr_scaling_table(table, chosen),
-                    pareto=pareto_table(table, chosen))
+                    scaling=scaling_table(table), lr_scaling=lr_scaling_table(table, chosen), lr_rules=lr_rules,
+                    lr_recovery=lr_recovery, pareto=pareto_table(table, chosen))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -121,7 +124,8 @@ def write_report(analysis: Analysis, out_dir) -> dict:
     written = {}
     runs_csv, runs_parquet = write_runs_table(analysis.table, out_dir)
     written.update(runs_csv=runs_csv, runs_parquet=runs_parquet)
-    for what, df in (("scaling", analysis.scaling), ("lr_scaling", analysis.lr_scaling), ("pareto", analysis.pareto)):
+    for what, df in (("scaling", analysis.scaling), ("lr_scaling", analysis.lr_scaling), ("lr_rules", analysis.lr_rules),
+                     ("lr_recovery", analysis.lr_recovery), ("pareto", analysis.pareto)):
         written[what] = out_dir / f"{what}.csv"
         df.to_csv(written[what], index=False)
     written["cards"] = out_dir / "cards.md"
@@ -212,9 +216,24 @@ def _lr_section(analysis: Analysis, plot_dir: Path) -> str:
             by_batch = metric_by_batch(group, metric)
             parts.append(html_table(by_batch.rename(columns={"final": f"mean final {mlabel}",
                                                              "best": f"mean best {mlabel}"})))
-            png, _ = plots.save(plots.lr_scaling_figure(by_batch, metric, f"{name}: {mlabel} against global batch"),
+            points = analysis.lr_rules[analysis.lr_rules["study"].fillna("") == study]
+            recovery = analysis.lr_recovery[analysis.lr_recovery["study"].fillna("") == study]
+            points_by_metric = {}
+            for m, rows in points.groupby("metric", sort=False):
+                label = metric_label(m)
+                points_by_metric[m] = rows
+                parts.append(f"<h4>final {html.escape(label)} per rule and global batch, over the runs (seeds)</h4>")
+                parts.append(html_table(rows.drop(columns="metric")))
+                gaps = recovery[recovery["metric"] == m]
+                if not gaps.empty:
+                    parts.append(f"<p>The share of the gap that rule none leaves to k = 1 that each rule closes "
+                                 f"({html.escape(label)}; 100% = as good as k = 1):</p>")
+                    parts.append(html_table(gaps.drop(columns="metric").dropna(axis=1, how="all")))
+            png, _ = plots.save(plots.rule_points_figure(points_by_metric, f"{name}: final eval metrics against "
+                                                                           "global batch per LR rule"),
                                 plot_dir, f"lr_scaling_{stem}")
-            parts.append(html_figure(png, f"{name}: final and best {mlabel} against the global batch per LR rule"))
+            parts.append(html_figure(png, f"{name}: final {mlabel} against the global batch per LR rule, mean and "
+                                          "range over the runs (seeds)"))
         else:
             parts.append(f"<p><em>no run of this study measured {html.escape(mlabel)}</em></p>")
         study_runs = [run for run in analysis.runs if run.attrs.get("study", "") == study]

@@ -171,3 +171,35 @@ def test_format_duration():
     assert format_duration(7.25) == "7.25s"
     assert format_duration(59.999) == "1m 00.00s"
     assert format_duration(float("nan")) == "unknown"
+
+
+def test_rule_points_and_recovery_over_seeds():
+    from t5scale_analyze.lr_scaling import rule_points, rule_recovery
+    rows = [  # (rule, global batch, batch mode, final macro_f1) x seeds; reference batch 8
+        ("none", 8, "fixed_micro", 0.80), ("none", 8, "fixed_micro", 0.84),
+        ("none", 32, "fixed_micro", 0.70), ("none", 32, "fixed_micro", 0.74),
+        ("sqrt", 32, "fixed_micro", 0.78), ("sqrt", 32, "fixed_micro", 0.82),
+        ("linear", 32, "fixed_micro", 0.60), ("linear", 32, "fixed_micro", 0.62),
+        ("none", 32, "fixed_global", 0.75),
+    ]
+    runs = pd.DataFrame({"study": ["s"] * len(rows), "run_id": [f"r{i}" for i in range(len(rows))],
+                         "lr_scaling_rule": [r[0] for r in rows], "global_batch": [r[1] for r in rows],
+                         "cfg.train.batch_mode": [r[2] for r in rows], "final_macro_f1": [r[3] for r in rows],
+                         "reference_global_batch": [8] * len(rows), "effective_lr": [1e-3] * len(rows)})
+    points = rule_points(runs, "macro_f1").set_index(["batch_mode", "lr_scaling_rule", "global_batch"])
+    # the k = 1 runs are a point of every rule's curve
+    for rule in ("none", "sqrt", "linear"):
+        assert points.loc[("fixed_micro", rule, 8), "runs"] == 2
+        assert points.loc[("fixed_micro", rule, 8), "mean"] == pytest.approx(0.82)
+    none32, sqrt32 = points.loc[("fixed_micro", "none", 32)], points.loc[("fixed_micro", "sqrt", 32)]
+    assert none32["k"] == 4.0 and none32["delta_vs_k1"] == pytest.approx(-0.10)
+    assert none32["within_noise"] is False or none32["within_noise"] == False  # noqa: E712 (numpy bool)
+    assert sqrt32["delta_vs_k1"] == pytest.approx(-0.02) and sqrt32["within_noise"] == True  # noqa: E712
+    # a fixed global batch is its own series, with no k = 1 run of its own
+    assert points.loc[("fixed_global", "none", 32), "within_noise"] is None
+    recovery = rule_recovery(rule_points(runs, "macro_f1"))
+    assert len(recovery) == 1
+    row = recovery.iloc[0]
+    assert row["global_batch"] == 32 and row["gap_none_vs_k1"] == pytest.approx(-0.10)
+    assert row["sqrt_recovered_pct"] == pytest.approx(80.0)
+    assert row["linear_recovered_pct"] == pytest.approx(-110.0)
