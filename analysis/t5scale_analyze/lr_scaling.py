@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .runfile import LOWER_IS_BETTER
+
 BASE_COLUMNS = ("study", "lr_scaling_rule", "global_batch", "reference_global_batch", "base_lr", "effective_lr",
                 "run_id", "status", "world_size", "steps_completed", "last_train_loss")
 
@@ -83,11 +85,12 @@ def rule_points(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     return points[columns]
 
 
-def rule_recovery(points: pd.DataFrame) -> pd.DataFrame:
+def rule_recovery(points: pd.DataFrame, lower_is_better: bool = False) -> pd.DataFrame:
     """Per study and global batch above the reference (k > 1, fixed micro batch): the gap that rule none leaves to
     the k = 1 runs, and the share of it each other rule closes: (rule - none) / (k1 - none) x 100 (100%: as good as
-    one rank; above 100%: better; below 0: worse than no rule). Only a gap outside the noise says anything."""
-    columns = ["study", "global_batch", "k", "k1_mean", "none_mean", "gap_none_vs_k1", "gap_within_noise"]
+    one rank; above 100%: better; below 0: worse than no rule). A share is given only where rule none is worse than
+    k = 1 beyond the noise (the seeds' ranges apart): otherwise there is no gap to close."""
+    columns = ["study", "global_batch", "k", "k1_mean", "none_mean", "gap_none_vs_k1", "none_worse_beyond_noise"]
     if points.empty:
         return pd.DataFrame(columns=columns)
     rows = []
@@ -98,12 +101,15 @@ def rule_recovery(points: pd.DataFrame) -> pd.DataFrame:
             continue
         none = by_rule.loc["none"]
         k1 = none["mean"] - none["delta_vs_k1"]
+        worse = (none["mean"] > k1) if lower_is_better else (none["mean"] < k1)
+        noise = none["within_noise"]  # None: no k = 1 run to compare with
+        gap_is_real = bool(worse) and noise is not None and not pd.isna(noise) and not bool(noise)
         row = {"study": study, "global_batch": batch, "k": none["k"], "k1_mean": k1, "none_mean": none["mean"],
-               "gap_none_vs_k1": none["delta_vs_k1"], "gap_within_noise": none["within_noise"]}
+               "gap_none_vs_k1": none["delta_vs_k1"], "none_worse_beyond_noise": gap_is_real}
         for rule in sorted(set(by_rule.index) - {"none"}):
             row[f"{rule}_mean"] = by_rule.loc[rule, "mean"]
-            gap = k1 - none["mean"]
-            row[f"{rule}_recovered_pct"] = (by_rule.loc[rule, "mean"] - none["mean"]) / gap * 100 if gap else float("nan")
+            row[f"{rule}_recovered_pct"] = ((by_rule.loc[rule, "mean"] - none["mean"]) / (k1 - none["mean"]) * 100
+                                            if gap_is_real else float("nan"))
         rows.append(row)
     return pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns)
 
@@ -118,7 +124,7 @@ def rule_tables(runs: pd.DataFrame, metric: str | None) -> tuple:
         if p.empty:
             continue
         points.append(p.assign(metric=m))
-        r = rule_recovery(p)
+        r = rule_recovery(p, lower_is_better=m in LOWER_IS_BETTER)
         if not r.empty:
             recovery.append(r.assign(metric=m))
 

@@ -203,3 +203,15 @@ def test_rule_points_and_recovery_over_seeds():
     assert row["global_batch"] == 32 and row["gap_none_vs_k1"] == pytest.approx(-0.10)
     assert row["sqrt_recovered_pct"] == pytest.approx(80.0)
     assert row["linear_recovered_pct"] == pytest.approx(-110.0)
+    assert row["none_worse_beyond_noise"]
+    # no gap to close where rule none is as good as k = 1, or better: no share is given
+    better = runs.copy()
+    none32 = ((better["lr_scaling_rule"] == "none") & (better["global_batch"] == 32)
+              & (better["cfg.train.batch_mode"] == "fixed_micro"))
+    better.loc[none32, "final_macro_f1"] = [0.90, 0.92]
+    row = rule_recovery(rule_points(better, "macro_f1")).iloc[0]
+    assert not row["none_worse_beyond_noise"] and math.isnan(row["sqrt_recovered_pct"])
+    # for a loss, higher is worse
+    loss = rule_recovery(rule_points(better.rename(columns={"final_macro_f1": "final_loss"}), "loss"),
+                         lower_is_better=True).iloc[0]
+    assert loss["none_worse_beyond_noise"] and loss["sqrt_recovered_pct"] == pytest.approx((0.80 - 0.91) / (0.82 - 0.91) * 100)
