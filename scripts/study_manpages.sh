@@ -6,9 +6,9 @@
 # `t5scale-study submit`; follows it with `t5scale-study status` until every job has ended; writes the analysis
 # (`t5scale-analyze`) into the study's results folder; stops the cluster.
 #   scripts/study_manpages.sh [SPEC] [-- extra arguments of t5scale-analyze]
-# SPEC defaults to jobs/lr-scaling-manpages.yaml; its results go to results/<study>/ (run files, job logs, and
-# report/ with the tables, figures and report.html). Runs that completed before are kept (submit skips them), so
-# an interrupted study goes on where it stopped. Needs root (the cluster's namespaces). Environment:
+# SPEC defaults to jobs/lr-scaling-manpages.yaml; its results go to results/<study>/ (run files, job logs,
+# status.txt and report/ with the tables, figures and report.html). Runs that completed before are kept (submit
+# skips them), so an interrupted study goes on where it stopped. Needs root (the cluster's namespaces). Environment:
 # T5SCALE_BUILD_DIR (default build/), T5SCALE_STUDY_TIMEOUT_S (the wait for the jobs, default 7200).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -63,7 +63,12 @@ mapfile -t job_ids < <(tail -n +2 "$jobs_dir/jobs.csv" | cut -d, -f2 | grep -v '
 echo "==== waiting for ${#job_ids[@]} job(s) ===="
 deadline=$((SECONDS + timeout_s))
 while [ "${#job_ids[@]}" -gt 0 ]; do
-  active=$(squeue -h -r -o %i 2>/dev/null | grep -xF -f <(printf '%s\n' "${job_ids[@]}") | wc -l) || active=unknown
+  # A squeue that fails (a busy slurmctld) says nothing about the jobs: asked again.
+  if queue=$(squeue -h -r -o %i 2>/dev/null); then
+    active=$(grep -cxF -f <(printf '%s\n' "${job_ids[@]}") <<<"$queue" || true)
+  else
+    active="unknown (squeue failed)"
+  fi
   [ "$active" = 0 ] && break
   if [ $SECONDS -ge $deadline ]; then
     echo "study_manpages.sh: $active job(s) still queued or running after ${timeout_s} s" >&2
@@ -73,7 +78,7 @@ while [ "${#job_ids[@]}" -gt 0 ]; do
   echo "[$(date -u +%H:%M:%S)] $active job(s) queued or running"
   sleep 30
 done
-"$bin/t5scale-study" status "$SPEC" --out "$jobs_dir"
+"$bin/t5scale-study" status "$SPEC" --out "$jobs_dir" | tee "results/$study/status.txt"
 
 echo "==== t5scale-analyze results/$study ===="
 "$ROOT/analysis/t5scale-analyze" "results/$study" "$@"

@@ -131,8 +131,10 @@ def rule_points_figure(points_by_metric: dict, title: str):
                         linestyle="none", color="grey", capsize=3, label="global batch fixed, ranks vary")
         _log2_axis(ax, points["global_batch"].astype(float))
         ax.set_xlabel("global batch (samples)")
-        lower = metric in LOWER_IS_BETTER or metric.endswith("loss")
+        lower = metric in LOWER_IS_BETTER
         ax.set_ylabel(f"final {metric_label(metric)}" + (" (lower is better)" if lower else ""))
+        if lower and (points["min"].astype(float) > 0).all():
+            ax.set_yscale("log")  # one diverged or untrained point would flatten the others on a linear axis
     axes[0].legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
