@@ -208,8 +208,9 @@ std::vector<ConfigError> validate(const RunConfig& c) {
                             suggestion.empty() ? "" : "; did you mean '" + suggestion + "'?"));
     }
   }
-  for (const auto& [name, value] : set_model_dimensions(c.model)) {
-    if (!c.model.init_from.empty()) {
+  const auto dimensions = set_model_dimensions(c.model);
+  if (!c.model.init_from.empty()) {
+    for (const auto& [name, value] : dimensions) {
       add("model." + name, msg("is set (", value, ") with model.init_from, whose config.json gives the shape; "
                                "remove one of them"));
     }
@@ -218,7 +219,7 @@ std::vector<ConfigError> validate(const RunConfig& c) {
   if (const auto shape = known_shape(c, vocab_known)) {
     // The dimensions set in the model section, in the bounds every shape has.
     for (const std::string& error : validate(*shape)) {
-      for (const auto& [name, value] : set_model_dimensions(c.model)) {
+      for (const auto& [name, value] : dimensions) {
         if (error.rfind(name + ":", 0) == 0) add("model." + name, error.substr(name.size() + 2));
       }
     }

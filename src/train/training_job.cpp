@@ -6,6 +6,18 @@ namespace t5scale {
 
 namespace training_job_internal {
 
+namespace {
+
+// Whether a run evaluates at all: during training, at its end, or alone.
+bool evaluates_at_all(const EvalSettings& eval) {
+  return eval.every_steps > 0 || eval.every_epochs > 0.0 || eval.at_end || eval.only;
+}
+
+// Whether step `step` is one of the evaluations during training (every `every_steps`; 0 = none).
+bool evaluation_step(int64_t step, int64_t every_steps) { return every_steps > 0 && step % every_steps == 0; }
+
+}  // namespace
+
 int TrainingJob::run() {
   int world_size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -50,7 +62,7 @@ int TrainingJob::run() {
               "checkpoint is kept"));
       return finish("diverged");
     }
-    const bool evaluation_due = resolved_.eval_every_steps > 0 && step_ % resolved_.eval_every_steps == 0;
+    const bool evaluation_due = evaluation_step(step_, resolved_.eval_every_steps);
     bool stop_early = false;
     if (evaluation_due) {
       evaluate_now(false);
@@ -72,8 +84,7 @@ int TrainingJob::run() {
       break;
     }
   }
-  const bool evaluated_this_step = resolved_.eval_every_steps > 0 && step_ % resolved_.eval_every_steps == 0;
-  if (config_.eval.at_end && !evaluated_this_step) evaluate_now(true);
+  if (config_.eval.at_end && !evaluation_step(step_, resolved_.eval_every_steps)) evaluate_now(true);
   if (config_.checkpoint.at_end && last_checkpoint_step_ != step_) save_checkpoint();
   if (!config_.export_.hf_dir.empty()) {
     // The TP ranks of replica 0 gather the shards; the other replicas hold the same weights. The tokenizer files
@@ -178,16 +189,14 @@ void TrainingJob::set_up_data() {
     train_examples_ = split_examples(d.train_split);
     if (dataset_->has_split(d.eval_split)) eval_examples_ = split_examples(d.eval_split);
     // The evaluation split too: a bad id in it would otherwise stop the job at its first evaluation, hours in.
-    const bool evaluates =
-        config_.eval.every_steps > 0 || config_.eval.every_epochs > 0.0 || config_.eval.at_end || config_.eval.only;
-    if (grid_.world_rank() == 0 && evaluates && eval_examples_) dataset_->split(d.eval_split).check_token_ids();
+    if (grid_.world_rank() == 0 && evaluates_at_all(config_.eval) && eval_examples_) {
+      dataset_->split(d.eval_split).check_token_ids();
+    }
   }
   T5S_CHECK(train_examples_->size() > 0, train_examples_->name(), " has no examples");
-  const bool wants_evaluation =
-      config_.eval.every_steps > 0 || config_.eval.every_epochs > 0.0 || config_.eval.at_end || config_.eval.only;
-  T5S_CHECK(!wants_evaluation || eval_examples_, "eval: the dataset ", d.dataset, " has no split '", d.eval_split,
-            "' (data.eval_split); set eval.every_steps: 0, eval.every_epochs: 0 and eval.at_end: false to train "
-            "without evaluation");
+  T5S_CHECK(!evaluates_at_all(config_.eval) || eval_examples_, "eval: the dataset ", d.dataset, " has no split '",
+            d.eval_split, "' (data.eval_split); set eval.every_steps: 0, eval.every_epochs: 0 and eval.at_end: "
+            "false to train without evaluation");
 
   collate_options_.pad_to_multiple_of = padded_length_multiple(config_);
 }
