@@ -62,7 +62,7 @@ extras_stamp="$VENV_DIR/.t5scale-extras-$(sha256sum "$requirements" | cut -c1-16
 if [[ ! -f $extras_stamp ]]; then
   log "installing the pinned Python packages of $requirements"
   "$VENV_DIR/bin/pip" install -q -r "$requirements"
-  "$VENV_DIR/bin/python" -c "import rouge_score, h5py, pandas, pyarrow, matplotlib, pytest, yaml, setuptools, google.protobuf"
+  "$VENV_DIR/bin/python" -c "import rouge_score, h5py, pandas, pyarrow, matplotlib, pytest, yaml, setuptools, google.protobuf, tensorboard"
   rm -f "$VENV_DIR"/.t5scale-extras-*
   touch "$extras_stamp"
 fi

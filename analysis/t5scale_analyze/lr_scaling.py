@@ -32,13 +32,6 @@ def lr_scaling_table(runs: pd.DataFrame, metric: str | None) -> pd.DataFrame:
     return table.sort_values(order, kind="stable").reset_index(drop=True)
 
 
-def metric_by_batch(table: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Per (study, rule, global batch): the mean final and best metric over the runs (repeats) and how many."""
-    return (table.groupby(["study", "lr_scaling_rule", "global_batch"], sort=True, dropna=False)
-            .agg(runs=("run_id", "count"), final=(f"final_{metric}", "mean"), best=(f"best_{metric}", "mean"))
-            .reset_index())
-
-
 def batch_mode_of(table: pd.DataFrame) -> pd.Series:
     """The run's batch mode (fixed_micro: the global batch grows with the ranks; fixed_global: it stays), "" when the
     run file does not say."""

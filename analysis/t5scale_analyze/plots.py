@@ -213,21 +213,127 @@ def loss_curves_figure(runs: list, metric: str | None, title: str):
 
 
 def pareto_figure(table: pd.DataFrame, title: str):
-    """Cost against the best eval metric; the front's runs filled and joined, the dominated ones hollow."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    """Cost against the best eval metric per setting (the mean of its runs), with the intervals the front is
+    judged on (cost: the runs' range; quality: the runs' range widened to one sampling standard error); the
+    front's settings filled and joined, the dominated ones hollow."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for on_front, colour in ((False, "grey"), (True, "tab:red")):
+        part = table[table["on_front"] == on_front]
+        if part.empty:
+            continue
+        xerr = [(part["cost"] - part["cost_min"]).clip(lower=0), (part["cost_max"] - part["cost"]).clip(lower=0)]
+        yerr = [(part["best_metric"] - part["quality_low"]).clip(lower=0),
+                (part["quality_high"] - part["best_metric"]).clip(lower=0)]
+        ax.errorbar(part["cost"], part["best_metric"], xerr=xerr, yerr=yerr, fmt="o", color=colour,
+                    markerfacecolor=colour if on_front else "none", elinewidth=0.8, capsize=2,
+                    label="Pareto front (beyond the noise)" if on_front else "dominated beyond the noise")
     front = table[table["on_front"]].sort_values("cost")
-    rest = table[~table["on_front"]]
-    ax.scatter(rest["cost"], rest["best_metric"], facecolors="none", edgecolors="grey", label="dominated")
-    ax.plot(front["cost"], front["best_metric"], marker="o", color="tab:red", drawstyle="steps-post",
-            label="Pareto front")
+    ax.plot(front["cost"], front["best_metric"], color="tab:red", linewidth=0.8, drawstyle="steps-post")
     for _, row in table.iterrows():
-        ax.annotate(str(row["run_id"]), (row["cost"], row["best_metric"]), fontsize=7, xytext=(3, 3),
-                    textcoords="offset points")
+        repeats = row["runs"] > 1 and not str(row["setting"]).endswith(" more")
+        ax.annotate(f"{row['setting']} (x{row['runs']})" if repeats else str(row["setting"]),
+                    (row["cost"], row["best_metric"]), fontsize=7, xytext=(4, 3), textcoords="offset points")
     axis = table["cost_axis"].iloc[0] if len(table) else "cost_usd"
     ax.set_xlabel("cost (USD)" if axis == "cost_usd" else "node-hours (no price per node-hour set)")
     metric = table["metric"].iloc[0] if len(table) else ""
-    ax.set_ylabel("best " + metric_label(metric))
+    ax.set_ylabel("best " + metric_label(metric) + " (mean of the runs)")
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+PHASES = (("data_time_s", "data"), ("forward_time_s", "forward"), ("backward_time_s", "backward"),
+          ("optimizer_time_s", "optimizer"), ("comm_exposed_time_s", "exposed communication"))
+
+
+def phase_means(run) -> dict:
+    """Mean time per step of each phase, and "other" (the step time less the phases), over the steps after the
+    first (whose time holds the start-up); phases never measured are left out."""
+    steps = run.steps.iloc[1:] if len(run.steps) > 1 else run.steps
+    out = {}
+    if "step_time_s" not in steps or not np.isfinite(steps["step_time_s"].astype(float)).any():
+        return out
+    total = float(steps["step_time_s"].astype(float).mean())
+    for column, label in PHASES:
+        if column in steps and np.isfinite(steps[column].astype(float)).any():
+            out[label] = float(steps[column].astype(float).mean())
+    out["other"] = max(0.0, total - sum(out.values()))
+    return out
+
+
+def step_profile_figure(runs: list, setting_of, title: str):
+    """Where the time, memory and power of a study's runs go: the mean step time of each setting split into its
+    phases, and against the step: throughput, memory (device peak, else host), GPU power and MFU. A panel only
+    where some run measured its quantity. `setting_of(run)` names the run's setting (its seeds share a colour).
+    Returns (figure, [what no run measured]); (None, ...) without steps."""
+    from .runfile import rank_series
+    runs = [run for run in runs if len(run.steps) and "step" in run.steps]
+    if not runs:
+        return None, []
+    missing = []
+    series = {"throughput (samples/s, smoothed)": {}, "memory (GiB, max over ranks)": {},
+              "GPU power (W, sum over ranks)": {}, "MFU": {}}
+    device_memory = any(np.isfinite(rank_series(r, "memory_peak_bytes", "max")).any() for r in runs)
+    memory_column = "memory_peak_bytes" if device_memory else "host_memory_bytes"
+    for i, run in enumerate(runs):  # keyed by the run's index in `runs`
+        steps = run.steps
+        if "samples_per_s" in steps:
+            series["throughput (samples/s, smoothed)"][i] = smoothed(steps["samples_per_s"])
+        series["memory (GiB, max over ranks)"][i] = rank_series(run, memory_column, "max") / 1024.0 ** 3
+        series["GPU power (W, sum over ranks)"][i] = rank_series(run, "gpu_power_w", "sum")
+        if "mfu" in steps:
+            series["MFU"][i] = steps["mfu"].astype(float).to_numpy()
+    shown = {}
+    for name, by_run in series.items():
+        if any(np.isfinite(v).any() for v in by_run.values()):
+            shown[name] = by_run
+        else:
+            missing.append({"GPU power (W, sum over ranks)": "GPU power (no GPU, or no NVML reading)",
+                            "MFU": "MFU (no peak FLOPs known for the device)",
+                            "memory (GiB, max over ranks)": "memory"}.get(name, name))
+    settings = []
+    for run in runs:
+        if setting_of(run) not in settings:
+            settings.append(setting_of(run))
+    colours = {s: plt.get_cmap("tab10" if len(settings) <= 10 else "tab20")(i % 20) for i, s in enumerate(settings)}
+    panels = 1 + len(shown)
+    columns = min(3, panels)
+    rows = (panels + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 3.9 * rows), squeeze=False)
+    axes = axes.ravel()
+    # phases: one bar per setting, the mean over its runs
+    ax = axes[0]
+    by_setting = {}
+    for run in runs:
+        by_setting.setdefault(setting_of(run), []).append(phase_means(run))
+    labels = [label for _, label in PHASES] + ["other"]
+    left = np.zeros(len(settings))
+    for j, label in enumerate(labels):
+        widths = np.array([np.mean([m.get(label, np.nan) for m in by_setting[s]]) for s in settings])
+        if not np.isfinite(widths).any():
+            continue
+        widths = np.nan_to_num(widths)
+        ax.barh(range(len(settings)), widths, left=left, label=label, color=plt.get_cmap("Set2")(j))
+        left += widths
+    ax.set_yticks(range(len(settings)))
+    ax.set_yticklabels(settings, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("mean time per step (s), by phase")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=3, frameon=False)
+    for ax, (name, by_run) in zip(axes[1:], shown.items()):
+        for i, values in by_run.items():
+            run = runs[i]
+            ax.plot(run.steps["step"], values, linewidth=0.9, color=colours[setting_of(run)], alpha=0.85)
+        ax.set_xlabel("step")
+        ax.set_ylabel(name if name != "memory (GiB, max over ranks)" else
+                      ("device peak memory" if device_memory else "host memory (resident)") + " (GiB, max over ranks)")
+    for ax in axes[panels:]:
+        ax.set_visible(False)
+    handles = [plt.Line2D([], [], color=colours[s], label=s) for s in settings]
+    if len(shown):
+        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(5, len(handles)),
+                   fontsize=8, frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig, missing

@@ -15,9 +15,9 @@ import pandas as pd
 
 from . import plots
 from .cards import card_rows, cards_markdown
-from .lr_scaling import lr_scaling_table, metric_by_batch, metric_columns, rule_tables
-from .pareto import pareto_table
-from .runfile import choose_metric, metric_label, read_folder
+from .lr_scaling import lr_scaling_table, metric_columns, rule_tables
+from .pareto import pareto_table, setting_names
+from .runfile import LOWER_IS_BETTER, choose_metric, last_generations, metric_label, read_folder
 from .scaling import mixed_grid_runs, scaling_table
 from .tables import format_number, runs_table, write_runs_table
 
@@ -132,13 +132,17 @@ def write_report(analysis: Analysis, out_dir) -> dict:
     written["cards"].write_text(cards_markdown(analysis.table, analysis.metric), encoding="utf-8")
 
     plot_dir = out_dir / "plots"
-    sections = [_header(analysis), _runs_section(analysis), _scaling_section(analysis, plot_dir),
-                _lr_section(analysis, plot_dir), _pareto_section(analysis, plot_dir), _cards_section(analysis),
+    sections = [_header(analysis), _runs_section(analysis), _curves_section(analysis, plot_dir),
+                _scaling_section(analysis, plot_dir), _lr_section(analysis, plot_dir),
+                _pareto_section(analysis, plot_dir), _generations_section(analysis), _cards_section(analysis),
                 _skipped_section(analysis), '<h2 id="definitions">Definitions</h2>' + DEFINITIONS]
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>t5scale report</title>"
             f"<style>{STYLE}</style></head><body>\n" + "\n".join(sections) + "\n</body></html>\n")
     written["report"] = out_dir / "report.html"
-    written["report"].write_text(page, encoding="utf-8")
+    # written whole and then renamed: a browser (or t5scale-analyze watch's reader) never sees half a page
+    partial = out_dir / ".report.html.partial"
+    partial.write_text(page, encoding="utf-8")
+    partial.replace(written["report"])
     written["plots"] = plot_dir
     return written
 
@@ -153,8 +157,9 @@ def _header(analysis: Analysis) -> str:
             f"<p>Results folder <code>{html.escape(str(analysis.results_dir))}</code>: {len(analysis.runs)} run(s), "
             f"{len(analysis.skipped)} file(s) skipped. Eval metric: <b>{html.escape(_metric_text(analysis))}</b>. "
             f"Written {now}.</p>"
-            '<p>Contents: <a href="#runs">runs</a> · <a href="#scaling">scaling</a> · '
-            '<a href="#lr">learning-rate scaling</a> · <a href="#pareto">cost/quality Pareto front</a> · '
+            '<p>Contents: <a href="#runs">runs</a> · <a href="#curves">training curves and steps</a> · '
+            '<a href="#scaling">scaling</a> · <a href="#lr">learning-rate scaling</a> · '
+            '<a href="#pareto">cost/quality Pareto front</a> · <a href="#generations">generations</a> · '
             '<a href="#cards">resource cards</a> · <a href="#skipped">skipped files</a> · '
             '<a href="#definitions">definitions</a></p>')
 
@@ -180,6 +185,40 @@ def _runs_section(analysis: Analysis) -> str:
     return "\n".join(parts)
 
 
+def _study_runs(analysis: Analysis, study) -> list:
+    return [run for run in analysis.runs if str(run.attrs.get("study", "") or "") == str(study or "")]
+
+
+def _studies(analysis: Analysis) -> list:
+    return sorted({str(run.attrs.get("study", "") or "") for run in analysis.runs})
+
+
+def _curves_section(analysis: Analysis, plot_dir: Path) -> str:
+    metric, mlabel = analysis.metric, _metric_text(analysis)
+    settings = setting_names(analysis.table)
+    parts = ['<h2 id="curves">Training curves and steps</h2>']
+    for study in _studies(analysis):
+        stem, name = plots.file_stem(study), plots.study_name(study)
+        runs = _study_runs(analysis, study)
+        parts.append(f"<h3>study {html.escape(name)}</h3>")
+        png, _ = plots.save(plots.loss_curves_figure(runs, metric, f"{name}: loss curves"),
+                            plot_dir, f"loss_curves_{stem}")
+        parts.append(html_figure(png, f"{name}: train loss per run against step and samples seen"
+                                      + (f", {mlabel} against samples seen" if metric else "")))
+        fig, missing = plots.step_profile_figure(runs, lambda run: settings.get(str(run.path), run.run_id),
+                                                 f"{name}: where the step goes")
+        if fig is None:
+            parts.append("<p><em>no run with measured steps</em></p>")
+            continue
+        png, _ = plots.save(fig, plot_dir, f"steps_{stem}")
+        parts.append(html_figure(png, f"{name}: mean step time by phase per setting (the seeds of a run averaged), "
+                                      "and throughput, memory, power and MFU against the step"))
+        if missing:
+            parts.append("<p>Not measured by any run of this study, so not drawn: "
+                         + html.escape(", ".join(missing)) + ".</p>")
+    return "\n".join(parts)
+
+
 def _scaling_section(analysis: Analysis, plot_dir: Path) -> str:
     parts = ['<h2 id="scaling">Scaling</h2>']
     if analysis.scaling.empty:
@@ -193,6 +232,10 @@ def _scaling_section(analysis: Analysis, plot_dir: Path) -> str:
     for study, group in analysis.scaling.groupby("study", sort=True, dropna=False):
         stem, name = plots.file_stem(study), plots.study_name(study)
         parts += [f"<h3>study {html.escape(name)}</h3>", html_table(group)]
+        if group["world_size"].nunique() < 2:
+            parts.append(f"<p>Every run of this study has world size {group['world_size'].iloc[0]}: no plot against "
+                         "the GPUs (the table above has each run's time, throughput and cost).</p>")
+            continue
         png, _ = plots.save(plots.scaling_figure(group, "world_size", f"{name}: scaling with GPUs"),
                             plot_dir, f"scaling_{stem}_gpus")
         parts.append(html_figure(png, f"{name}: time, throughput, speedup, efficiency, cost, energy and CO2 "
@@ -209,43 +252,49 @@ def _scaling_section(analysis: Analysis, plot_dir: Path) -> str:
 def _lr_section(analysis: Analysis, plot_dir: Path) -> str:
     metric, mlabel = analysis.metric, _metric_text(analysis)
     parts = ['<h2 id="lr">Learning-rate scaling</h2>']
+    constant = []
     for study, group in analysis.lr_scaling.groupby("study", sort=True, dropna=False):
         stem, name = plots.file_stem(study), plots.study_name(study)
+        if group["global_batch"].nunique() < 2 and group["lr_scaling_rule"].nunique() < 2:
+            constant.append(f"{name} (global batch {group['global_batch'].iloc[0]}, rule "
+                            f"{group['lr_scaling_rule'].iloc[0]})")
+            continue
         parts += [f"<h3>study {html.escape(name)}</h3>", html_table(group)]
-        if metric is not None and group[f"best_{metric}"].notna().any():
-            by_batch = metric_by_batch(group, metric)
-            parts.append(html_table(by_batch.rename(columns={"final": f"mean final {mlabel}",
-                                                             "best": f"mean best {mlabel}"})))
-            points = analysis.lr_rules[analysis.lr_rules["study"].fillna("") == study]
-            recovery = analysis.lr_recovery[analysis.lr_recovery["study"].fillna("") == study]
-            points_by_metric = {}
-            for m, rows in points.groupby("metric", sort=False):
-                label = metric_label(m)
-                points_by_metric[m] = rows
-                parts.append(f"<h4>final {html.escape(label)} per rule and global batch, over the runs (seeds)</h4>")
-                parts.append(html_table(rows.drop(columns="metric")))
-                gaps = recovery[recovery["metric"] == m]
-                if not gaps.empty:
-                    parts.append(f"<p>The share of the gap that rule none leaves to k = 1 that each rule closes "
-                                 f"({html.escape(label)}; 100% = as good as k = 1):</p>")
-                    parts.append(html_table(gaps.drop(columns="metric").dropna(axis=1, how="all")))
-            png, _ = plots.save(plots.rule_points_figure(points_by_metric, f"{name}: final eval metrics against "
-                                                                           "global batch per LR rule"),
-                                plot_dir, f"lr_scaling_{stem}")
-            parts.append(html_figure(png, f"{name}: final {mlabel} against the global batch per LR rule, mean and "
-                                          "range over the runs (seeds)"))
-        else:
+        if metric is None or not group[f"best_{metric}"].notna().any():
             parts.append(f"<p><em>no run of this study measured {html.escape(mlabel)}</em></p>")
-        study_runs = [run for run in analysis.runs if run.attrs.get("study", "") == study]
-        png, _ = plots.save(plots.loss_curves_figure(study_runs, metric, f"{name}: loss curves"),
-                            plot_dir, f"loss_curves_{stem}")
-        parts.append(html_figure(png, f"{name}: train loss per run against step and samples seen"
-                                      + (f", {mlabel} against samples seen" if metric else "")))
+            continue
+        points = analysis.lr_rules[analysis.lr_rules["study"].fillna("") == study]
+        recovery = analysis.lr_recovery[analysis.lr_recovery["study"].fillna("") == study]
+        points_by_metric = {}
+        for m, rows in points.groupby("metric", sort=False):
+            label = metric_label(m)
+            points_by_metric[m] = rows
+            parts.append(f"<h4>final {html.escape(label)} per rule and global batch, over the runs (seeds)</h4>")
+            parts.append(html_table(rows.drop(columns="metric")))
+            gaps = recovery[recovery["metric"] == m]
+            if not gaps.empty:
+                parts.append(f"<p>The share of the gap that rule none leaves to k = 1 that each rule closes "
+                             f"({html.escape(label)}; 100% = as good as k = 1):</p>")
+                parts.append(html_table(gaps.drop(columns="metric").dropna(axis=1, how="all")))
+        png, _ = plots.save(plots.rule_points_figure(points_by_metric, f"{name}: final eval metrics against "
+                                                                       "global batch per LR rule"),
+                            plot_dir, f"lr_scaling_{stem}")
+        parts.append(html_figure(png, f"{name}: final {mlabel} against the global batch per LR rule, mean and "
+                                      "range over the runs (seeds)"))
+    if constant:
+        parts.append("<p>One global batch and one LR rule in every run, so nothing to compare here: "
+                     + html.escape("; ".join(constant)) + ".</p>")
     return "\n".join(parts)
 
 
 def _pareto_section(analysis: Analysis, plot_dir: Path) -> str:
-    parts = ['<h2 id="pareto">Cost/quality Pareto front</h2>']
+    parts = ['<h2 id="pareto">Cost/quality Pareto front</h2>',
+             "<p>Per setting (the runs that differ only in their seed), the mean cost and best eval metric of its "
+             "runs. One setting beats another on an axis only where their intervals are apart: cost from the "
+             "cheapest to the costliest run; quality from the worst to the best run, widened to one standard "
+             "error of a score averaged over the eval examples (sampling_se). The front is the settings that no "
+             "other is at least as good as within the noise and better beyond it; it does not rank settings "
+             "within the noise of each other.</p>"]
     if analysis.pareto.empty:
         parts.append("<p><em>no completed run with an evaluation</em></p>")
     for study, group in analysis.pareto.groupby("study", sort=True, dropna=False):
@@ -253,11 +302,55 @@ def _pareto_section(analysis: Analysis, plot_dir: Path) -> str:
         parts.append(f"<h3>study {html.escape(name)}</h3>")
         if group["cost_axis"].iloc[0] != "cost_usd":
             parts.append("<p>Not every run has a price per node-hour: cost is in node-hours.</p>")
-        parts.append(html_table(group))
+        parts.append(html_table(group.drop(columns=["study", "metric"])))
+        if len(group) < 2:
+            parts.append("<p>One setting: no front to draw.</p>")
+            continue
         png, _ = plots.save(plots.pareto_figure(group, f"{name}: cost against best {_metric_text(analysis)}"),
                             plot_dir, f"pareto_{stem}")
-        parts.append(html_figure(png, f"{name}: cost/quality Pareto front (filled: non-dominated runs)"))
+        parts.append(html_figure(png, f"{name}: cost/quality Pareto front per setting, with the intervals it is "
+                                      "judged on (filled: on the front)"))
     return "\n".join(parts)
+
+
+GENERATIONS_SHOWN = 5
+SOURCE_SHOWN_CHARS = 240
+
+
+def _generations_section(analysis: Analysis) -> str:
+    """Per study, the first generations of the last evaluation of its best run (by the report's metric), beside
+    their references, from the generations file the trainer writes beside the run file."""
+    parts = ['<h2 id="generations">Generations</h2>']
+    metric = analysis.metric
+    shown = False
+    for study in _studies(analysis):
+        runs = [run for run in _study_runs(analysis, study) if last_generations(run, 1)[0] is not None]
+        if not runs:
+            continue
+        if metric is not None:
+            sign = -1.0 if metric in LOWER_IS_BETTER else 1.0
+            runs.sort(key=lambda run: -sign * float(run.summary.get(f"best_{metric}", float("nan")))
+                      if pd.notna(run.summary.get(f"best_{metric}")) else float("inf"))
+        run = runs[0]
+        step, rows = last_generations(run, GENERATIONS_SHOWN)
+        table = pd.DataFrame([{"index": r.get("index", ""), "prediction": r.get("prediction", ""),
+                               "reference": r.get("reference", ""),
+                               "source": _shortened(str(r.get("source", "")), SOURCE_SHOWN_CHARS)} for r in rows])
+        best = (f"its best {metric_label(metric)} {float(run.summary.get(f'best_{metric}')):.4g}"
+                if metric is not None and pd.notna(run.summary.get(f"best_{metric}")) else "")
+        parts.append(f"<h3>study {html.escape(plots.study_name(study))}</h3><p>Run "
+                     f"<b>{html.escape(run.run_id)}</b>{' (the best of the study, ' + html.escape(best) + ')' if best else ''}"
+                     f", the first {len(rows)} examples of its evaluation after step {step}:</p>")
+        parts.append(html_table(table))
+        shown = True
+    if not shown:
+        parts.append("<p><em>no generations file (&lt;run&gt;.eval.jsonl, eval.write_generations) beside any run "
+                     "file</em></p>")
+    return "\n".join(parts)
+
+
+def _shortened(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[:chars].rstrip() + " ..."
 
 
 def _cards_section(analysis: Analysis) -> str:

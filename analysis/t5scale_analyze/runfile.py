@@ -533,8 +533,9 @@ def _per_rank_stat(rank_steps: list, name: str, fn) -> float:
 
 def extra_figures(run: Run) -> dict:
     """Figures the card shows that /summary does not hold: mean GPU power (over the rows and ranks of every file
-    of the run), last train loss, last epoch, and the median step time beside the step-time model's prediction
-    (the run file's predicted_step_time_s; their ratio, measured over predicted)."""
+    of the run), last train loss, last epoch, the examples of the last evaluation, and the median step time beside
+    the step-time model's prediction (the run file's predicted_step_time_s; their ratio, measured over
+    predicted)."""
     loss = _column(run.steps, "loss")
     finite_loss = loss[np.isfinite(loss)]
     step_times = _column(run.steps, "step_time_s")
@@ -548,6 +549,8 @@ def extra_figures(run: Run) -> dict:
                                            np.mean),
         "last_train_loss": float(finite_loss[-1]) if finite_loss.size else math.nan,
         "last_epoch": float(run.steps["epoch"].iloc[-1]) if len(run.steps) and "epoch" in run.steps else math.nan,
+        "eval_examples": (float(run.evals["num_examples"].iloc[-1]) if len(run.evals) and "num_examples" in run.evals
+                          else math.nan),
     }
 
 
@@ -576,3 +579,58 @@ def choose_metric(requested, runs_table) -> str | None:
         known = ", ".join(metric_label(m) for m in EVAL_METRICS)
         raise ValueError(f"unknown metric {requested!r}: choose one of {known}")
     return name
+
+
+def rank_series(run: Run, name: str, reduce: str) -> np.ndarray:
+    """A per-rank /steps column reduced over the ranks ("max" or "sum", NaN where no rank measured), one value per
+    row of run.steps: the attempts' rows in order (a run resumed on another grid had another world size). All NaN
+    when the files do not hold the column or their rows do not line up with the run's."""
+    parts = []
+    for attempt in run.attempts:
+        values = attempt.rank_steps.get(name)
+        if values is None:
+            return np.full(len(run.steps), np.nan)
+        values = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+        measured = np.isfinite(values).any(axis=1)
+        fn = np.nanmax if reduce == "max" else np.nansum
+        reduced = np.full(len(values), np.nan)
+        if measured.any():
+            reduced[measured] = fn(values[measured], axis=1)
+        parts.append(reduced)
+    joined = np.concatenate(parts) if parts else np.empty(0)
+    return joined if len(joined) == len(run.steps) else np.full(len(run.steps), np.nan)
+
+
+def generations_path(run_path) -> Path:
+    """The generations file the trainer writes beside run file <name>.h5: <name>.eval.jsonl."""
+    path = Path(run_path)
+    return path.with_name(path.name[:-len(".h5")] + ".eval.jsonl" if path.name.endswith(".h5")
+                          else path.name + ".eval.jsonl")
+
+
+def generations_by_step(run: Run, per_step: int = 5) -> dict:
+    """{step: the first `per_step` generations (by example index) of that evaluation, as rows of {index, source,
+    prediction, reference}} from the run's generations file ({} without one). Lines that do not parse (a job
+    killed while writing one) are passed over; an example generated twice at one step (the step evaluated again
+    after a resume) is the later line's."""
+    path = generations_path(run.path)
+    if not path.is_file():
+        return {}
+    by_step = {}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+                by_step.setdefault(int(row["step"]), {})[int(row.get("index", 0))] = row
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+    return {step: [rows[i] for i in sorted(rows)[:per_step]] for step, rows in sorted(by_step.items())}
+
+
+def last_generations(run: Run, count: int = 5) -> tuple:
+    """(step, rows) of the run's last evaluation that wrote generations; (None, []) without any."""
+    by_step = generations_by_step(run, count)
+    if not by_step:
+        return None, []
+    step = max(by_step)
+    return step, by_step[step]

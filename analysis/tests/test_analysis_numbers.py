@@ -89,21 +89,32 @@ def test_speedup_baseline_is_the_mean_of_the_repeats_at_the_smallest_world():
     assert table.loc["a", "speedup"] == pytest.approx(0.9)
 
 
-def test_pareto_front_of_cost_against_best_rougeL(analysis):
+def by_setting(table: pd.DataFrame) -> pd.DataFrame:
+    return table.set_index("setting")
+
+
+def test_pareto_front_of_cost_against_best_rougeL_does_not_rank_within_the_noise(analysis):
     # cost, best rougeL: none-w4 0.0967 0.35, sqrt-w4 0.0967 0.39, none-w8 0.1333 0.31, sqrt-w8 0.1333 0.37,
-    # none-w2 0.1467 0.395, none-w1 0.28 0.40, sqrt-w1 0.28 0.41. sqrt-w4 dominates none-w4 (same cost, better),
-    # both w8 runs (cheaper, better); none-w2 beats every cheaper run; sqrt-w1 dominates none-w1.
-    pareto = by_run(analysis.pareto)
-    assert set(pareto.index[pareto["on_front"]]) == {"sqrt-w4", "none-w2", "sqrt-w1"}
-    assert set(pareto["cost_axis"]) == {"cost_usd"}
+    # none-w2 0.1467 0.395, none-w1 0.28 0.40, sqrt-w1 0.28 0.41, each run once, each evaluated on 64 examples:
+    # one standard error is sqrt(q (1 - q) / 64) = 0.0596 at 0.35 ... 0.0615 at 0.41, so every two runs are within
+    # the noise of each other, and the two cheapest (w4) are as good as any: they alone are on the front.
+    pareto = by_setting(analysis.pareto)
+    assert set(pareto.index[pareto["on_front"]]) == {"none-w4", "sqrt-w4"}
+    assert pareto.loc["none-w4", "sampling_se"] == pytest.approx(math.sqrt(0.35 * 0.65 / 64))
+    assert pareto.loc["none-w4", "quality_low"] == pytest.approx(0.35 - math.sqrt(0.35 * 0.65 / 64))
+    assert set(pareto.loc["sqrt-w1", "dominated_by"].split(",")) == {"none-w4", "sqrt-w4", "none-w8", "sqrt-w8", "none-w2"}
+    assert set(pareto["cost_axis"]) == {"cost_usd"} and set(pareto["runs"]) == {1}
     assert pareto.loc["none-w8", "best_metric"] == pytest.approx(0.31)  # best (after step 5), not final (0.30)
 
 
 def test_pareto_front_with_eval_loss_lower_is_better(study_dir):
-    # eval loss = 2 - rougeL at every evaluation: the same runs are on the front
-    pareto = by_run(analyze(study_dir, "eval_loss").pareto)
+    # eval loss = 2 - rougeL at every evaluation, which has no sampling error of a score in [0, 1]: the runs are
+    # exact points, and the plain front: sqrt-w4 dominates none-w4 (same cost, lower loss) and both w8 runs
+    # (cheaper, lower loss); none-w2 beats every cheaper run; sqrt-w1 dominates none-w1.
+    pareto = by_setting(analyze(study_dir, "eval_loss").pareto)
     assert set(pareto.index[pareto["on_front"]]) == {"sqrt-w4", "none-w2", "sqrt-w1"}
     assert pareto.loc["none-w8", "best_metric"] == pytest.approx(1.69)
+    assert set(pareto["sampling_se"]) == {0.0}
 
 
 def test_non_dominated_with_ties_and_missing_values():
@@ -117,13 +128,50 @@ def test_non_dominated_with_ties_and_missing_values():
     assert list(non_dominated([1.0, 2.0, 3.0], [0.2, 0.3, 0.1], higher_is_better=False)) == [True, False, True]
 
 
+def strategies_runs(rows):
+    """A runs table of strategies: (run_id, strategy config, seed, cost_usd, best_f1), 1000 eval examples."""
+    return pd.DataFrame({"run_id": [r[0] for r in rows], "study": ["s"] * len(rows), "status": ["completed"] * len(rows),
+                         "price_per_node_hour_usd": [1.0] * len(rows), "cost_usd": [r[3] for r in rows],
+                         "node_hours": [r[3] for r in rows], "best_f1": [r[4] for r in rows],
+                         "eval_examples": [1000.0] * len(rows), "cfg.run.name": [r[0] for r in rows],
+                         "cfg.run.seed": [r[2] for r in rows], "cfg.data.sampling": [r[1] for r in rows]})
+
+
+def test_pareto_groups_the_repeats_of_a_setting_and_ranks_only_beyond_the_noise():
+    from t5scale_analyze.pareto import pareto_table
+    runs = strategies_runs([
+        ("baseline-s0", "random", 1, 10.0, 0.800), ("baseline-s1", "random", 2, 11.0, 0.820),
+        ("sortish-s0", "sortish", 1, 7.0, 0.790), ("sortish-s1", "sortish", 2, 8.0, 0.812),
+        ("sequential-s0", "sequential", 1, 12.0, 0.940), ("sequential-s1", "sequential", 2, 12.5, 0.965),
+    ])
+    table = by_setting(pareto_table(runs, "f1"))
+    assert list(table.index) == ["sortish", "baseline", "sequential"]  # by mean cost
+    assert table.loc["baseline", "runs"] == 2 and table.loc["baseline", "run_ids"] == "baseline-s0,baseline-s1"
+    assert table.loc["baseline", "cost"] == pytest.approx(10.5)
+    assert table.loc["baseline", "best_metric"] == pytest.approx(0.81)
+    # one standard error, sqrt(0.81 x 0.19 / 1000) = 0.0124, reaches beyond the seeds' range (0.80 ... 0.82)
+    se = math.sqrt(0.81 * 0.19 / 1000)
+    assert table.loc["baseline", "quality_low"] == pytest.approx(0.81 - se)
+    assert table.loc["baseline", "quality_high"] == pytest.approx(0.81 + se)
+    assert table.loc["sequential", "quality_low"] == pytest.approx(0.94)  # there the seeds' range is wider
+    # sortish: cheaper beyond the noise (7 ... 8 against 10 ... 11), its F1 within it: it dominates the baseline
+    # although its mean F1 is lower; sequential is better beyond the noise, and stays on the front
+    assert list(table["on_front"]) == [True, False, True]
+    assert table.loc["baseline", "dominated_by"] == "sortish"
+    # costs that overlap and F1 within the noise: neither dominates
+    runs = strategies_runs([("a-s0", "random", 1, 10.0, 0.80), ("a-s1", "random", 2, 11.0, 0.82),
+                            ("b-s0", "sortish", 1, 10.5, 0.79), ("b-s1", "sortish", 2, 12.0, 0.81)])
+    assert list(pareto_table(runs, "f1")["on_front"]) == [True, True]
+
+
 def test_pareto_uses_node_hours_when_no_price_is_set_and_only_completed_runs():
     from t5scale_analyze.pareto import pareto_table
     runs = pd.DataFrame({"run_id": ["a", "b", "c"], "study": ["s"] * 3,
                          "status": ["completed", "completed", "incomplete"], "price_per_node_hour_usd": [0.0] * 3,
                          "cost_usd": [0.0] * 3, "node_hours": [2.0, 1.0, 0.1], "best_f1": [0.9, 0.8, 0.95],
-                         "world_size": [1, 1, 1], "global_batch": [8] * 3, "lr_scaling_rule": ["none"] * 3})
-    table = by_run(pareto_table(runs, "f1"))
+                         "world_size": [1, 1, 1], "global_batch": [8] * 3, "lr_scaling_rule": ["none"] * 3,
+                         "cfg.train.global_batch": [8, 16, 32]})
+    table = by_setting(pareto_table(runs, "f1"))  # no eval example count: exact points
     assert list(table.index) == ["b", "a"] and list(table["on_front"]) == [True, True]
     assert set(table["cost_axis"]) == {"node_hours"}
 

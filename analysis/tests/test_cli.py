@@ -1,5 +1,6 @@
 """The t5scale-analyze command through its bash wrapper: outputs, the self-contained report, exit codes."""
 
+import json
 import os
 import re
 import shutil
@@ -48,10 +49,14 @@ def test_writes_tables_cards_figures_and_report(report_run):
     for name in ("runs.csv", "runs.parquet", "scaling.csv", "lr_scaling.csv", "pareto.csv", "cards.md", "report.html"):
         assert (out / name).is_file(), name
     for stem in ("scaling_scale_gpus", "scaling_scale_nodes", "lr_scaling_scale", "loss_curves_scale", "pareto_scale",
-                 "scaling_live_gpus", "loss_curves_live"):
+                 "steps_scale", "loss_curves_live", "steps_live"):
         for suffix in (".png", ".svg"):
             figure = out / "plots" / (stem + suffix)
             assert figure.is_file() and figure.stat().st_size > 1000, figure
+    # the killed run of study "live" is one run on one grid with one batch and no completed evaluation: nothing to
+    # plot against GPUs, batch or cost
+    for stem in ("scaling_live_gpus", "lr_scaling_live", "pareto_live"):
+        assert not (out / "plots" / (stem + ".png")).exists(), stem
     assert (out / "plots" / "scaling_scale_gpus.png").read_bytes().startswith(b"\x89PNG")
     assert b"<svg" in (out / "plots" / "scaling_scale_gpus.svg").read_bytes()[:2000]
 
@@ -84,7 +89,8 @@ def test_report_is_self_contained(report_run):
     assert "@import" not in page and "url(" not in page and "<script" not in page
     images = re.findall(r'<img [^>]*src="([^"]*)"', page)
     assert len(images) >= 7 and all(src.startswith("data:image/png;base64,") for src in images)
-    for heading in ("Scaling", "Learning-rate scaling", "Cost/quality Pareto front", "Resource cards", "Skipped files"):
+    for heading in ("Training curves and steps", "Scaling", "Learning-rate scaling", "Cost/quality Pareto front",
+                    "Generations", "Resource cards", "Skipped files"):
         assert f">{heading}</h2>" in page
     assert "tokens.h5" in page and "still writing this file or was killed" in page
 
@@ -173,5 +179,44 @@ def test_runs_without_evaluation_price_energy_or_steps(tmp_path):
     runs = pd.read_parquet(out / "runs.parquet").set_index("run_id")
     assert runs.loc["eval-only", "steps_completed"] == 0 and runs.loc["eval-only", "wall_time_s"] == 3.0
     assert runs.loc["trained", "cost_usd"] == 0.0
-    assert (out / "plots" / "scaling_nostudy_gpus.png").is_file()
+    assert not (out / "plots" / "scaling_nostudy_gpus.png").exists()  # one world size: nothing to plot against
     assert (out / "plots" / "loss_curves_nostudy.svg").is_file()
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "Every run of this study has world size 1: no plot against the GPUs" in page
+    # no power (CPU-like), no MFU in the eval-only run, but the trained run's MFU: the steps figure says what is
+    # left out
+    assert (out / "plots" / "steps_nostudy.png").is_file()
+    assert "not drawn: GPU power (no GPU, or no NVML reading)." in page
+
+
+def test_report_shows_the_best_runs_generations_and_the_step_phases(study_dir, tmp_path):
+    folder = tmp_path / "scale"
+    shutil.copytree(study_dir, folder)
+    for run_id, text in (("sqrt-w1", "best run"), ("none-w8", "worse run")):
+        with open(folder / f"{run_id}.eval.jsonl", "w") as f:
+            for step in (40, 80):
+                for index in range(8):
+                    f.write(json.dumps({"step": step, "index": index, "source": "summarize: " + "word " * 100,
+                                        "prediction": f"{text} {step}/{index}", "reference": f"ref <{index}>"}) + "\n")
+    out = tmp_path / "out"
+    done = analyze(folder, "--out", out)
+    assert done.returncode == 0, done.stderr
+    page = (out / "report.html").read_text(encoding="utf-8")
+    section = page[page.index('<h2 id="generations">'):page.index('<h2 id="cards">')]
+    # sqrt-w1 has the study's best rougeL (0.41): its last evaluation, the first five examples
+    assert "<b>sqrt-w1</b> (the best of the study, its best rougeL 0.41)" in section
+    assert "after step 80" in section and "best run 80/4" in section and "best run 80/5" not in section
+    assert "best run 40/" not in section and "worse run" not in section
+    assert "ref &lt;0&gt;" in section and " ..." in section  # escaped; the source shortened
+
+
+def test_phase_means_split_the_step_time():
+    from t5scale_analyze import read_run
+    from t5scale_analyze.plots import phase_means
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "r.h5"
+        w.synthetic_run(path, n_steps=6, step_time_s=2.0, run_id="r", study="s")
+        means = phase_means(read_run(path))
+    # step rows: data 0.1, forward 0.3, backward 0.5, optimizer 0.1 of the step; exposed communication not measured
+    assert means == pytest.approx({"data": 0.2, "forward": 0.6, "backward": 1.0, "optimizer": 0.2, "other": 0.0})

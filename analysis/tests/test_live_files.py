@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from t5scale_analyze import read_folder, read_run
@@ -121,3 +122,48 @@ def test_a_file_locked_while_its_job_writes_the_summary_is_skipped_with_the_reas
             writer.kill()
     run = read_run(path)
     assert run.status == "completed" and run.summary["steps_completed"] == 20
+
+
+def test_watch_follows_a_running_job_and_stops_when_it_has_ended(tmp_path):
+    """`t5scale-analyze watch` on a folder whose job is writing its run file: a refreshed report at step 20 of
+    40 while the writer holds the file, the final one once it has finished, and an exit of its own."""
+    path = tmp_path / "results" / "live-run.h5"
+    path.parent.mkdir()
+    out = tmp_path / "report"
+    writer = start_writer(path, "hold")
+    env = dict(os.environ, PYTHONPATH=str(WRITER.parents[1]), MPLBACKEND="Agg")
+    watcher = subprocess.Popen([sys.executable, "-m", "t5scale_analyze", "watch", str(path.parent), "--out", str(out),
+                                "--every", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        expect_line(writer, "flushed 20")
+        seen = []
+        for line in watcher.stdout:  # refreshes until the watcher has seen the 20 flushed steps
+            seen.append(line)
+            if "live-run" in line and "step 20/40" in line:
+                break
+        assert "incomplete" in seen[-1] and "rougeL 0.3 (step 10)" in seen[-1], "".join(seen)
+        assert watcher.poll() is None  # still following
+        assert (out / "report.html").is_file()
+        writer.stdin.write("finish\n")
+        writer.stdin.flush()
+        expect_line(writer, "finished")
+        rest = watcher.communicate(timeout=120)[0]
+        assert watcher.returncode == 0, rest
+        assert "every run has ended" in rest and "completed" in rest and "step 40/40" in rest, rest
+    finally:
+        for process in (writer, watcher):
+            if process.poll() is None:
+                process.kill()
+    table = pd.read_csv(out / "runs.csv")
+    assert list(table["steps_completed"]) == [40] and list(table["status"]) == ["completed"]
+
+
+def test_watch_waits_for_run_files_and_names_a_bad_folder(tmp_path, capsys):
+    from t5scale_analyze.cli import main
+    assert main(["watch", str(tmp_path / "missing")]) == 2
+    assert "missing" in capsys.readouterr().err
+    assert main(["watch", str(tmp_path), "--every", "0"]) == 2
+    assert "--every" in capsys.readouterr().err
+    assert main(["watch", str(tmp_path), "--every", "0.01", "--refreshes", "3"]) == 0
+    said = capsys.readouterr().out
+    assert said.count("no run files") == 1 and not (tmp_path / "report").exists()
