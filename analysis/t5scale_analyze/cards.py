@@ -157,7 +157,8 @@ def card_rows(row: pd.Series, metric: str | None) -> list:
         ("Emissions", _emissions_line(row)),
         ("Throughput", f"{_fmt(row.get('samples_per_s'), '.2f')} samples/s, {_fmt(row.get('tokens_per_s'), '.0f')} tokens/s"),
         ("Mean Step Time", f"{_fmt(row.get('mean_step_time_s'), '.4g')} s"),
-        ("MFU", f"{_fmt(100 * _number(row.get('mean_mfu')), '.1f')}%"),
+        ("MFU", f"{100 * _number(row.get('mean_mfu')):.1f}%" if _known(row.get("mean_mfu"))
+                else "unknown (no peak FLOPs known for the device: telemetry.peak_flops_per_device sets one)"),
         ("Total FLOPs", _fmt(row.get("total_flops"), ".4g")),
     ]
     if metric is not None:

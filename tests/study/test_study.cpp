@@ -1398,6 +1398,7 @@ TEST(StudyExamples, EverySpecInJobsPlansWithoutInvalidRuns) {
   EXPECT_EQ(runs["lr-scaling-manpages.yaml"], 32u);
   EXPECT_EQ(runs["t5-xxl-scaling.yaml"], 10u);
   EXPECT_EQ(runs["strategies-seed000.yaml"], 16u);
+  EXPECT_EQ(runs["strategies-manpages.yaml"], 14u);
   EXPECT_EQ(runs["zero2-seed003.yaml"], 3u);
 }
 
