@@ -45,6 +45,8 @@ import textwrap
 # Our programs: the five of build/bin and the analysis command.
 BUILD_PROGRAMS = ["t5scale-train", "t5scale-prep", "t5scale-study", "t5scale-ckpt", "t5scale-bench"]
 PROGRAMS = BUILD_PROGRAMS + ["t5scale-analyze"]
+# Programs whose first word may name a subcommand with options of its own (`t5scale-analyze watch --help`).
+SUBCOMMANDS = {"t5scale-analyze": ("watch", "tensorboard")}
 SHELL_INFO = {"bash", "sh", "shell"}
 PYTHON_INFO = {"python", "python3"}
 MARKER = re.compile(r"^\s*<!--\s*(not runnable|runnable)\s*(.*?)\s*-->\s*$")
@@ -219,15 +221,18 @@ def program_calls(words):
 # ---- What our programs accept ----
 
 def program_help(build, python, source):
+    """{name or "name subcommand": its --help text (None when it failed)}, and the config keys."""
     helps, env = {}, dict(os.environ, T5SCALE_PYTHON=python, PYTHONDONTWRITEBYTECODE="1")
     for name in PROGRAMS:
-        command = ([os.path.join(build, "bin", name)] if name in BUILD_PROGRAMS
-                   else [os.path.join(source, "analysis", "t5scale-analyze")]) + ["--help"]
-        try:
-            out = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
-            helps[name] = out.stdout + out.stderr if out.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired):
-            helps[name] = None
+        program = ([os.path.join(build, "bin", name)] if name in BUILD_PROGRAMS
+                   else [os.path.join(source, "analysis", "t5scale-analyze")])
+        for sub in ("",) + SUBCOMMANDS.get(name, ()):
+            try:
+                out = subprocess.run(program + ([sub] if sub else []) + ["--help"], capture_output=True, text=True,
+                                     timeout=60, env=env)
+                helps[f"{name} {sub}".strip()] = out.stdout + out.stderr if out.returncode == 0 else None
+            except (OSError, subprocess.TimeoutExpired):
+                helps[f"{name} {sub}".strip()] = None
     keys = set()
     try:
         reference = subprocess.run([os.path.join(build, "bin", "t5scale-train"), "--config-reference"],
@@ -246,6 +251,8 @@ def nearest(word, known):
 def check_call_options(where, text, words, helps, keys, problems):
     """The options and --set keys that the words give to our programs, against their --help and config reference."""
     for name, args in program_calls(words):
+        if args and args[0] in SUBCOMMANDS.get(name, ()):
+            name, args = f"{name} {args[0]}", args[1:]
         help_text = helps.get(name)
         if help_text is None:
             problems.append(f"{where}: cannot check the options of {name}: its --help failed (is it built?)")
