@@ -181,6 +181,8 @@ void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, const R
                               const std::optional<DistributedBatchSampler>& sampler, ResolvedRun& r) {
   const int64_t tp = c.parallel.tp;
   if (!r.model || !r.batch || tp < 1 || r.batch->dp < 1 || world.world_size % tp != 0) return;
+  // ZeRO-2 without ZeRO-1 is the config's own error (parallel.zero2): no second error from the cost model's check.
+  if (c.parallel.zero2 && !c.parallel.zero1) return;
   MemoryInputs m;
   m.tp = static_cast<int>(tp);
   m.dp = static_cast<int>(r.batch->dp);

@@ -436,6 +436,19 @@ axes: {gpus_per_node: [4]}
   EXPECT_TRUE(contains(all, "train.global_batch: 10 is not divisible by dp 4")) << all;
 }
 
+TEST(StudySpec, AnInvalidSettingIsOneErrorNotAlsoTheCostModelsCheck) {
+  const StudySpec spec = spec_from(R"(
+study: zero
+base: {train: {max_steps: 5, global_batch: 8}, parallel.zero2: true}
+axes: {gpus_per_node: [2]}
+)");
+  const StudyPlan plan = plan_study(spec);
+  ASSERT_EQ(plan.runs.size(), 1u);
+  const std::vector<std::string>& errors = plan.runs[0].errors;
+  ASSERT_EQ(errors.size(), 1u) << format_plan(plan);
+  EXPECT_TRUE(contains(errors[0], "parallel.zero2: needs parallel.zero1: true")) << errors[0];
+}
+
 // ---- Plan figures ----
 
 TEST(StudyPlan, EffectiveLrFollowsEachRule) {
