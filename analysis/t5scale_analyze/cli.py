@@ -78,8 +78,8 @@ def watch_main(argv) -> int:
     args = parse_watch_args(argv)
     if not args.results_dir.is_dir():
         return _results_dir_error(args.results_dir)
-    if not args.every > 0:
-        print(f"t5scale-analyze watch: error: --every {args.every}: must be above 0 seconds", file=sys.stderr)
+    if not 0 < args.every < float("inf"):
+        print(f"t5scale-analyze watch: error: --every {args.every}: must be a number of seconds above 0", file=sys.stderr)
         return EXIT_NO_RUNS
     out_dir = args.out if args.out is not None else args.results_dir / "report"
     try:

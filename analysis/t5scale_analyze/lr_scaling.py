@@ -42,12 +42,12 @@ def batch_mode_of(table: pd.DataFrame) -> pd.Series:
 
 def rule_points(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per study, batch mode, LR rule and global batch: the final `metric` over the runs there (seeds), as mean, min,
-    max and count, k = global batch / reference batch, and the difference of the mean from the runs at k = 1 of the
-    same study and batch mode. At k = 1 every rule gives the base LR, so a run there is a point of every rule's
+    max and count, k = global batch / reference batch, the mean of the runs at k = 1 of the same study and batch mode
+    (k1_mean) and the difference from it. At k = 1 every rule gives the base LR, so a run there is a point of every rule's
     curve. `within_noise`: the runs' range overlaps the k = 1 runs' range, so the difference is not a finding."""
     column = f"final_{metric}"
     columns = ["study", "batch_mode", "lr_scaling_rule", "global_batch", "k", "effective_lr", "runs", "mean", "min",
-               "max", "delta_vs_k1", "within_noise"]
+               "max", "k1_mean", "delta_vs_k1", "within_noise"]
     if runs.empty or column not in runs or runs[column].isna().all():
         return pd.DataFrame(columns=columns)
     t = runs[runs[column].notna()].copy()
@@ -72,7 +72,8 @@ def rule_points(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     reference = (t[t["k"] == 1.0].groupby(["study", "batch_mode"], dropna=False)["value"]
                  .agg(ref_mean="mean", ref_min="min", ref_max="max").reset_index())
     points = points.merge(reference, on=["study", "batch_mode"], how="left")
-    points["delta_vs_k1"] = points["mean"] - points["ref_mean"]
+    points["k1_mean"] = points["ref_mean"]
+    points["delta_vs_k1"] = points["mean"] - points["k1_mean"]
     overlap = (points["max"] >= points["ref_min"]) & (points["min"] <= points["ref_max"])
     points["within_noise"] = overlap.astype(object).where(points["ref_mean"].notna(), None)  # None: no k = 1 run
     return points[columns]
@@ -93,7 +94,7 @@ def rule_recovery(points: pd.DataFrame, lower_is_better: bool = False) -> pd.Dat
         if "none" not in by_rule.index:
             continue
         none = by_rule.loc["none"]
-        k1 = none["mean"] - none["delta_vs_k1"]
+        k1 = none["k1_mean"]
         worse = (none["mean"] > k1) if lower_is_better else (none["mean"] < k1)
         noise = none["within_noise"]  # None: no k = 1 run to compare with
         gap_is_real = bool(worse) and noise is not None and not pd.isna(noise) and not bool(noise)

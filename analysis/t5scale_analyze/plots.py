@@ -274,13 +274,14 @@ def step_profile_figure(runs: list, setting_of, title: str):
     missing = []
     series = {"throughput (samples/s, smoothed)": {}, "memory (GiB, max over ranks)": {},
               "GPU power (W, sum over ranks)": {}, "MFU": {}}
-    device_memory = any(np.isfinite(rank_series(r, "memory_peak_bytes", "max")).any() for r in runs)
-    memory_column = "memory_peak_bytes" if device_memory else "host_memory_bytes"
+    device_peaks = [rank_series(run, "memory_peak_bytes", "max") for run in runs]
+    device_memory = any(np.isfinite(peaks).any() for peaks in device_peaks)
     for i, run in enumerate(runs):  # keyed by the run's index in `runs`
         steps = run.steps
         if "samples_per_s" in steps:
             series["throughput (samples/s, smoothed)"][i] = smoothed(steps["samples_per_s"])
-        series["memory (GiB, max over ranks)"][i] = rank_series(run, memory_column, "max") / 1024.0 ** 3
+        memory = device_peaks[i] if device_memory else rank_series(run, "host_memory_bytes", "max")
+        series["memory (GiB, max over ranks)"][i] = memory / 1024.0 ** 3
         series["GPU power (W, sum over ranks)"][i] = rank_series(run, "gpu_power_w", "sum")
         if "mfu" in steps:
             series["MFU"][i] = steps["mfu"].astype(float).to_numpy()

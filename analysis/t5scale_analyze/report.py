@@ -324,15 +324,20 @@ def _generations_section(analysis: Analysis) -> str:
     metric = analysis.metric
     shown = False
     for study in _studies(analysis):
-        runs = [run for run in _study_runs(analysis, study) if last_generations(run, 1)[0] is not None]
-        if not runs:
-            continue
+        runs = _study_runs(analysis, study)
         if metric is not None:
             sign = -1.0 if metric in LOWER_IS_BETTER else 1.0
-            runs.sort(key=lambda run: -sign * float(run.summary.get(f"best_{metric}", float("nan")))
-                      if pd.notna(run.summary.get(f"best_{metric}")) else float("inf"))
-        run = runs[0]
-        step, rows = last_generations(run, GENERATIONS_SHOWN)
+            runs = sorted(runs, key=lambda run: -sign * float(run.summary.get(f"best_{metric}", float("nan")))
+                          if pd.notna(run.summary.get(f"best_{metric}")) else float("inf"))
+        # the best run that wrote generations: files are read in that order, until one has some
+        step, rows, run = None, [], None
+        for candidate in runs:
+            step, rows = last_generations(candidate, GENERATIONS_SHOWN)
+            if step is not None:
+                run = candidate
+                break
+        if run is None:
+            continue
         table = pd.DataFrame([{"index": r.get("index", ""), "prediction": r.get("prediction", ""),
                                "reference": r.get("reference", ""),
                                "source": _shortened(str(r.get("source", "")), SOURCE_SHOWN_CHARS)} for r in rows])

@@ -8,7 +8,6 @@ diverged or stale; a preempted run waits for its requeued job), or on Ctrl-C; wh
 from __future__ import annotations
 
 import datetime
-import math
 import sys
 import time
 
@@ -62,7 +61,7 @@ def watch(results_dir, out_dir, metric: str, every_s: float, out=sys.stdout, max
             refreshes += 1
             if max_refreshes and refreshes >= max_refreshes:
                 return 0
-            time.sleep(max(0.0, every_s) if math.isfinite(every_s) else 60.0)
+            time.sleep(every_s)
     except KeyboardInterrupt:
         print("stopped (Ctrl-C)", file=out, flush=True)
         return 0
