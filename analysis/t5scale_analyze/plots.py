@@ -264,7 +264,7 @@ def phase_means(run) -> dict:
 
 def step_profile_figure(runs: list, setting_of, title: str):
     """Where the time, memory and power of a study's runs go: the mean step time of each setting split into its
-    phases, and against the step: throughput, memory (device peak, else host), GPU power and MFU. A panel only
+    phases, and against the step: step time, throughput, memory (device peak, else host), GPU power and MFU. A panel only
     where some run measured its quantity. `setting_of(run)` names the run's setting (its seeds share a colour).
     Returns (figure, [what no run measured]); (None, ...) without steps."""
     from .runfile import rank_series
@@ -272,12 +272,14 @@ def step_profile_figure(runs: list, setting_of, title: str):
     if not runs:
         return None, []
     missing = []
-    series = {"throughput (samples/s, smoothed)": {}, "memory (GiB, max over ranks)": {},
+    series = {"step time (s, smoothed)": {}, "throughput (samples/s, smoothed)": {}, "memory (GiB, max over ranks)": {},
               "GPU power (W, sum over ranks)": {}, "MFU": {}}
     device_peaks = [rank_series(run, "memory_peak_bytes", "max") for run in runs]
     device_memory = any(np.isfinite(peaks).any() for peaks in device_peaks)
     for i, run in enumerate(runs):  # keyed by the run's index in `runs`
         steps = run.steps
+        if "step_time_s" in steps:
+            series["step time (s, smoothed)"][i] = smoothed(steps["step_time_s"])
         if "samples_per_s" in steps:
             series["throughput (samples/s, smoothed)"][i] = smoothed(steps["samples_per_s"])
         memory = device_peaks[i] if device_memory else rank_series(run, "host_memory_bytes", "max")

@@ -212,7 +212,7 @@ def _curves_section(analysis: Analysis, plot_dir: Path) -> str:
             continue
         png, _ = plots.save(fig, plot_dir, f"steps_{stem}")
         parts.append(html_figure(png, f"{name}: mean step time by phase per setting (the seeds of a run averaged), "
-                                      "and throughput, memory, power and MFU against the step"))
+                                      "and step time, throughput, memory, power and MFU against the step"))
         if missing:
             parts.append("<p>Not measured by any run of this study, so not drawn: "
                          + html.escape(", ".join(missing)) + ".</p>")
