@@ -33,9 +33,11 @@ void RMSNormImpl::reset() {
 }
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& hidden, SequenceLayout input) {
-  // Identity forward; backward sums this rank's part of the weight's gradient over the TP group.
-  const torch::Tensor weight =
-      input == SequenceLayout::kSplit ? copy_to_tensor_parallel_region(this->weight, *tp) : this->weight;
+  // Identity forward; backward sums this rank's part of the weight's gradient over the TP group (unless the caller
+  // sums it later).
+  const torch::Tensor weight = input == SequenceLayout::kSplit && sum_weight_grad_over_tp
+                                   ? copy_to_tensor_parallel_region(this->weight, *tp)
+                                   : this->weight;
   if (hidden.scalar_type() == torch::kFloat64) {
     // T5's own formula, variance in fp32 even for fp64 inputs as transformers computes it: fp64 models exist to
     // check t5scale against transformers and against itself to 1e-10.

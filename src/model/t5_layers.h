@@ -23,7 +23,9 @@ class RMSNormImpl : public torch::nn::Cloneable<RMSNormImpl>, public ShardedModu
   RMSNormImpl(int64_t dim, double eps, CommunicatorPtr tp, torch::TensorOptions param_options);
   void reset() override;
   // hidden (..., C). With input kSplit each TP rank normalises its own tokens, so the weight's gradient is a part per
-  // rank: it is summed over the TP group in backward (Megatron's all-reduce of sequence-parallel norm gradients).
+  // rank: summed over the TP group in this norm's backward, or (sum_weight_grad_over_tp false) left as this rank's
+  // part for a caller that sums every norm's at once (ParallelTrainer: one all-reduce per step, as Megatron's
+  // all-reduce of sequence-parallel norm gradients after backward).
   torch::Tensor forward(const torch::Tensor& hidden, SequenceLayout input = SequenceLayout::kReplicated);
   std::vector<ParameterLayout> parameter_layouts() const override;
 
@@ -32,6 +34,7 @@ class RMSNormImpl : public torch::nn::Cloneable<RMSNormImpl>, public ShardedModu
   CommunicatorPtr tp;
   torch::TensorOptions param_options;
   torch::Tensor weight;  // (C), replicated
+  bool sum_weight_grad_over_tp = true;
 };
 TORCH_MODULE(RMSNorm);
 

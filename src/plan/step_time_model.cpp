@@ -93,6 +93,14 @@ class StepWork {
     return w;
   }
 
+  // Under sequence parallelism the norms' gradient parts summed over TP once per step, after the DP reduction: one
+  // all-reduce of their fp32 gradients (under ZeRO, of this rank's DP share of them).
+  double norm_gradient_sum_s(double share) const {
+    if (split_ <= 1.0) return 0.0;
+    const double norms = 2.0 * c_.num_layers + 1.0 + 3.0 * c_.num_decoder_layers + 1.0;
+    return all_reduce(4.0 * norms * d_ * share);
+  }
+
   double all_reduce(double bytes) const { return tp_link_ ? collective_seconds(*tp_link_, "all_reduce", bytes, tp_) : 0.0; }
   double all_gather(double bytes) const { return tp_link_ ? collective_seconds(*tp_link_, "all_gather", bytes, tp_) : 0.0; }
   // A row-parallel exit (or a column-parallel entry's gradient): an all-reduce, or under sequence parallelism a
@@ -276,6 +284,10 @@ StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs&
       p.comm_exposed_s = p.dp_collectives_s;
     }
   }
+
+  const double norm_sum_s = work.norm_gradient_sum_s(m.zero1 ? 1.0 / static_cast<double>(m.dp) : 1.0);
+  p.tp_collectives_s += norm_sum_s;
+  p.comm_exposed_s += norm_sum_s;
 
   // The optimizer over this rank's parameters (ZeRO-1: its 1 / dp of them).
   const double owned = m.zero1 ? trainable / static_cast<double>(m.dp) : trainable;

@@ -34,7 +34,8 @@ struct StepTimeInputs {
 struct StepTimePrediction {
   double forward_s = 0.0;     // every micro-batch's forward, its TP collectives included
   double backward_s = 0.0;    // every micro-batch's backward, recomputation and TP collectives included
-  double comm_exposed_s = 0.0;  // the DP reduction's part that backward does not hide
+  double comm_exposed_s = 0.0;  // the DP reduction's part that backward does not hide, and under sequence
+                                // parallelism the norms' gradient sum over TP after it
   double optimizer_s = 0.0;     // gradient norm, clipping and the update of this rank's parameters
   double total_s = 0.0;
 
@@ -43,7 +44,7 @@ struct StepTimePrediction {
   double elementwise_s = 0.0;     // forward and backward: the other kernels' bytes at the memory bandwidth
   double host_s = 0.0;            // operators dispatched x op latency
   double recompute_s = 0.0;       // of matmul_s + elementwise_s: the recomputed forward
-  double tp_collectives_s = 0.0;  // in forward_s and backward_s
+  double tp_collectives_s = 0.0;  // in forward_s and backward_s (and the norms' gradient sum in comm_exposed_s)
   double dp_collectives_s = 0.0;  // the whole reduction, of which comm_exposed_s is not hidden
   double compute_share_factor = 1.0;  // CPU: ranks per core (> 1 when a host's ranks outnumber its cores) x the
                                       // busy host's slowdown (plan/machine_rates.h)

@@ -101,9 +101,9 @@ ParallelTrainer::ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTraini
                                     : options_.zero1 ? GradientSharding::kOptimizer
                                                      : GradientSharding::kNone;
   gradients_ = std::make_unique<GradientBuckets>(std::move(slots), grid_.dp, options_.bucket_bytes, sharding);
+  std::map<std::string, size_t> slot_of;  // the trainable parameters' gradient slots by name
+  for (size_t k = 0; k < gradients_->slots().size(); ++k) slot_of[gradients_->slots()[k].name] = k;
   if (options_.weight_gradients_into_buckets) {
-    std::map<std::string, size_t> slot_of;
-    for (size_t k = 0; k < gradients_->slots().size(); ++k) slot_of[gradients_->slots()[k].name] = k;
     for (const auto& item : model_->named_modules()) {
       WeightGradientSink* sink = nullptr;
       if (auto* column = item.value()->as<ColumnParallelLinearImpl>()) sink = &column->weight_gradient_sink;
@@ -113,6 +113,37 @@ ParallelTrainer::ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTraini
       *sink = gradients_->weight_gradient_sink(found->second);
       installed_sinks_.push_back(sink);
     }
+  }
+  for (const auto& item : model_->named_modules()) {
+    auto* norm = item.value()->as<RMSNormImpl>();
+    if (norm == nullptr) continue;
+    norm->sum_weight_grad_over_tp = false;
+    norms_.push_back(norm);
+    const auto found = slot_of.find(item.key() + ".weight");
+    if (found != slot_of.end()) norm_slots_.push_back(found->second);  // a frozen norm has no gradient to sum
+  }
+  if (grid_.tp_size > 1) {
+    // The coalesced sum adds the same elements on every TP rank: the norms' slots must lie at the same places of
+    // equal buckets (true when every rank holds equal shards; checked once here rather than trusted). A digest of
+    // the places, in halves that a double holds exactly, compared by its largest and smallest over the group.
+    uint64_t digest = 1469598103934665603ULL;  // FNV-1a over (bucket, offset, numel, bucket elements) per slot
+    for (const size_t k : norm_slots_) {
+      const ParameterSlot& slot = gradients_->slots()[k];
+      for (const int64_t value : {static_cast<int64_t>(slot.bucket), slot.offset, slot.numel,
+                                  gradients_->buckets()[slot.bucket].elements}) {
+        digest = (digest ^ static_cast<uint64_t>(value)) * 1099511628211ULL;
+      }
+    }
+    const auto device_doubles = torch::TensorOptions().dtype(torch::kFloat64).device(model_->shared->weight.device());
+    const torch::Tensor mine = torch::tensor({static_cast<double>(norm_slots_.size()),
+                                              static_cast<double>(digest >> 32), static_cast<double>(digest & 0xffffffffULL)},
+                                             device_doubles);
+    torch::Tensor largest = mine.clone(), negated_smallest = -mine;
+    grid_.tp->all_reduce_max(largest);
+    grid_.tp->all_reduce_max(negated_smallest);
+    T5S_CHECK(torch::equal(largest, mine) && torch::equal(-negated_smallest, mine),
+              "the norms' gradient slots differ between the ranks of the TP group (tp rank ", grid_.tp_rank,
+              "): their gradients cannot be summed in one all-reduce");
   }
   switch (options_.optimizer) {
     case OptimizerKind::kAdamW:
@@ -127,6 +158,27 @@ ParallelTrainer::ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTraini
 
 ParallelTrainer::~ParallelTrainer() {
   for (WeightGradientSink* sink : installed_sinks_) *sink = nullptr;
+  for (RMSNormImpl* norm : norms_) norm->sum_weight_grad_over_tp = true;
+}
+
+void ParallelTrainer::sum_norm_gradients_over_tp() {
+  // This rank's owned elements of every norm's reduced gradient (all of it without ZeRO, the DP shard's share with
+  // it), gathered into one buffer, summed over TP, and put back.
+  std::vector<torch::Tensor> parts;
+  for (const size_t k : norm_slots_) {
+    const ParameterSlot& slot = gradients_->slots()[k];
+    const auto [begin, end] = gradients_->owned_range(slot.bucket);
+    const int64_t first = std::max(begin, slot.offset), last = std::min(end, slot.offset + slot.numel);
+    if (first < last) parts.push_back(gradients_->owned_grad(slot.bucket).narrow(0, first - begin, last - first));
+  }
+  if (parts.empty()) return;
+  torch::Tensor flat = torch::cat(parts);
+  grid_.tp->all_reduce_sum(flat);
+  int64_t at = 0;
+  for (torch::Tensor& part : parts) {
+    part.copy_(flat.narrow(0, at, part.numel()));
+    at += part.numel();
+  }
 }
 
 void ParallelTrainer::set_loss_scale_state(double loss_scale, int64_t steps_since_overflow) {
@@ -249,8 +301,9 @@ StepResult ParallelTrainer::step(const std::vector<Seq2SeqBatch>& micro_batches,
     loss_sum += summed.detach().to(torch::kFloat64);
     clock.end(kBackward);
   }
-  // 4. Gradients reduced over DP.
+  // 4. Gradients reduced over DP; under sequence parallelism the norms' parts summed over TP.
   gradients_->finish();
+  if (model_->sequence_parallel() && grid_.tp_size > 1) sum_norm_gradients_over_tp();
   grid_.dp->all_reduce_sum(loss_sum);
   clock.end(kCommExposed);
 

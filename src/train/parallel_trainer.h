@@ -102,6 +102,12 @@ class ParallelTrainer {
   std::unique_ptr<DistributedOptimizer> optimizer_;
   std::vector<std::string> frozen_;
   std::vector<WeightGradientSink*> installed_sinks_;  // the layers' sinks this trainer set
+  // Under sequence parallelism each TP rank's norm weights get a part of their gradient (each rank normalises its
+  // own tokens). The norms leave it so (RMSNormImpl::sum_weight_grad_over_tp false), and the step sums the parts of
+  // every norm over TP in one all-reduce after the DP reduction, instead of one per norm and micro-batch in backward.
+  void sum_norm_gradients_over_tp();
+  std::vector<RMSNormImpl*> norms_;  // every norm of the model, whose flag this trainer set
+  std::vector<size_t> norm_slots_;   // the trainable norms' gradient slots, in the model's order
   double loss_scale_ = 1.0;
   int64_t steps_since_overflow_ = 0;
 };

@@ -4,8 +4,8 @@
 // optimizer steps; also with activation checkpointing, with 4 micro-batches of accumulation against one large
 // batch, with ZeRO-1 and ZeRO-2, and with Adafactor (fixed step size; and T5's relative step with the parameter scale and
 // momentum), whose row/column means and RMS values span the TP-split dimensions; and with sequence parallelism (with
-// checkpointing and ZeRO-1, and with selective recomputation), its batches padded to lengths every TP size splits. Weight decay and gradient
-// clipping are on, so both take part in what is compared. And a checkpoint written on any grid continues on any
+// checkpointing, accumulation and ZeRO-2, and with selective recomputation), its batches padded to lengths every TP
+// size splits. Weight decay and gradient clipping are on, so both take part in what is compared. And a checkpoint written on any grid continues on any
 // other grid (ZeRO-1 on or off on either side) exactly as on its own (GridResharding, at the end).
 #include <gtest/gtest.h>
 
@@ -308,7 +308,10 @@ INSTANTIATE_TEST_SUITE_P(Variants, GridTraining,
                                            Variant{"adafactor", 0, 1, false, Optimizer::kAdafactor},
                                            Variant{"adafactor_relative_step", 1, 4, false,
                                                    Optimizer::kAdafactorRelativeStep},
-                                           Variant{"sequence_parallel", 1, 1, true, Optimizer::kAdamW, false, true},
+                                           // the norms' gradient parts summed over TP once per step, after
+                                           // 4 micro-batches and the ZeRO-2 reduce-scatter of each
+                                           Variant{"sequence_parallel_all", 1, 4, true, Optimizer::kAdamW, true,
+                                                   true},
                                            Variant{"selective_sequence_parallel", 0, 1, false, Optimizer::kAdamW,
                                                    false, true, true}),
                          [](const auto& info) { return info.param.name; });

@@ -174,6 +174,11 @@ TEST(StepTimeModel, SequenceParallelismMovesTheSameBytesAndSplitsTheResidualStre
   EXPECT_NEAR(s.tp_collectives_s, p.tp_collectives_s, 0.02 * p.tp_collectives_s);
   EXPECT_LT(s.elementwise_s, p.elementwise_s);
   EXPECT_DOUBLE_EQ(s.matmul_s, p.matmul_s);
+  // After the step's backward, the norms' gradient parts (12 + 12 blocks: 2 x 12 + 1 + 3 x 12 + 1 = 62 norms of 768)
+  // summed over TP in one all-reduce of fp32: exposed, as the trainer runs it after the DP reduction.
+  const double norm_sum_s = collective_seconds(rates.links[0], "all_reduce", 4.0 * 62 * 768, 4);
+  EXPECT_GT(norm_sum_s, 0.0);
+  EXPECT_DOUBLE_EQ(s.comm_exposed_s, p.comm_exposed_s + norm_sum_s);
   // With latency, twice the collectives cost more.
   rates.links[0].latency_s = 1e-5;
   EXPECT_GT(predict_step_time(model, split, rates).tp_collectives_s, predict_step_time(model, plain, rates).tp_collectives_s);
