@@ -331,9 +331,10 @@ double DistributedBatchSampler::epoch_fraction() const {
          static_cast<double>(position_.step_in_epoch) / static_cast<double>(steps_per_epoch());
 }
 
-std::vector<std::vector<int64_t>> DistributedBatchSampler::epoch_micro_batches(int64_t epoch) const {
+std::vector<std::vector<int64_t>> DistributedBatchSampler::epoch_micro_batches(int64_t epoch, int64_t max_steps) const {
   const EpochPlan plan = epoch == plan_.epoch ? plan_ : plan_epoch(epoch);
-  const int64_t count = plan.steps * options_.dp_size * options_.micro_batches;
+  const int64_t steps = max_steps >= 0 ? std::min(max_steps, plan.steps) : plan.steps;
+  const int64_t count = steps * options_.dp_size * options_.micro_batches;
   std::vector<std::vector<int64_t>> batches;
   batches.reserve(static_cast<size_t>(count));
   for (int64_t k = 0; k < count; ++k) batches.push_back(micro_batch(plan, k));

@@ -101,8 +101,9 @@ class DistributedBatchSampler {
   double epoch_fraction() const;
 
   // Every micro-batch of an epoch over all replicas, in the epoch's order (steps x dp_size x micro_batches of
-  // them, the step-major layout described above).
-  std::vector<std::vector<int64_t>> epoch_micro_batches(int64_t epoch) const;
+  // them, the step-major layout described above); with max_steps >= 0 those of its first max_steps steps only (the
+  // planner's few steps of a dataset of millions of examples, without a list of every micro-batch).
+  std::vector<std::vector<int64_t>> epoch_micro_batches(int64_t epoch, int64_t max_steps = -1) const;
   // The order of all examples for an epoch (before cutting into micro-batches).
   std::vector<int64_t> epoch_order(int64_t epoch) const;
 

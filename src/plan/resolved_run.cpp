@@ -143,7 +143,7 @@ void resolve_step_time(const RunConfig& c, const RunWorld& world, const RunData&
     }
     const int64_t multiple = padded_length_multiple(c);
     auto padded = [multiple](int64_t length) { return (std::max<int64_t>(length, 1) + multiple - 1) / multiple * multiple; };
-    const std::vector<std::vector<int64_t>> micro_batches = sampler->epoch_micro_batches(0);
+    const std::vector<std::vector<int64_t>> micro_batches = sampler->epoch_micro_batches(0, kStepsPredicted);
     const int64_t per_step = r.batch->dp * r.batch->grad_accumulation;
     std::vector<StepTimePrediction> steps;
     for (int64_t step = 0; step < kStepsPredicted && (step + 1) * per_step <= static_cast<int64_t>(micro_batches.size()); ++step) {

@@ -289,6 +289,11 @@ TEST(BatchSampler, TokenBudgetPacksGreedilyWithinTheBudget) {
         }
       }
       EXPECT_EQ(s.steps_per_epoch(), total_micro / 6);
+      // The first steps alone (the planner's): the first 6 x steps micro-batches of the whole list; more steps
+      // than the epoch has give the whole list.
+      EXPECT_EQ(s.epoch_micro_batches(0, 2), Batches(micro.begin(), micro.begin() + 12));
+      EXPECT_EQ(s.epoch_micro_batches(0, 0), Batches{});
+      EXPECT_EQ(s.epoch_micro_batches(0, s.steps_per_epoch() + 5), micro);
       // Replica 0's step 0: micro-batches 0, 2, 4 of the epoch.
       EXPECT_EQ(s.next_step(), (Batches{micro[0], micro[2], micro[4]}));
     }
