@@ -24,9 +24,16 @@ def analyze(*args, env_python=sys.executable):
 
 @pytest.fixture(scope="module")
 def results(study_dir, tmp_path_factory):
-    """The "scale" study, a killed run of another study, and two files that are not run files."""
+    """The "scale" study (two of its runs with generations files), a killed run of another study, and two files that
+    are not run files."""
     folder = tmp_path_factory.mktemp("cli") / "results"
     shutil.copytree(study_dir, folder / "scale")
+    for run_id, text in (("sqrt-w1", "best run"), ("none-w8", "worse run")):
+        with open(folder / "scale" / f"{run_id}.eval.jsonl", "w") as f:
+            for step in (40, 80):
+                for index in range(8):
+                    f.write(json.dumps({"step": step, "index": index, "source": "summarize: " + "word " * 100,
+                                        "prediction": f"{text} {step}/{index}", "reference": f"ref <{index}>"}) + "\n")
     live = folder / "live"
     live.mkdir()
     writer = w.synthetic_run(live / "killed.h5", n_steps=12, step_time_s=0.5, status=None, run_id="killed",
@@ -111,13 +118,14 @@ def test_metric_option(results, tmp_path):
 
 
 def test_default_output_folder_is_results_report(study_dir, tmp_path):
-    folder = tmp_path / "r"
-    shutil.copytree(study_dir, folder)
+    folder = tmp_path / "r"  # one run of the study: where the report goes does not depend on how many runs it has
+    folder.mkdir()
+    shutil.copy(study_dir / "sqrt-w1.h5", folder)
     done = analyze(folder)
     assert done.returncode == 0, done.stderr
     assert (folder / "report" / "report.html").is_file()
     again = analyze(folder)  # the report folder inside the results folder is no obstacle
-    assert again.returncode == 0 and "7 run(s) analysed" in again.stdout
+    assert again.returncode == 0 and "1 run(s) analysed" in again.stdout
 
 
 def test_empty_folder_exits_2(tmp_path):
@@ -189,17 +197,8 @@ def test_runs_without_evaluation_price_energy_or_steps(tmp_path):
     assert "not drawn: GPU power (no GPU, or no NVML reading)." in page
 
 
-def test_report_shows_the_best_runs_generations_and_the_step_phases(study_dir, tmp_path):
-    folder = tmp_path / "scale"
-    shutil.copytree(study_dir, folder)
-    for run_id, text in (("sqrt-w1", "best run"), ("none-w8", "worse run")):
-        with open(folder / f"{run_id}.eval.jsonl", "w") as f:
-            for step in (40, 80):
-                for index in range(8):
-                    f.write(json.dumps({"step": step, "index": index, "source": "summarize: " + "word " * 100,
-                                        "prediction": f"{text} {step}/{index}", "reference": f"ref <{index}>"}) + "\n")
-    out = tmp_path / "out"
-    done = analyze(folder, "--out", out)
+def test_report_shows_the_best_runs_generations_and_the_step_phases(report_run):
+    done, out = report_run
     assert done.returncode == 0, done.stderr
     page = (out / "report.html").read_text(encoding="utf-8")
     section = page[page.index('<h2 id="generations">'):page.index('<h2 id="cards">')]
