@@ -135,9 +135,8 @@ ParallelTrainer::ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTraini
       }
     }
     const auto device_doubles = torch::TensorOptions().dtype(torch::kFloat64).device(model_->shared->weight.device());
-    const torch::Tensor mine = torch::tensor({static_cast<double>(norm_slots_.size()),
-                                              static_cast<double>(digest >> 32), static_cast<double>(digest & 0xffffffffULL)},
-                                             device_doubles);
+    const double high = static_cast<double>(digest >> 32), low = static_cast<double>(digest & 0xffffffffULL);
+    const torch::Tensor mine = torch::tensor({static_cast<double>(norm_slots_.size()), high, low}, device_doubles);
     torch::Tensor largest = mine.clone(), negated_smallest = -mine;
     grid_.tp->all_reduce_max(largest);
     grid_.tp->all_reduce_max(negated_smallest);
