@@ -72,7 +72,9 @@ def html_table(df: pd.DataFrame, columns=None) -> str:
     return f'<table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def html_figure(png: Path, caption: str) -> str:
+def html_figure(fig, plot_dir: Path, stem: str, caption: str) -> str:
+    """Saves the figure as <stem>.png and .svg under plot_dir (plots.save) and embeds the PNG with its caption."""
+    png, _ = plots.save(fig, plot_dir, stem)
     data = base64.b64encode(png.read_bytes()).decode("ascii")
     return (f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
             f"<figcaption>{html.escape(caption)} (also {html.escape(png.with_suffix('.svg').name)})"
@@ -201,18 +203,17 @@ def _curves_section(analysis: Analysis, plot_dir: Path) -> str:
         stem, name = plots.file_stem(study), plots.study_name(study)
         runs = _study_runs(analysis, study)
         parts.append(f"<h3>study {html.escape(name)}</h3>")
-        png, _ = plots.save(plots.loss_curves_figure(runs, metric, f"{name}: loss curves"),
-                            plot_dir, f"loss_curves_{stem}")
-        parts.append(html_figure(png, f"{name}: train loss per run against step and samples seen"
-                                      + (f", {mlabel} against samples seen" if metric else "")))
+        parts.append(html_figure(plots.loss_curves_figure(runs, metric, f"{name}: loss curves"), plot_dir,
+                                 f"loss_curves_{stem}", f"{name}: train loss per run against step and samples seen"
+                                 + (f", {mlabel} against samples seen" if metric else "")))
         fig, missing = plots.step_profile_figure(runs, lambda run: settings.get(str(run.path), run.run_id),
                                                  f"{name}: where the step goes")
         if fig is None:
             parts.append("<p><em>no run with measured steps</em></p>")
             continue
-        png, _ = plots.save(fig, plot_dir, f"steps_{stem}")
-        parts.append(html_figure(png, f"{name}: mean step time by phase per setting (the seeds of a run averaged), "
-                                      "and step time, throughput, memory, power and MFU against the step"))
+        parts.append(html_figure(fig, plot_dir, f"steps_{stem}",
+                                 f"{name}: mean step time by phase per setting (the seeds of a run averaged), "
+                                 "and step time, throughput, memory, power and MFU against the step"))
         if missing:
             parts.append("<p>Not measured by any run of this study, so not drawn: "
                          + html.escape(", ".join(missing)) + ".</p>")
@@ -236,14 +237,13 @@ def _scaling_section(analysis: Analysis, plot_dir: Path) -> str:
             parts.append(f"<p>Every run of this study has world size {group['world_size'].iloc[0]}: no plot against "
                          "the GPUs (the table above has each run's time, throughput and cost).</p>")
             continue
-        png, _ = plots.save(plots.scaling_figure(group, "world_size", f"{name}: scaling with GPUs"),
-                            plot_dir, f"scaling_{stem}_gpus")
-        parts.append(html_figure(png, f"{name}: time, throughput, speedup, efficiency, cost, energy and CO2 "
-                                      f"against GPUs"))
+        parts.append(html_figure(plots.scaling_figure(group, "world_size", f"{name}: scaling with GPUs"), plot_dir,
+                                 f"scaling_{stem}_gpus",
+                                 f"{name}: time, throughput, speedup, efficiency, cost, energy and CO2 against GPUs"))
         if group["nodes"].nunique() > 1:
-            png, _ = plots.save(plots.scaling_figure(group, "nodes", f"{name}: scaling with nodes"),
-                                plot_dir, f"scaling_{stem}_nodes")
-            parts.append(html_figure(png, f"{name}: the same against nodes, a line per GPUs-per-node"))
+            parts.append(html_figure(plots.scaling_figure(group, "nodes", f"{name}: scaling with nodes"), plot_dir,
+                                     f"scaling_{stem}_nodes",
+                                     f"{name}: the same against nodes, a line per GPUs-per-node"))
         else:
             parts.append(f"<p>All runs of this study use {group['nodes'].iloc[0]} node(s): no plot against nodes.</p>")
     return "\n".join(parts)
@@ -276,11 +276,11 @@ def _lr_section(analysis: Analysis, plot_dir: Path) -> str:
                 parts.append(f"<p>The share of the gap that rule none leaves to k = 1 that each rule closes "
                              f"({html.escape(label)}; 100% = as good as k = 1):</p>")
                 parts.append(html_table(gaps.drop(columns="metric").dropna(axis=1, how="all")))
-        png, _ = plots.save(plots.rule_points_figure(points_by_metric, f"{name}: final eval metrics against "
-                                                                       "global batch per LR rule"),
-                            plot_dir, f"lr_scaling_{stem}")
-        parts.append(html_figure(png, f"{name}: final {mlabel} against the global batch per LR rule, mean and "
-                                      "range over the runs (seeds)"))
+        figure = plots.rule_points_figure(points_by_metric,
+                                          f"{name}: final eval metrics against global batch per LR rule")
+        parts.append(html_figure(figure, plot_dir, f"lr_scaling_{stem}",
+                                 f"{name}: final {mlabel} against the global batch per LR rule, mean and range over "
+                                 "the runs (seeds)"))
     if constant:
         parts.append("<p>One global batch and one LR rule in every run, so nothing to compare here: "
                      + html.escape("; ".join(constant)) + ".</p>")
@@ -306,10 +306,9 @@ def _pareto_section(analysis: Analysis, plot_dir: Path) -> str:
         if len(group) < 2:
             parts.append("<p>One setting: no front to draw.</p>")
             continue
-        png, _ = plots.save(plots.pareto_figure(group, f"{name}: cost against best {_metric_text(analysis)}"),
-                            plot_dir, f"pareto_{stem}")
-        parts.append(html_figure(png, f"{name}: cost/quality Pareto front per setting, with the intervals it is "
-                                      "judged on (filled: on the front)"))
+        parts.append(html_figure(plots.pareto_figure(group, f"{name}: cost against best {_metric_text(analysis)}"),
+                                 plot_dir, f"pareto_{stem}", f"{name}: cost/quality Pareto front per setting, with the "
+                                 "intervals it is judged on (filled: on the front)"))
     return "\n".join(parts)
 
 
