@@ -38,12 +38,20 @@ def study_name(study) -> str:
     return str(study) if str(study) else "(no study)"
 
 
+PNG_DPI = 110
+
+
 def save(fig, out_dir: Path, stem: str) -> tuple:
-    """Writes <stem>.png and <stem>.svg under out_dir and closes the figure."""
+    """Writes <stem>.png and <stem>.svg under out_dir, both cropped to the figure's tight box, and closes the figure.
+    The box is found once, by one layout pass at the PNG's resolution: bbox_inches="tight" would lay the figure out
+    again for each file before drawing it (a quarter of the time a report spends on its figures)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     png, svg = out_dir / f"{stem}.png", out_dir / f"{stem}.svg"
-    fig.savefig(png, dpi=110, bbox_inches="tight", metadata={"Software": None})
-    fig.savefig(svg, bbox_inches="tight", metadata={"Date": None})
+    fig.set_dpi(PNG_DPI)
+    fig.draw_without_rendering()
+    tight = fig.get_tightbbox(fig.canvas.get_renderer()).padded(plt.rcParams["savefig.pad_inches"])
+    fig.savefig(png, dpi=PNG_DPI, bbox_inches=tight, metadata={"Software": None})
+    fig.savefig(svg, bbox_inches=tight, metadata={"Date": None})
     plt.close(fig)
     return png, svg
 

@@ -14,6 +14,7 @@
 #include "config/hf_config.h"
 #include "core/check.h"
 #include "core/command_line.h"
+#include "core/end_process.h"
 #include "core/nearest_word.h"
 #include "plan/cost_model.h"
 #include "dist/mpi_runtime.h"
@@ -231,4 +232,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return t5scale::guarded_main("t5scale-bench", argc, argv, run); }
+int main(int argc, char** argv) { t5scale::end_process(t5scale::guarded_main("t5scale-bench", argc, argv, run)); }

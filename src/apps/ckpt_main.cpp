@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/command_line.h"
+#include "core/end_process.h"
 #include "train/checkpoint_tools.h"
 
 namespace {
@@ -109,4 +110,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return t5scale::guarded_main("t5scale-ckpt", argc, argv, run); }
+int main(int argc, char** argv) { t5scale::end_process(t5scale::guarded_main("t5scale-ckpt", argc, argv, run)); }

@@ -8,6 +8,7 @@
 #include "config/run_config.h"
 #include "core/check.h"
 #include "core/command_line.h"
+#include "core/end_process.h"
 #include "dist/mpi_runtime.h"
 #include "train/training_job.h"
 
@@ -66,7 +67,7 @@ Arguments parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return run_mpi_program(argc, argv, "t5scale-train", [](int argc_, char** argv_) {
+  end_process(run_mpi_program(argc, argv, "t5scale-train", [](int argc_, char** argv_) {
     const Arguments args = parse(argc_, argv_);
     RunConfig config = args.config_path.empty() ? RunConfig{} : load_run_config(args.config_path);
     apply_overrides(config, args.overrides);
@@ -86,5 +87,5 @@ int main(int argc, char** argv) {
     }
     if (args.print_config) return 0;
     return run_training_job(config, source);
-  });
+  }));
 }

@@ -4,14 +4,15 @@
 
 #include <cstdio>
 
+#include "core/end_process.h"
 #include "gpu/gpu_test_support.h"
 #include "mpi/rank_test_runner.h"
 
 int main(int argc, char** argv) {
   if (!torch::cuda::is_available()) {
     std::printf("skipped: LibTorch sees no usable CUDA device (%s)\n", t5scale::cuda_unusable_reason().c_str());
-    return t5scale::testing::kSkipReturnCode;
+    t5scale::end_process(t5scale::testing::kSkipReturnCode);
   }
-  return t5scale::testing::run_tests_on_every_rank(
-      argc, argv, [] { ::testing::AddGlobalTestEnvironment(new t5scale::testing::GpuGridEnvironment); });
+  t5scale::end_process(t5scale::testing::run_tests_on_every_rank(
+      argc, argv, [] { ::testing::AddGlobalTestEnvironment(new t5scale::testing::GpuGridEnvironment); }));
 }

@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "core/end_process.h"
+
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   torch::manual_seed(0);
-  return RUN_ALL_TESTS();
+  t5scale::end_process(RUN_ALL_TESTS());
 }
