@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/fnv1a.h"
 #include "data_prep/recipe.h"
 
 namespace t5scale {
@@ -544,12 +545,7 @@ const std::map<std::string, double>& default_split_ratios() {
 }
 
 uint64_t split_hash(uint64_t seed, std::string_view id) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a offset basis
-  for (const char c : id) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3ULL;  // FNV prime
-  }
-  return mix64(h ^ mix64(seed + 0x9e3779b97f4a7c15ULL));
+  return mix64(fnv1a_64(id) ^ mix64(seed + 0x9e3779b97f4a7c15ULL));
 }
 
 std::string hash_split(const std::map<std::string, double>& ratios, uint64_t seed, std::string_view id) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "core/fnv1a.h"
 #include "model/activation_checkpoint.h"
 #include "model/tensor_parallel_mappings.h"
 #include "model/vocab_parallel_cross_entropy.h"
@@ -280,13 +281,6 @@ double init_std(const ModelConfig& c, const std::string& name) {
   }
   if (ends_with(".wo.weight")) return f * std::pow(static_cast<double>(c.d_ff), -0.5);
   throw Error(msg("no initialisation rule for parameter ", name));
-}
-
-// A hash that is the same on every rank, build and platform (std::hash promises none of that).
-uint64_t fnv1a_64(const std::string& text) {
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ULL;
-  return hash;
 }
 
 // This rank's shard of a parameter's initial values, N(0, std). Every slice along the split dimension (dim 0 for

@@ -10,6 +10,10 @@ namespace t5scale {
 
 namespace {
 
+// An encoder block has two sublayers (attention, feed-forward), a decoder block three (with cross-attention); each
+// begins with its norm.
+int64_t sublayer_count(const ModelConfig& c) { return 2 * c.num_layers + 3 * c.num_decoder_layers; }
+
 // Device seconds, bytes and operators of one part of a micro-batch's step on one rank.
 struct Work {
   double matmul_s = 0.0;
@@ -97,7 +101,7 @@ class StepWork {
   // all-reduce of their fp32 gradients (under ZeRO, of this rank's DP share of them).
   double norm_gradient_sum_s(double share) const {
     if (split_ <= 1.0) return 0.0;
-    const double norms = 2.0 * c_.num_layers + 1.0 + 3.0 * c_.num_decoder_layers + 1.0;
+    const double norms = static_cast<double>(sublayer_count(c_) + 2);  // and the encoder's and decoder's final norms
     return all_reduce(4.0 * norms * d_ * share);
   }
 
@@ -195,7 +199,7 @@ double optimizer_bytes_per_parameter(const MemoryInputs& m) {
 }  // namespace
 
 int64_t operators_per_step(const ModelConfig& model, const MemoryInputs& inputs, int64_t grad_accumulation) {
-  const int64_t sublayers = 2 * model.num_layers + 3 * model.num_decoder_layers;
+  const int64_t sublayers = sublayer_count(model);
   int64_t recomputed = 0;
   if (inputs.checkpoint_every_blocks > 0) {
     recomputed = 2 * recomputed_blocks(model.num_layers, inputs.checkpoint_every_blocks) +

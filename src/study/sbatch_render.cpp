@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/fnv1a.h"
 #include "core/text_file.h"
 
 namespace t5scale {
@@ -258,13 +259,8 @@ struct RenderedFile {
 
 // FNV-1a 64 of a file's bytes, in hex: enough to tell whether a file is still what render wrote.
 std::string checksum(const std::string& text) {
-  uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
   char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(fnv1a_64(text)));
   return hex;
 }
 

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "core/check.h"
+#include "core/fnv1a.h"
 #include "core/units.h"
 #include "model/vocab_parallel_cross_entropy.h"
 #include "train/cpu_memory_tracker.h"
@@ -126,14 +127,14 @@ ParallelTrainer::ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTraini
     // The coalesced sum adds the same elements on every TP rank: the norms' slots must lie at the same places of
     // equal buckets (true when every rank holds equal shards; checked once here rather than trusted). A digest of
     // the places, in halves that a double holds exactly, compared by its largest and smallest over the group.
-    uint64_t digest = 1469598103934665603ULL;  // FNV-1a over (bucket, offset, numel, bucket elements) per slot
+    std::vector<int64_t> places;  // (bucket, offset, numel, bucket elements) per slot
     for (const size_t k : norm_slots_) {
       const ParameterSlot& slot = gradients_->slots()[k];
-      for (const int64_t value : {static_cast<int64_t>(slot.bucket), slot.offset, slot.numel,
-                                  gradients_->buckets()[slot.bucket].elements}) {
-        digest = (digest ^ static_cast<uint64_t>(value)) * 1099511628211ULL;
-      }
+      places.insert(places.end(), {static_cast<int64_t>(slot.bucket), slot.offset, slot.numel,
+                                   gradients_->buckets()[slot.bucket].elements});
     }
+    const uint64_t digest =
+        fnv1a_64({reinterpret_cast<const char*>(places.data()), places.size() * sizeof(int64_t)});
     const auto device_doubles = torch::TensorOptions().dtype(torch::kFloat64).device(model_->shared->weight.device());
     const double high = static_cast<double>(digest >> 32), low = static_cast<double>(digest & 0xffffffffULL);
     const torch::Tensor mine = torch::tensor({static_cast<double>(norm_slots_.size()), high, low}, device_doubles);
