@@ -48,6 +48,9 @@ def save(fig, out_dir: Path, stem: str) -> tuple:
     out_dir.mkdir(parents=True, exist_ok=True)
     png, svg = out_dir / f"{stem}.png", out_dir / f"{stem}.svg"
     fig.set_dpi(PNG_DPI)
+    # tight_layout() has laid the figure out and left a placeholder engine, for which savefig would lay it out again
+    # (one more pass per file) to no effect: no engine from here on.
+    fig.set_layout_engine(None)
     fig.draw_without_rendering()
     tight = fig.get_tightbbox(fig.canvas.get_renderer()).padded(plt.rcParams["savefig.pad_inches"])
     fig.savefig(png, dpi=PNG_DPI, bbox_inches=tight, metadata={"Software": None})
