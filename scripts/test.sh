@@ -20,10 +20,6 @@ cd "$BUILD_DIR"
 # (nproc reads OMP_NUM_THREADS: the cores are counted without it.)
 cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-# glibc's malloc on transparent huge pages where the kernel offers them (madvise): a process that loads LibTorch
-# takes a quarter of its start in page faults, which this halves (`t5scale-train --help`: 75,000 -> 39,000 faults,
-# 13% less CPU, median of 10); the suite starts about 400 such processes. Without THP it changes nothing.
-export GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1
 # Two slots per core and one more: a test's PROCESSORS counts half cores (tests/CMakeLists.txt, t5scale_test_cores),
 # and the slot beyond the cores lets a test that mostly waits run beside those that fill them.
 ctest --output-on-failure --timeout 600 -j "$((2 * cores + 1))" "$@"
