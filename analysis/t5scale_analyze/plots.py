@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.layout_engine import PlaceHolderLayoutEngine  # noqa: E402
 from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
 
 from .runfile import LOWER_IS_BETTER, cpu_only, metric_label  # noqa: E402
@@ -48,9 +49,10 @@ def save(fig, out_dir: Path, stem: str) -> tuple:
     out_dir.mkdir(parents=True, exist_ok=True)
     png, svg = out_dir / f"{stem}.png", out_dir / f"{stem}.svg"
     fig.set_dpi(PNG_DPI)
-    # tight_layout() has laid the figure out and left a placeholder engine, for which savefig would lay it out again
-    # (one more pass per file) to no effect: no engine from here on.
-    fig.set_layout_engine(None)
+    # tight_layout() lays the figure out once and leaves a placeholder engine behind, for which savefig would lay it
+    # out again (one more pass per file) to no effect: the placeholder goes; a real engine would stay.
+    if isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
+        fig.set_layout_engine(None)
     fig.draw_without_rendering()
     tight = fig.get_tightbbox(fig.canvas.get_renderer()).padded(plt.rcParams["savefig.pad_inches"])
     fig.savefig(png, dpi=PNG_DPI, bbox_inches=tight, metadata={"Software": None})
