@@ -14,7 +14,7 @@ nlohmann::json load() {
   const char* path = std::getenv("T5SCALE_EVAL_REFERENCES");
   if (path == nullptr || *path == '\0') {
     throw std::runtime_error(
-        "T5SCALE_EVAL_REFERENCES is not set: run these tests through ctest (unit.eval_make_references writes the "
+        "T5SCALE_EVAL_REFERENCES is not set: run these tests through ctest (unit.python_references writes the "
         "file), or run tests/eval/make_eval_references.py OUT.json and point the variable at OUT.json");
   }
   std::ifstream in(path);

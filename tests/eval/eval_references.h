@@ -1,5 +1,5 @@
 // The reference values for the generation-metric tests, made by make_eval_references.py (rouge-score, nltk,
-// transformers) and found through T5SCALE_EVAL_REFERENCES, which ctest sets after running unit.eval_make_references.
+// transformers) and found through T5SCALE_EVAL_REFERENCES, which ctest sets after running unit.python_references.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -29,11 +29,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yi
 # compared, and every step all-reduces across the nodes);
 # shellcheck disable=SC2034  # read through a nameref
 short_settings=(train.max_steps=24 train.log_every=8 eval.every_steps=0 eval.max_examples=32 checkpoint.every_steps=0)
-# long: 500 steps with a checkpoint every 100, resumed when one is there, a collective waiting at most 5 s
+# long: 300 steps with a checkpoint every 60, resumed when one is there, a collective waiting at most 5 s
 # (preemption and node loss).
 collective_timeout_s=5
 # shellcheck disable=SC2034  # read through a nameref
-long_settings=(train.max_steps=500 train.log_every=50 eval.every_steps=0 eval.at_end=false checkpoint.every_steps=100
+long_settings=(train.max_steps=300 train.log_every=30 eval.every_steps=0 eval.at_end=false checkpoint.every_steps=60
                checkpoint.resume=auto "parallel.collective_timeout_s=$collective_timeout_s")
 
 # Sets the array `train`: t5scale-train on the demo's config with the settings of kind $2 (short, long), run

@@ -54,7 +54,7 @@ preemption() {
   # The nodes given on the command line hold for the requeued job too.
   job=$(sbatch --parsable --nodelist=t5n1,t5n2 slurm/preempt/across2.sbatch) || fail "sbatch failed"
   job_log="$work/runs/across2.$job.log"
-  wait_for_text "$job_log" "step 200/"
+  wait_for_text "$job_log" "step 120/"
   step="preemption: scancel --signal=USR1 $job"
   scancel --signal=USR1 "$job" || fail "scancel --signal=USR1 failed"
   wait_for_text "$job_log" "preempted, checkpoint written; requeueing job $job"
@@ -70,7 +70,7 @@ preemption() {
   grep -q "t5scale-train exited with 0" "$job_log" || fail "the requeued job did not complete: $(tail -n 5 "$job_log")"
   check_run "$work/runs/across2.h5" "$reference" 2 ||
     fail "the preempted and requeued run does not match the uninterrupted one"
-  echo "preemption: USR1 at about step 200 reached both nodes; one checkpoint at step $preempted_at, exit 75," \
+  echo "preemption: USR1 at about step 120 reached both nodes; one checkpoint at step $preempted_at, exit 75," \
        "requeued, resumed and completed"
 }
 
@@ -83,7 +83,7 @@ node_loss() {
   timeout "$limit" srun --nodelist=t5n3,t5n4 --nodes=2 --ntasks=2 --ntasks-per-node=1 --mpi=pmix \
     --kill-on-bad-exit=1 "${train[@]}" --set run.name=lost >"$work/lost.log" 2>&1 &
   launcher=$!
-  wait_for_text "$work/lost.log" "step 250/"
+  wait_for_text "$work/lost.log" "step 150/"
   step="node loss: killing every process of t5n4"
   netns=$(sed -n 's/^netns \(.*-t5n4\)$/\1/p' "$cluster/network")
   [ -n "$netns" ] || fail "no namespace of t5n4 in $cluster/network"
@@ -105,8 +105,8 @@ with h5py.File(sys.argv[1], "r", swmr=True) as f:
     steps = f["steps/step"][:]
     if status != "failed" or "world rank 1 on t5n4 does not answer" not in error:
         sys.exit(f"status {status!r}, error {error!r}")
-    if len(steps) < 250 or list(steps) != list(range(1, len(steps) + 1)):
-        sys.exit(f"the flushed steps are not 1..{len(steps)} with at least 250: {steps[:3]} ... {steps[-3:]}")
+    if len(steps) < 150 or list(steps) != list(range(1, len(steps) + 1)):
+        sys.exit(f"the flushed steps are not 1..{len(steps)} with at least 150: {steps[:3]} ... {steps[-3:]}")
     print(f"lost.h5: failed after {len(steps)} flushed steps: {error}")
 EOF
   # slurmctld would mark the node down after SlurmdTimeout (300 s by default) and release the job's other node.
@@ -120,7 +120,7 @@ EOF
   resumed_from=$(sed -n 's/.*resum[a-z]* .*step \([0-9]*\).*/\1/p' "$work/resumed.log" | head -n 1)
   check_run "$work/runs/lost.h5" "$reference" 1 ||
     fail "the run resumed after the node loss does not match the uninterrupted one"
-  echo "node loss: killed after step 250; the job ended $ended_s s later (collective timeout" \
+  echo "node loss: killed after step 150; the job ended $ended_s s later (collective timeout" \
        "$collective_timeout_s s), naming world rank 1 on t5n4; resubmitted on t5n3, resumed (${resumed_from:-?})" \
        "and completed"
   echo "node loss: $((SECONDS - lost_start)) s from submission to the completed resumption"
