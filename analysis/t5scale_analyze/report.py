@@ -75,7 +75,7 @@ def html_table(df: pd.DataFrame, columns=None) -> str:
 
 def html_figure(fig, plot_dir: Path, stem: str, caption: str) -> str:
     """Saves the figure as <stem>.png and .svg under plot_dir (plots.save) and embeds the PNG with its caption."""
-    from . import plots  # matplotlib, imported by what writes the report (see the imports)
+    from . import plots
     png, _ = plots.save(fig, plot_dir, stem)
     data = base64.b64encode(png.read_bytes()).decode("ascii")
     return (f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
@@ -198,7 +198,7 @@ def _studies(analysis: Analysis) -> list:
 
 
 def _curves_section(analysis: Analysis, plot_dir: Path) -> str:
-    from . import plots  # matplotlib, imported by what writes the report (see the imports)
+    from . import plots
     metric, mlabel = analysis.metric, _metric_text(analysis)
     settings = setting_names(analysis.table)
     parts = ['<h2 id="curves">Training curves and steps</h2>']
@@ -224,7 +224,7 @@ def _curves_section(analysis: Analysis, plot_dir: Path) -> str:
 
 
 def _scaling_section(analysis: Analysis, plot_dir: Path) -> str:
-    from . import plots  # matplotlib, imported by what writes the report (see the imports)
+    from . import plots
     parts = ['<h2 id="scaling">Scaling</h2>']
     if analysis.scaling.empty:
         parts.append("<p><em>no run with measured steps</em></p>")
@@ -254,7 +254,7 @@ def _scaling_section(analysis: Analysis, plot_dir: Path) -> str:
 
 
 def _lr_section(analysis: Analysis, plot_dir: Path) -> str:
-    from . import plots  # matplotlib, imported by what writes the report (see the imports)
+    from . import plots
     metric, mlabel = analysis.metric, _metric_text(analysis)
     parts = ['<h2 id="lr">Learning-rate scaling</h2>']
     constant = []
@@ -293,7 +293,7 @@ def _lr_section(analysis: Analysis, plot_dir: Path) -> str:
 
 
 def _pareto_section(analysis: Analysis, plot_dir: Path) -> str:
-    from . import plots  # matplotlib, imported by what writes the report (see the imports)
+    from . import plots
     parts = ['<h2 id="pareto">Cost/quality Pareto front</h2>',
              "<p>Per setting (the runs that differ only in their seed), the mean cost and best eval metric of its "
              "runs. One setting beats another on an axis only where their intervals are apart: cost from the "
@@ -325,7 +325,7 @@ SOURCE_SHOWN_CHARS = 240
 def _generations_section(analysis: Analysis) -> str:
     """Per study, the first generations of the last evaluation of its best run (by the report's metric), beside
     their references, from the generations file the trainer writes beside the run file."""
-    from . import plots  # matplotlib, imported by what writes the report (see the imports)
+    from . import plots
     parts = ['<h2 id="generations">Generations</h2>']
     metric = analysis.metric
     shown = False
