@@ -81,6 +81,10 @@ if ((WITH_TESTS)); then
   ((${#test_programs[@]})) || die "--with-tests: no test programs in $BUILD_DIR/tests (build with -DT5SCALE_BUILD_TESTS=ON)"
 fi
 mpi_programs=("$MPI_BIN/orterun" "$MPI_BIN/orted" "$MPI_BIN/ompi_info")
+# The CUDA backend the programs load where there is a GPU (src/dist/cuda_backend.h), in lib/ beside bin/ as in the
+# build; absent from a build whose LibTorch has no CUDA.
+cuda_backend=()
+[[ -f $BUILD_DIR/lib/libt5scale_cuda.so ]] && cuda_backend=("$BUILD_DIR/lib/libt5scale_cuda.so")
 
 # Which of the needed libraries the target provides itself: glibc (its loader decides which one runs), LibTorch
 # (from the target's torch, through env.sh) and CUDA/NVIDIA (the driver; the runtime, NCCL and the math libraries
@@ -127,7 +131,7 @@ collect_needs() {  # file: adds what ldd resolves for it to needed/excluded; fai
   done < <(ldd "$1")
 }
 
-for f in "${programs[@]}" "${test_programs[@]}" "${mpi_programs[@]}"; do collect_needs "$f"; done
+for f in "${programs[@]}" "${test_programs[@]}" "${mpi_programs[@]}" "${cuda_backend[@]}"; do collect_needs "$f"; done
 
 plugins=()
 left_out_plugins=()
@@ -163,6 +167,7 @@ for f in "${mpi_programs[@]}"; do install_elf "$f" "$STAGE/bin/$(basename "$f")"
 ln -s orterun "$STAGE/bin/mpirun"
 ln -s orterun "$STAGE/bin/mpiexec"
 for name in "${!needed[@]}"; do install_elf "${needed[$name]}" "$STAGE/lib/$name" '$ORIGIN'; done
+for f in "${cuda_backend[@]}"; do install_elf "$f" "$STAGE/lib/$(basename "$f")" '$ORIGIN'; done
 mkdir -p "$STAGE/lib/openmpi3" "$STAGE/lib/pmix" "$STAGE/lib/hwloc"
 for f in "${plugins[@]}"; do install_elf "$f" "$STAGE/lib/openmpi3/$(basename "$f")" '$ORIGIN/..'; done
 for f in "${pmix_plugins[@]}"; do install_elf "$f" "$STAGE/lib/pmix/$(basename "$f")" '$ORIGIN/..'; done
@@ -188,7 +193,8 @@ fi
 # ---- BUNDLE_INFO ----
 glibc_needed=$(find "$STAGE" -type f -print0 | while IFS= read -r -d '' f; do elf "$f" && objdump -T "$f"; done |
   grep -oE 'GLIBC_[0-9]+\.[0-9]+' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
-cudart=$(readelf -d "$BUILD_DIR/bin/t5scale-train" | sed -n 's/.*Shared library: \[\(libcudart\.so\.[0-9]*\)\]/\1/p')
+cudart=""
+((${#cuda_backend[@]})) && cudart=$(readelf -d "${cuda_backend[0]}" | sed -n 's/.*Shared library: \[\(libcudart\.so\.[0-9]*\)\]/\1/p')
 sorted() { printf '%s\n' "$@" | sort | tr '\n' ' ' | sed 's/ $//'; }
 by_kind() { local n; for n in "${!excluded[@]}"; do [[ ${excluded[$n]} == "$1" ]] && echo "$n"; done | sort | tr '\n' ' ' | sed 's/ $//'; }
 {
@@ -202,6 +208,7 @@ by_kind() { local n; for n in "${!excluded[@]}"; do [[ ${excluded[$n]} == "$1" ]
   echo "glibc_needed: $glibc_needed"
   echo "open_mpi: $OMPI_VERSION"
   echo "programs: $(sorted "${programs[@]##*/}")"
+  echo "cuda_backend: $( ((${#cuda_backend[@]})) && echo "lib/libt5scale_cuda.so" || echo none)"
   echo "test_programs: $(sorted "${test_programs[@]##*/}")"
   echo "bundled_libraries: $(sorted "${!needed[@]}")"
   echo "openmpi_plugins_left_out: $(sorted "${left_out_plugins[@]}")"

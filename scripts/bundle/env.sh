@@ -95,9 +95,13 @@ _t5scale_bundle_env() {
   # Every library the programs need must resolve before the shell is changed.
   local library_path missing
   library_path=$(IFS=:; echo "${dirs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  missing=$(LD_LIBRARY_PATH=$library_path ldd "$bundle/bin/t5scale-train" | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
+  # The CUDA backend (lib/libt5scale_cuda.so, loaded where there is a GPU) is the one that needs NCCL and CUDA.
+  local checked=("$bundle/bin/t5scale-train")
+  [[ -e $bundle/lib/libt5scale_cuda.so ]] && checked+=("$bundle/lib/libt5scale_cuda.so")
+  missing=$(for f in "${checked[@]}"; do LD_LIBRARY_PATH=$library_path ldd "$f"; done | awk '/not found/ {print $1}' |
+    sort -u | tr '\n' ' ')
   if [[ -n $missing ]]; then
-    echo "$error t5scale-train would not find: $missing(LibTorch at $torch_lib; NCCL and $cudart are looked" \
+    echo "$error t5scale-train and its CUDA backend would not find: $missing(LibTorch at $torch_lib; NCCL and $cudart are looked" \
          "for in $site/nvidia/*/lib and \$CUDA_HOME/lib64, or on the system's library path)" >&2
     return 1
   fi

@@ -17,6 +17,7 @@
 #include "core/end_process.h"
 #include "core/nearest_word.h"
 #include "plan/cost_model.h"
+#include "dist/cuda_backend.h"
 #include "dist/mpi_runtime.h"
 #include "train/machine_calibration.h"
 #include "train/step_benchmark.h"
@@ -178,11 +179,12 @@ Arguments parse(int argc, char** argv) {
 }
 
 torch::Device resolve_device(const std::string& text) {
-  if (text == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  if (text == "auto") return cuda_usable() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   T5S_CHECK(text == "cpu" || text.rfind("cuda", 0) == 0, "--device: '", text, "' is not cpu, cuda, cuda:K or auto");
   torch::Device device(text == "cuda" ? std::string("cuda:0") : text);
-  T5S_CHECK(device.is_cpu() || torch::cuda::is_available(), "--device ", text,
-            ": LibTorch sees no CUDA device on this machine");
+  std::string why_not;
+  T5S_CHECK(device.is_cpu() || cuda_usable(&why_not), "--device ", text, ": LibTorch cannot use a CUDA device on "
+            "this machine (", why_not, ")");
   return device;
 }
 

@@ -8,14 +8,9 @@
 
 #include "config/placement.h"
 #include "core/check.h"
+#include "dist/cuda_backend.h"
 #include "dist/mpi_communicator.h"
 #include "dist/mpi_runtime.h"
-#ifdef T5SCALE_WITH_NCCL
-#include <c10/cuda/CUDAFunctions.h>
-#include <cuda_runtime_api.h>
-
-#include "dist/nccl_communicator.h"
-#endif
 
 namespace t5scale {
 
@@ -84,20 +79,17 @@ ProcessGrid ProcessGrid::create(const GridOptions& options) {
     grid.dp = std::make_shared<MpiCommunicator>(dp_comm, "dp", options.collective_timeout_s);
     grid.world = std::make_shared<MpiCommunicator>(world_comm, "world", options.collective_timeout_s);
   } else {
-#ifdef T5SCALE_WITH_NCCL
+    const CudaBackend& cuda = required_cuda_backend("the NCCL backend");
     if (options.cuda_device >= 0) {
-      c10::cuda::set_device(static_cast<c10::DeviceIndex>(options.cuda_device));
+      cuda.set_device(options.cuda_device);
       grid.cuda_device = options.cuda_device;
     } else {
       grid.cuda_device = select_node_local_cuda_device();
     }
     const int device = grid.cuda_device;
-    grid.tp = std::make_shared<NcclCommunicator>(tp_comm, "tp", device, options.collective_timeout_s);
-    grid.dp = std::make_shared<NcclCommunicator>(dp_comm, "dp", device, options.collective_timeout_s);
-    grid.world = std::make_shared<NcclCommunicator>(world_comm, "world", device, options.collective_timeout_s);
-#else
-    throw Error("the NCCL backend was requested, but this build's LibTorch has no CUDA");
-#endif
+    grid.tp = cuda.nccl_communicator(tp_comm, "tp", device, options.collective_timeout_s);
+    grid.dp = cuda.nccl_communicator(dp_comm, "dp", device, options.collective_timeout_s);
+    grid.world = cuda.nccl_communicator(world_comm, "world", device, options.collective_timeout_s);
   }
   T5S_CHECK(grid.world_rank() == world_rank, "rank layout mismatch: ", grid.world_rank(), " vs ", world_rank);
   return grid;
@@ -159,20 +151,14 @@ void check_one_rank_per_gpu(const std::vector<std::string>& pci_bus_id_of_local_
 }
 
 int select_node_local_cuda_device() {
-#ifdef T5SCALE_WITH_NCCL
+  const CudaBackend& cuda = required_cuda_backend("a CUDA device");
   const NodeGroup node;
   const int device = cuda_device_index(node.local_rank(), node.local_size(), torch::cuda::device_count());
   // The bus id is a property of the device: reading it creates no CUDA context, so no rank touches a GPU that is
   // not its own before the check has passed.
-  char bus_id[32] = {};
-  const cudaError_t status = cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device);
-  T5S_CHECK(status == cudaSuccess, "cudaDeviceGetPCIBusId for CUDA device ", device, ": ", cudaGetErrorString(status));
-  check_one_rank_per_gpu(node.all_gather(bus_id));
-  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+  check_one_rank_per_gpu(node.all_gather(cuda.device_bus_id(device)));
+  cuda.set_device(device);
   return device;
-#else
-  throw Error("a CUDA device was requested, but this build's LibTorch has no CUDA");
-#endif
 }
 
 std::string gpu_node_evidence() {
@@ -195,19 +181,6 @@ std::string gpu_node_evidence() {
     signs.push_back("CUDA_VISIBLE_DEVICES=" + visible);
   }
   return join(signs, "; ");
-}
-
-std::string cuda_unusable_reason() {
-#ifdef T5SCALE_WITH_NCCL
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) return msg("cudaGetDeviceCount: ", cudaGetErrorString(status));
-  if (count == 0) return "CUDA sees no device";
-  if (!torch::cuda::is_available()) return "LibTorch reports CUDA unavailable";
-  return "";
-#else
-  return "this build's LibTorch has no CUDA";
-#endif
 }
 
 CommBackend resolve_backend(ParallelSettings::Backend requested, bool cuda_usable, const std::string& gpu_node_evidence,

@@ -90,10 +90,6 @@ int select_node_local_cuda_device();
 // "CUDA_VISIBLE_DEVICES=0,1" (set by Slurm and by hand for GPU jobs), joined by "; "; "" when there are none.
 std::string gpu_node_evidence();
 
-// Why LibTorch cannot use CUDA on this node: CUDA's own error (an old driver, no device) or a LibTorch built
-// without CUDA; "" when it can.
-std::string cuda_unusable_reason();
-
 // The backend `requested` (parallel.backend) resolves to: nccl where LibTorch can use CUDA and mpi on a node
 // without GPUs for auto. Throws, naming parallel.backend, for nccl without CUDA and for auto on a node that has
 // GPUs (gpu_node_evidence() not empty) LibTorch cannot use: a silent fall-back would train on the CPU.

@@ -5,11 +5,6 @@
 #include <torch/cuda.h>
 #include <unistd.h>
 
-#ifdef T5SCALE_WITH_NCCL
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
-
 #include "core/units.h"
 
 namespace t5scale {
@@ -18,60 +13,30 @@ void synchronize_device(c10::Device device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
-std::string cuda_device_name(c10::Device device) {
-#ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index())->name;
-#endif
-  return "";
-}
+namespace {
+CudaDeviceFacts facts_of(c10::Device device) { return required_cuda_backend("a CUDA device").device_facts(device.index()); }
+}  // namespace
+
+std::string cuda_device_name(c10::Device device) { return device.is_cuda() ? facts_of(device).name : ""; }
 
 bool cuda_device_has_bf16(c10::Device device) {
-#ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index())->major >= 8;
-#endif
-  return false;
+  return device.is_cuda() && facts_of(device).compute_capability_major >= 8;
 }
 
-int64_t cuda_device_memory_bytes(c10::Device device) {
-#ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) return static_cast<int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
-#endif
-  return 0;
-}
+int64_t cuda_device_memory_bytes(c10::Device device) { return device.is_cuda() ? facts_of(device).memory_bytes : 0; }
 
 int64_t device_memory_bytes(c10::Device device) {
   if (device.is_cuda()) return cuda_device_memory_bytes(device);
   return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
 }
 
-#ifdef T5SCALE_WITH_NCCL
-namespace {
-// The caching allocator's per-device state exists only after CUDA's lazy initialisation (the first CUDA tensor
-// does it); before that its statistics calls refuse the device ("Invalid device argument").
-void initialise_cuda() { at::globalContext().lazyInitDevice(at::kCUDA); }
-}  // namespace
-#endif
-
 std::optional<CudaAllocatorStats> cuda_allocator_stats(c10::Device device) {
-#ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) {
-    initialise_cuda();
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    return CudaAllocatorStats{stats.allocated_bytes[aggregate].current, stats.reserved_bytes[aggregate].current,
-                              stats.allocated_bytes[aggregate].peak, stats.reserved_bytes[aggregate].peak};
-  }
-#endif
-  return std::nullopt;
+  if (!device.is_cuda()) return std::nullopt;
+  return required_cuda_backend("the CUDA allocator's counters").allocator_stats(device.index());
 }
 
 void reset_cuda_peak_stats(c10::Device device) {
-#ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) {
-    initialise_cuda();
-    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
-  }
-#endif
+  if (device.is_cuda()) required_cuda_backend("the CUDA allocator's counters").reset_peak_allocator_stats(device.index());
 }
 
 bool is_out_of_memory(const c10::Error& error) {

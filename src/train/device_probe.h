@@ -1,6 +1,6 @@
 // What a CUDA device says about itself, read in one place for the run record and the step benchmark: its name,
-// its memory, and the caching allocator's counters. Off CUDA (or in a build without CUDA) there is nothing to
-// read: the name is empty, the memory 0 and the counters absent.
+// its memory, and the caching allocator's counters (through the process's CUDA backend, dist/cuda_backend.h). Off
+// CUDA there is nothing to read: the name is empty, the memory 0 and the counters absent.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+
+#include "dist/cuda_backend.h"
 
 namespace t5scale {
 
@@ -21,10 +23,6 @@ bool cuda_device_has_bf16(c10::Device device);             // compute capability
 // What a device can hold: a GPU's memory (0 when this build cannot read it), or the host's physical memory.
 int64_t device_memory_bytes(c10::Device device);
 
-struct CudaAllocatorStats {
-  int64_t allocated_bytes = 0, reserved_bytes = 0;            // now
-  int64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0;  // since the last reset
-};
 std::optional<CudaAllocatorStats> cuda_allocator_stats(c10::Device device);
 void reset_cuda_peak_stats(c10::Device device);  // nothing off CUDA
 

@@ -1,10 +1,5 @@
 #include "train/parallel_trainer.h"
 
-#ifdef T5SCALE_WITH_NCCL
-#include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
-
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -15,6 +10,7 @@
 #include "core/check.h"
 #include "core/fnv1a.h"
 #include "core/units.h"
+#include "dist/cuda_backend.h"
 #include "model/vocab_parallel_cross_entropy.h"
 #include "train/cpu_memory_tracker.h"
 
@@ -197,7 +193,8 @@ enum Phase { kForward, kBackward, kCommExposed, kOptimizer, kPhaseCount };
 // synchronisation, so timing adds no synchronisation of its own; elsewhere they are host clock readings.
 class PhaseClock {
  public:
-  explicit PhaseClock(torch::Device device) : device_(device) {
+  explicit PhaseClock(torch::Device device) {
+    if (device.is_cuda()) stream_clock_ = required_cuda_backend("a step on a GPU").stream_clock(device.index());
     peak_bytes_.fill(-1);
     if (CpuMemoryTracker::installed()) CpuMemoryTracker::start_window();
     mark();
@@ -219,36 +216,25 @@ class PhaseClock {
   std::array<double, kPhaseCount> seconds() const {
     std::array<double, kPhaseCount> out{};
     for (size_t i = 0; i < phases_.size(); ++i) {
-#ifdef T5SCALE_WITH_NCCL
-      if (device_.is_cuda()) {
-        out[phases_[i]] += events_[i]->elapsed_time(*events_[i + 1]) / 1000.0;  // ms
-        continue;
-      }
-#endif
-      out[phases_[i]] += std::chrono::duration<double>(times_[i + 1] - times_[i]).count();
+      out[phases_[i]] += stream_clock_ ? stream_clock_->seconds_between(i, i + 1)
+                                       : std::chrono::duration<double>(times_[i + 1] - times_[i]).count();
     }
     return out;
   }
 
  private:
   void mark() {
-#ifdef T5SCALE_WITH_NCCL
-    if (device_.is_cuda()) {
-      events_.push_back(std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault));  // with timing
-      events_.back()->record(c10::cuda::getCurrentCUDAStream(device_.index()));
-      return;
+    if (stream_clock_) {
+      stream_clock_->mark();
+    } else {
+      times_.push_back(std::chrono::steady_clock::now());
     }
-#endif
-    times_.push_back(std::chrono::steady_clock::now());
   }
 
-  torch::Device device_;
+  std::unique_ptr<CudaStreamClock> stream_clock_;  // on a GPU
   std::vector<Phase> phases_;
   std::array<int64_t, kPhaseCount> peak_bytes_{};
-  std::vector<std::chrono::steady_clock::time_point> times_;
-#ifdef T5SCALE_WITH_NCCL
-  std::vector<std::unique_ptr<at::cuda::CUDAEvent>> events_;
-#endif
+  std::vector<std::chrono::steady_clock::time_point> times_;  // elsewhere
 };
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "core/check.h"
 #include "core/set_aside.h"
 #include "core/utc_time.h"
+#include "dist/cuda_backend.h"
 #include "dist/mpi_runtime.h"
 #include "telemetry/cost.h"
 #include "telemetry/energy_estimate.h"
@@ -30,10 +31,6 @@
 #include "train/device_probe.h"
 #include "train/step_meter.h"
 #include "t5scale_git_revision.h"  // generated at build time: T5SCALE_GIT_REVISION
-
-#ifdef T5SCALE_WITH_NCCL
-#include <nccl.h>
-#endif
 
 namespace t5scale {
 namespace {
@@ -84,13 +81,8 @@ RunRecord::~RunRecord() = default;
 RunDescription RunRecord::description() const {
   const auto& c = config_;
   const int64_t gpus_per_node = c.cost.gpus_per_node > 0 ? c.cost.gpus_per_node : in_.world_size / nodes_;
-  std::string nccl_version;
-#ifdef T5SCALE_WITH_NCCL
-  if (in_.device.is_cuda()) {
-    int version = 0;
-    if (ncclGetVersion(&version) == ncclSuccess) nccl_version = std::to_string(version);
-  }
-#endif
+  const std::string nccl_version =
+      in_.device.is_cuda() ? required_cuda_backend("the run's NCCL version").nccl_version() : "";
   RunDescription d;
   d.run_id = c.run.name;
   d.study = c.run.study;

@@ -18,6 +18,7 @@
 #include "core/nearest_word.h"
 #include "core/utc_time.h"
 #include "core/units.h"
+#include "dist/cuda_backend.h"
 #include "dist/local_shard_communicator.h"
 #include "dist/process_grid.h"
 #include "plan/cost_model.h"
@@ -28,10 +29,6 @@
 #include "train/cpu_memory_tracker.h"
 #include "train/device_probe.h"
 #include "train/kernel_profile.h"
-
-#ifdef T5SCALE_WITH_NCCL
-#include <ATen/cuda/CUDAContext.h>
-#endif
 
 namespace t5scale {
 
@@ -163,19 +160,15 @@ json identity(torch::Device device) {
   id["torch_version"] = TORCH_VERSION;
   id["cuda_runtime_version"] = nullptr;
   id["driver_version"] = nullptr;
-#ifdef T5SCALE_WITH_NCCL
   if (device.is_cuda()) {
-    int runtime = 0;
-    if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) {
-      id["cuda_runtime_version"] = msg(runtime / 1000, ".", runtime % 1000 / 10);
-    }
+    const std::string runtime = required_cuda_backend("a GPU's identity").runtime_version();
+    if (!runtime.empty()) id["cuda_runtime_version"] = runtime;
     try {
       id["driver_version"] = NvmlLibrary::load()->driver_version();
     } catch (const std::exception&) {
       // No NVML on this node: the driver version stays unknown.
     }
   }
-#endif
   id["threads"] = at::get_num_threads();
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);

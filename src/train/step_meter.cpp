@@ -4,33 +4,23 @@
 #include <cstdio>
 #include <optional>
 
+#include "dist/cuda_backend.h"
 #include "telemetry/nvml.h"
 #include "telemetry/probes.h"
 #include "train/device_probe.h"
-
-#ifdef T5SCALE_WITH_NCCL
-#include <ATen/cuda/CUDAContext.h>
-#endif
 
 namespace t5scale {
 namespace {
 
 // NVML numbers the node's GPUs itself, ignoring CUDA_VISIBLE_DEVICES: find this rank's GPU by its PCI bus id.
 int nvml_device_index(torch::Device device) {
-#ifdef T5SCALE_WITH_NCCL
-  if (device.is_cuda()) {
-    const auto* properties = at::cuda::getDeviceProperties(device.index());
-    char bus_id[32];
-    std::snprintf(bus_id, sizeof(bus_id), "%08X:%02X:%02X.0", properties->pciDomainID, properties->pciBusID,
-                  properties->pciDeviceID);
-    try {
-      return NvmlLibrary::load()->device_index_of_pci_bus_id(bus_id);
-    } catch (const std::exception&) {
-      return static_cast<int>(device.index());  // no NVML: the meter factory reports why
-    }
+  if (!device.is_cuda()) return 0;
+  const std::string bus_id = required_cuda_backend("a GPU's energy meter").device_facts(device.index()).nvml_pci_bus_id;
+  try {
+    return NvmlLibrary::load()->device_index_of_pci_bus_id(bus_id);
+  } catch (const std::exception&) {
+    return static_cast<int>(device.index());  // no NVML: the meter factory reports why
   }
-#endif
-  return 0;
 }
 
 double value_or_unknown(const std::optional<double>& value) { return value ? *value : kUnknownValue; }

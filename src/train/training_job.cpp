@@ -128,9 +128,10 @@ void TrainingJob::set_up_grid() {
   GridOptions options;
   options.tp = static_cast<int>(config_.parallel.tp);
   options.collective_timeout_s = config_.parallel.collective_timeout_s;
-  const bool cuda = torch::cuda::is_available();
+  std::string cuda_unusable_reason;
+  const bool cuda = cuda_usable(&cuda_unusable_reason);
   options.backend = resolve_backend(config_.parallel.backend, cuda, cuda ? "" : gpu_node_evidence(),
-                                    cuda ? "" : cuda_unusable_reason());
+                                    cuda_unusable_reason);
   grid_ = ProcessGrid::create(options);  // NCCL: this rank's GPU is chosen and made current here, before any tensor
   device_ = grid_.device();              // the model, the batches and the job's own collectives live there
   torch::manual_seed(static_cast<uint64_t>(config_.run.seed));  // the replicated dropout stream: alike everywhere

@@ -26,6 +26,7 @@
 #include "data/synthetic_examples.h"
 #include "data/tokenized_dataset.h"
 #include "data/tokenizer.h"
+#include "dist/cuda_backend.h"
 #include "dist/lowest_rank_text.h"
 #include "dist/mpi_runtime.h"
 #include "dist/process_grid.h"

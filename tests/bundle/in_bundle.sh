@@ -50,7 +50,9 @@ short=(--config "$BUNDLE/jobs/demo/run.yaml" --set train.max_steps=20 --set trai
   --set eval.every_steps=20 --set eval.max_examples=16 --set checkpoint.every_steps=0
   --set run.output_dir="$WORK/runs")
 mkdir -p "$WORK/loader"
-LD_DEBUG=scopes LD_DEBUG_OUTPUT="$WORK/loader/one" t5scale-train "${short[@]}" --set run.name=one
+# The one-rank run also loads the CUDA backend (lib/libt5scale_cuda.so), as a GPU node would, with LibTorch's CUDA
+# side, NCCL and the CUDA runtime from the wheel; without a GPU it then trains on the CPU.
+T5SCALE_CUDA_BACKEND=load LD_DEBUG=scopes LD_DEBUG_OUTPUT="$WORK/loader/one" t5scale-train "${short[@]}" --set run.name=one
 LD_DEBUG=scopes LD_DEBUG_OUTPUT="$WORK/loader/two" mpirun -np 2 t5scale-train "${short[@]}" --set run.name=two \
   --set parallel.tp=2
 
@@ -92,7 +94,8 @@ if [[ -n $foreign ]]; then
 fi
 for expected in "$BUNDLE/lib/libmpi.so.40" "$BUNDLE/lib/libopen-pal.so.40" "$BUNDLE/lib/libpmix.so.2" \
   "$BUNDLE/lib/openmpi3/mca_btl_vader.so" "$BUNDLE/lib/openmpi3/mca_pmix_ext3x.so" "$BUNDLE/lib/libhdf5_serial.so.103" \
-  "$BUNDLE/lib/libyaml-cpp.so.0.7" "$BUNDLE/lib/libsentencepiece.so.0" "$BUNDLE/lib/libstdc++.so.6"; do
+  "$BUNDLE/lib/libyaml-cpp.so.0.7" "$BUNDLE/lib/libsentencepiece.so.0" "$BUNDLE/lib/libstdc++.so.6" \
+  "$BUNDLE/lib/libt5scale_cuda.so"; do
   grep -qx "$expected" <<<"$loaded" || { echo "[bundle test] $expected was not loaded" >&2; exit 1; }
 done
 grep -q "^$site/nvidia/.*/libcudart\.so\.[0-9]*$" <<<"$loaded" ||

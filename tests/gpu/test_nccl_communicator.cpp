@@ -9,7 +9,7 @@
 #include <chrono>
 
 #include "core/check.h"
-#include "dist/nccl_communicator.h"
+#include "dist/cuda_backend.h"
 #include "gpu/gpu_test_support.h"
 #include "support/base_test_support.h"
 
@@ -146,11 +146,12 @@ TEST(NcclCommunicator, AsyncWorkOrdersTheStreamThatWaitsForIt) {
 TEST(NcclWatchdogProbe, DISABLED_StalledCollectiveAbortsTheJob) {
   MPI_Comm copy;
   ASSERT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &copy), MPI_SUCCESS);
-  NcclCommunicator probe(copy, "probe", gpu_grid().cuda_device, /*timeout_s=*/1.0);
+  const CommunicatorPtr probe =
+      required_cuda_backend("the probe").nccl_communicator(copy, "probe", gpu_grid().cuda_device, /*timeout_s=*/1.0);
   torch::Tensor x = torch::ones({1024}, on_gpu(torch::kFloat32));
   // The collective waits behind 30 s of compute: pending for longer than its 1 s timeout, as if a peer had stalled.
   keep_current_stream_busy(30.0);
-  probe.all_reduce_sum(x);
+  probe->all_reduce_sum(x);
   x.cpu();  // the host waits here; the watchdog must end the process first
   FAIL() << "the stalled collective was not aborted";
 }

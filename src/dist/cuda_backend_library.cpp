@@ -1,0 +1,120 @@
+// The CUDA backend (dist/cuda_backend.h) as libt5scale_cuda.so builds it: LibTorch's CUDA API, the CUDA runtime
+// and NCCL.
+#include <ATen/Context.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <torch/cuda.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "dist/cuda_backend.h"
+#include "dist/nccl_communicator.h"
+
+namespace t5scale {
+
+namespace {
+
+c10::DeviceIndex index_of(int device) { return static_cast<c10::DeviceIndex>(device); }
+
+// The caching allocator's per-device state exists only after CUDA's lazy initialisation (the first CUDA tensor
+// does it); before that its statistics calls refuse the device ("Invalid device argument").
+void initialise_cuda() { at::globalContext().lazyInitDevice(at::kCUDA); }
+
+class EventStreamClock final : public CudaStreamClock {
+ public:
+  explicit EventStreamClock(int device) : device_(index_of(device)) {}
+  void mark() override {
+    events_.push_back(std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault));  // with timing
+    events_.back()->record(c10::cuda::getCurrentCUDAStream(device_));
+  }
+  double seconds_between(size_t from_mark, size_t to_mark) const override {
+    return events_.at(from_mark)->elapsed_time(*events_.at(to_mark)) / 1000.0;  // ms
+  }
+
+ private:
+  c10::DeviceIndex device_;
+  std::vector<std::unique_ptr<at::cuda::CUDAEvent>> events_;
+};
+
+class LibTorchCudaBackend final : public CudaBackend {
+ public:
+  std::string unusable_reason() const override {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) return msg("cudaGetDeviceCount: ", cudaGetErrorString(status));
+    if (count == 0) return "CUDA sees no device";
+    if (!torch::cuda::is_available()) return "LibTorch reports CUDA unavailable";
+    return "";
+  }
+
+  void set_device(int device) const override { c10::cuda::set_device(index_of(device)); }
+
+  CudaDeviceFacts device_facts(int device) const override {
+    const cudaDeviceProp* properties = at::cuda::getDeviceProperties(index_of(device));
+    CudaDeviceFacts facts;
+    facts.name = properties->name;
+    facts.memory_bytes = static_cast<int64_t>(properties->totalGlobalMem);
+    facts.compute_capability_major = properties->major;
+    char bus_id[32];
+    std::snprintf(bus_id, sizeof(bus_id), "%08X:%02X:%02X.0", properties->pciDomainID, properties->pciBusID,
+                  properties->pciDeviceID);
+    facts.nvml_pci_bus_id = bus_id;
+    return facts;
+  }
+
+  std::string device_bus_id(int device) const override {
+    char bus_id[32] = {};
+    const cudaError_t status = cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device);
+    T5S_CHECK(status == cudaSuccess, "cudaDeviceGetPCIBusId for CUDA device ", device, ": ",
+              cudaGetErrorString(status));
+    return bus_id;
+  }
+
+  CudaAllocatorStats allocator_stats(int device) const override {
+    initialise_cuda();
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
+    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    return CudaAllocatorStats{stats.allocated_bytes[aggregate].current, stats.reserved_bytes[aggregate].current,
+                              stats.allocated_bytes[aggregate].peak, stats.reserved_bytes[aggregate].peak};
+  }
+
+  void reset_peak_allocator_stats(int device) const override {
+    initialise_cuda();
+    c10::cuda::CUDACachingAllocator::resetPeakStats(index_of(device));
+  }
+
+  std::string runtime_version() const override {
+    int runtime = 0;
+    if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) return "";
+    return msg(runtime / 1000, ".", runtime % 1000 / 10);
+  }
+
+  std::string nccl_version() const override {
+    int version = 0;
+    return ncclGetVersion(&version) == ncclSuccess ? std::to_string(version) : "";
+  }
+
+  CommunicatorPtr nccl_communicator(MPI_Comm group, std::string name, int device, double timeout_s) const override {
+    return std::make_shared<NcclCommunicator>(group, std::move(name), device, timeout_s);
+  }
+
+  std::unique_ptr<CudaStreamClock> stream_clock(int device) const override {
+    return std::make_unique<EventStreamClock>(device);
+  }
+};
+
+}  // namespace
+
+}  // namespace t5scale
+
+// What the loader looks up (dist/cuda_backend.cpp).
+extern "C" __attribute__((visibility("default"))) const t5scale::CudaBackend* t5scale_cuda_backend() {
+  static const t5scale::LibTorchCudaBackend backend;
+  return &backend;
+}
