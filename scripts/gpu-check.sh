@@ -197,11 +197,16 @@ try:
 except Exception as e:
     print("torch cuda query failed:", e)
 EOF
-  if [[ -n $TRAIN ]]; then echo "--- libraries of $TRAIN"; ldd "$TRAIN" | grep -Ei 'torch|cuda|nccl|mpi|hdf5|not found'; fi
+  if [[ -n $TRAIN ]]; then
+    echo "--- libraries of $TRAIN"; ldd "$TRAIN" | grep -Ei 'torch|cuda|nccl|mpi|hdf5|not found'
+    # The CUDA side the programs load on a GPU (src/dist/cuda_backend.h), beside bin/.
+    local backend; backend=$(dirname "$TRAIN")/../lib/libt5scale_cuda.so
+    echo "--- libraries of $backend"; ldd "$backend" 2>&1 | grep -Ei 'torch|cuda|nccl|not found|cannot'
+  fi
 }
 if ((DRY_RUN)); then
   echo "stages:"
-  printf '  %-12s [<= %4d s] %s\n' environment 60 "nvidia-smi, nvidia-smi -q, $PYTHON (torch, transformers, h5py), ldd t5scale-train"
+  printf '  %-12s [<= %4d s] %s\n' environment 60 "nvidia-smi, nvidia-smi -q, $PYTHON (torch, transformers, h5py), ldd t5scale-train and its CUDA backend"
 else
   environment > "$OUT_DIR/environment.txt" 2>&1
   head -25 "$OUT_DIR/environment.txt"
