@@ -14,7 +14,9 @@ void synchronize_device(c10::Device device) {
 }
 
 namespace {
-CudaDeviceFacts facts_of(c10::Device device) { return required_cuda_backend("a CUDA device").device_facts(device.index()); }
+CudaDeviceFacts facts_of(c10::Device device) {
+  return required_cuda_backend("a CUDA device").device_facts(device.index());
+}
 }  // namespace
 
 std::string cuda_device_name(c10::Device device) { return device.is_cuda() ? facts_of(device).name : ""; }
@@ -36,7 +38,9 @@ std::optional<CudaAllocatorStats> cuda_allocator_stats(c10::Device device) {
 }
 
 void reset_cuda_peak_stats(c10::Device device) {
-  if (device.is_cuda()) required_cuda_backend("the CUDA allocator's counters").reset_peak_allocator_stats(device.index());
+  if (device.is_cuda()) {
+    required_cuda_backend("the CUDA allocator's counters").reset_peak_allocator_stats(device.index());
+  }
 }
 
 bool is_out_of_memory(const c10::Error& error) {
