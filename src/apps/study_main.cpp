@@ -13,6 +13,7 @@
 
 #include "core/check.h"
 #include "core/command_line.h"
+#include "core/program_folder.h"
 #include "core/text_table.h"
 #include "core/utc_time.h"
 #include "study/sbatch_render.h"
@@ -115,13 +116,6 @@ Arguments parse(int argc, char** argv) {
   return a;
 }
 
-// The folder this program was started from (/proc/self/exe), where the build puts t5scale-train too.
-std::string own_folder() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::current_path().string() : self.parent_path().string();
-}
-
 struct Context {
   Arguments args;
   StudyPlan plan;
@@ -144,7 +138,7 @@ Context prepare(const Arguments& args) {
   c.plan = plan_study(spec, expand);
   c.out_dir = fs::absolute(args.out_dir.empty() ? fs::path("slurm") / spec.name : fs::path(args.out_dir));
   c.render.out_dir = c.out_dir.string();
-  c.render.bin_dir = fs::absolute(args.bin_dir.empty() ? own_folder() : args.bin_dir).lexically_normal().string();
+  c.render.bin_dir = fs::absolute(args.bin_dir.empty() ? program_folder() : fs::path(args.bin_dir)).lexically_normal().string();
   c.render.workdir = fs::absolute(args.workdir.empty() ? fs::current_path() : fs::path(args.workdir))
                          .lexically_normal()
                          .string();

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/program_folder.h"
 
 namespace t5scale {
 
@@ -24,10 +25,7 @@ struct LoadedBackend {
 // Where the library is looked for: lib/ beside the program's folder (bin/, or the build tree's tests/), or one
 // folder higher (a bundle's tests/bin/).
 std::vector<fs::path> library_candidates() {
-  std::error_code error;
-  const fs::path program = fs::read_symlink("/proc/self/exe", error);
-  if (error) return {};
-  const fs::path folder = program.parent_path();
+  const fs::path folder = program_folder();
   return {folder / ".." / "lib" / kLibraryName, folder / ".." / ".." / "lib" / kLibraryName};
 }
 
