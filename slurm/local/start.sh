@@ -5,7 +5,10 @@
 #   slurm/local/start.sh --restart NODE STATE_DIR  starts node NODE (t5n<i>) of a running multi-node cluster again
 #                                                  after it was killed, and returns it to service
 # munged (as its own user, if no munged answers yet), slurmctld and slurmd (as root), with slurm.conf generated
-# from slurm.conf.in into STATE_DIR; state, spool, pid and log files all live under STATE_DIR. Needs root and
+# from slurm.conf.in into STATE_DIR; state, pid and log files live under STATE_DIR, and what holds Unix sockets
+# (slurmd's spool, the nodes' TmpFS) in a short folder of its own, /tmp/t5s-<hash of STATE_DIR>, which
+# STATE_DIR/sockets (a symlink) names and stop.sh removes: a socket's path may have at most 107 bytes, and slurmd's
+# step sockets under a deep STATE_DIR (a build tree in a long clone path) would not fit. Needs root and
 # Debian's slurm-wlm and munge packages (scripts/setup.sh installs them). Start the daemons only after Open MPI
 # (and with it libpmix2) is installed: a slurmd started before cannot load PMIx, and `srun --mpi=pmix` fails.
 # --nodes N (1 to 4, default 1): with 1, one slurmd in this machine's own network (the node is this host); with
@@ -14,7 +17,8 @@
 # namespace on the bridge's address. slurm/README.md, "The local multi-node cluster", describes it.
 # Environment: T5SCALE_SLURM_PORT (slurmctld's port; slurmd uses the next one; default: the first free pair from
 # 6817 on, so that a cluster left running, or another one started beside it, is never the one answering),
-# T5SCALE_SLURM_TIMEOUT_S (how long to wait for the nodes to be idle, default 120); with several nodes also
+# T5SCALE_SLURM_TIMEOUT_S (how long to wait for the nodes to be idle, default 120), T5SCALE_SLURM_SOCKET_ROOT
+# (the folder the short folder is made in, default /tmp); with several nodes also
 # T5SCALE_SLURM_SUBNET (the bridge's /24 as A.B.C.0/24; default: the first 10.231.X.0/24 that no address or
 # route of this machine uses) and T5SCALE_SLURM_NODE_CPUS (CPUs declared per node, default 2).
 set -euo pipefail
@@ -47,6 +51,16 @@ fail() {
   exit 1
 }
 
+# The short folder of this state folder: named from a hash of STATE_DIR's real path, so that the same state folder
+# always gets the same one and two clusters never share one. slurmd makes its step sockets in its spool folder
+# (<spool>/<node>_<job>.<step>, and the PMIx plugin's <spool>/stepd.slurm.pmix.<job>.<step>); under a build tree
+# in a long clone path those pass the 107 bytes a Unix socket path may have, and every job then sits in "launch
+# failed requeued held". The nodes' TmpFS (PMIx's client folders) goes there too.
+socket_root=$(realpath -m "${T5SCALE_SLURM_SOCKET_ROOT:-/tmp}")
+short="$socket_root/t5s-$(printf '%s' "$state" | sha256sum | cut -c 1-12)"
+# The longest path a Unix socket may have: sun_path holds 108 bytes with the closing NUL.
+max_socket_path=107
+
 [ "$(id -u)" -eq 0 ] || fail "needs root: slurmd starts jobs as their users, and this cluster runs as SlurmUser=root"
 for program in munged munge unmunge slurmctld slurmd sinfo scontrol; do
   command -v "$program" >/dev/null 2>&1 ||
@@ -67,7 +81,7 @@ start_node_slurmd() {
   # shellcheck disable=SC2016  # the inner shell expands its own arguments
   nsenter --net="/run/netns/$1" -- unshare --uts --mount -- /bin/sh -c \
     'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3.$1" "$3" && exec slurmd -f "$4" -N "$1"' \
-    sh "$2" "$state/hosts" "$state/tmp" "$state/slurm.conf" ||
+    sh "$2" "$state/hosts" "$short/tmp" "$state/slurm.conf" ||
     fail "slurmd of $2 did not start: $(tail -n 20 "$state/log/slurmd.$2.log" 2>/dev/null)"
 }
 
@@ -78,6 +92,7 @@ if [ -n "$restart" ]; then
   if [ ! -s "$state/slurmctld.pid" ] || ! kill -0 "$(cat "$state/slurmctld.pid")" 2>/dev/null; then
     fail "no cluster runs from $state"
   fi
+  short=$(readlink "$state/sockets") || fail "$state/sockets does not name the cluster's short folder"
   netns=$(sed -n "s/^netns \(.*-$restart\)$/\1/p" "$state/network" 2>/dev/null)
   [ -n "$netns" ] || fail "$state/network lists no node $restart"
   if [ -s "$state/slurmd.$restart.pid" ] && kill -0 "$(cat "$state/slurmd.$restart.pid")" 2>/dev/null; then
@@ -98,7 +113,51 @@ fi
 if [ -e "$state/slurmctld.pid" ] && kill -0 "$(cat "$state/slurmctld.pid")" 2>/dev/null; then
   fail "a cluster is already running from $state (slurm/local/stop.sh $state first)"
 fi
-mkdir -p "$state/state" "$state/spool" "$state/log"
+
+# The nodes' names: this machine's (one node), or t5n1..t5nN. Their spool folders and step sockets are named by them.
+if [ "$nodes" -eq 1 ]; then
+  node_names=$(slurmd -C | sed -n '1s/^NodeName=\([^ ]*\).*/\1/p')
+  [ -n "$node_names" ] || fail "slurmd -C printed no NodeName: $(slurmd -C 2>&1 | head -n 1)"
+else
+  node_names=$(seq -f 't5n%g' "$nodes")
+fi
+# A path that cannot work is refused here, not found by slurmd at the first job: the longest socket path a step
+# can have on any node, with a job id and a step id of 10 digits each (the most a 32-bit id has; the batch step
+# is 4294967291).
+longest=""
+for node in $node_names; do
+  spool="$short/spool"
+  [ "$nodes" -gt 1 ] && spool+="/$node"
+  for socket in "$spool/${node}_4294967295.4294967295" "$spool/stepd.slurm.pmix.4294967295.4294967295"; do
+    [ ${#socket} -gt ${#longest} ] && longest=$socket
+  done
+done
+if [ ${#longest} -gt $max_socket_path ]; then
+  fail "slurmd's step sockets would not fit: $longest has ${#longest} bytes, over the $max_socket_path a Unix" \
+       "socket path may have; set T5SCALE_SLURM_SOCKET_ROOT to a folder with a shorter path than $socket_root"
+fi
+
+# The short folder, made afresh (one left by a cluster that was killed holds nothing of use), with a file naming
+# its state folder (so that a folder of another cluster is never taken), and STATE_DIR/sockets pointing at it.
+# STATE_DIR/spool, tmp and tmp.<node> point into it too: where these were before, for a person looking, for the
+# tests and for the nodes' processes (STATE_DIR/tmp inside node i is its own TmpFS).
+if [ -e "$short" ] || [ -L "$short" ]; then
+  owner=$(cat "$short/owner" 2>/dev/null)
+  [ "$owner" = "$state" ] ||
+    fail "$short is not this cluster's folder (its owner file names '${owner:-nothing}', not $state):" \
+         "remove it, or set T5SCALE_SLURM_SOCKET_ROOT"
+  rm -rf "$short"
+fi
+mkdir -p "$short/spool" || fail "cannot make the cluster's short folder $short"
+echo "$state" >"$short/owner"
+mkdir -p "$state/state" "$state/log"
+# (A folder of the layout before the short folder, from an older start, is replaced by the symlink.)
+link_into_short() {
+  if [ -e "$state/$1" ] && [ ! -L "$state/$1" ]; then rm -rf "${state:?}/$1"; fi
+  ln -sfn "$short/$1" "$state/$1" || fail "cannot make the symlink $state/$1"
+}
+ln -sfn "$short" "$state/sockets" || fail "cannot make the symlink $state/sockets"
+link_into_short spool
 
 # Whether a process listens on TCP port $1 of this host.
 port_in_use() {
@@ -232,7 +291,7 @@ if [ "$nodes" -eq 1 ]; then
   fi
   node_line=$(sed "s/RealMemory=[0-9]*/RealMemory=$((real_memory * 95 / 100))/" <<<"$node_line")
   controller=$(hostname)
-  slurmd_files=(spool slurmd.pid slurmd.log)
+  slurmd_files=("$short/spool" slurmd.pid slurmd.log)
   tmp_fs=/tmp
 else
   # Several nodes share this machine's cores and memory: each is declared with T5SCALE_SLURM_NODE_CPUS CPUs
@@ -248,14 +307,16 @@ else
   # slurmctld checks against its own.
   controller="$(hostname)($prefix.1)"
   # One spool folder, pid file and log per node (%n: the node's name).
-  slurmd_files=(spool/%n slurmd.%n.pid slurmd.%n.log)
-  # Each node's own temporary folder: STATE_DIR/tmp, which in the node's mount namespace is STATE_DIR/tmp.<node>.
-  # The PMIx plugin makes its client folder TmpFS/spmix_appdir_<uid>_<job>.<step> on every node of a step; on a
-  # shared /tmp the second node finds it made ("File exists") and the step fails to launch.
-  tmp_fs=$state/tmp
+  slurmd_files=("$short/spool/%n" slurmd.%n.pid slurmd.%n.log)
+  # Each node's own temporary folder: SHORT/tmp (STATE_DIR/tmp), which in the node's mount namespace is
+  # SHORT/tmp.<node>. The PMIx plugin makes its client folder TmpFS/spmix_appdir_<uid>_<job>.<step> on every node
+  # of a step; on a shared /tmp the second node finds it made ("File exists") and the step fails to launch.
+  tmp_fs=$short/tmp
   mkdir -p "$tmp_fs"
+  link_into_short tmp
   for i in $(seq "$nodes"); do
-    mkdir -p "$state/spool/t5n$i" "$state/tmp.t5n$i"
+    mkdir -p "$short/spool/t5n$i" "$short/tmp.t5n$i"
+    link_into_short "tmp.t5n$i"
   done
 fi
 sed -e "s|@CLUSTER_NAME@|t5scale-local|" \
@@ -271,6 +332,8 @@ sed -e "s|@CLUSTER_NAME@|t5scale-local|" \
     -e "s|@NODE_NAME@|$node_name|" \
     -e "s|@PARTITION@|local|" \
     "$here/slurm.conf.in" >"$state/slurm.conf"
+# mpi.conf: Slurm's daemons read it from beside slurm.conf (the folder of SLURM_CONF).
+cp "$here/mpi.conf" "$state/mpi.conf"
 export SLURM_CONF="$state/slurm.conf"
 
 slurmctld -f "$SLURM_CONF" || fail "slurmctld did not start: $(tail -n 20 "$state/log/slurmctld.log" 2>/dev/null)"

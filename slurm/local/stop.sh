@@ -2,8 +2,9 @@
 # Stops the cluster that slurm/local/start.sh [--nodes N] STATE_DIR started: cancels its jobs, then stops every
 # slurmd, slurmctld and (if start.sh started it) munged, each by the pid in its pid file. With several nodes it
 # then ends whatever still runs in the nodes' network namespaces (job steps, orted, ranks) and removes the
-# namespaces, veth pairs and the bridge that STATE_DIR/network lists. Safe to call twice, or after a start that
-# failed half way.
+# namespaces, veth pairs and the bridge that STATE_DIR/network lists. Last it removes the cluster's short folder
+# (STATE_DIR/sockets: the spool and the nodes' TmpFS) and the symlinks to it. Safe to call twice, or after a start
+# that failed half way.
 set -uo pipefail
 
 if [ $# -ne 1 ]; then
@@ -105,6 +106,20 @@ if [ -f "$network" ]; then
     echo "could not remove:$left (listed in $network)" >&2
   fi
 fi
+
+# The short folder (after every process that could use it has ended), if it is this cluster's: its owner file
+# names this state folder. The symlinks into it go with it.
+short=$(readlink "$state/sockets" 2>/dev/null)
+if [ -n "$short" ]; then
+  if [ "$(cat "$short/owner" 2>/dev/null)" = "$state" ]; then
+    rm -rf "$short" || echo "could not remove the cluster's short folder $short" >&2
+  elif [ -e "$short" ]; then
+    echo "left $short: its owner file does not name $state" >&2
+  fi
+fi
+for link in "$state/sockets" "$state/spool" "$state/tmp" "$state"/tmp.*; do
+  [ -L "$link" ] && rm -f "$link"
+done
 
 # munged serves every cluster of this machine: another one started beside this (which reused it) still needs it.
 if pgrep -x slurmctld >/dev/null 2>&1; then

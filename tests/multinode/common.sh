@@ -200,8 +200,57 @@ cancel_all_jobs() {
   echo "jobs still queued after 30 s: $(squeue -h -o '%i %T' 2>&1 | tr '\n' ' ')" >&2
 }
 
+# Fails the test when one of the Slurm jobs given (ids; an array job's id covers its tasks) can never start, so
+# that no test waits out its deadline on a cluster that cannot run anything: a job whose launch failed on its node
+# is requeued and held by slurmctld ("launch failed requeued held": slurmd could not start its slurmstepd, e.g. a
+# socket path too long, a spool folder that cannot be written), and a held job, or one whose dependency can never
+# be met, stays pending for ever. The FAIL line names the job, its state and reason and slurmd's error about it;
+# the lines of slurmctld's and the slurmd logs about the job are printed before. Every loop that waits for a job
+# calls it on each turn; it asks squeue at most every 2 s (a squeue that fails says nothing: asked again later).
+jobs_checked_at=-100
+check_jobs_can_start() {
+  [ $# -gt 0 ] || return 0
+  [ $((SECONDS - jobs_checked_at)) -ge 2 ] || return 0
+  jobs_checked_at=$SECONDS
+  local queue job job_state reason
+  queue=$(squeue -h -r -j "$(IFS=,; echo "$*")" -o '%i %T %r' 2>/dev/null) || return 0
+  while read -r job job_state reason; do
+    case $reason in
+      *"launch failed"* | *[Hh]eld* | DependencyNeverSatisfied)
+        report_job_that_cannot_start "$job" "$job_state" "$reason" ;;
+    esac
+  done <<<"$queue"
+}
+
+# Prints what the cluster's daemons logged about job $1 (state $2, reason $3), and fails naming the first error
+# slurmd gave for it.
+report_job_that_cannot_start() {
+  local job=$1 logs error log lines details id pattern
+  logs="$(dirname "${SLURM_CONF:-.}")/log"
+  details=$(scontrol -o show job "$job" 2>/dev/null)
+  # An array task (<array job>_<task>) has a job id of its own, which the daemons' logs use.
+  id=$(sed -n '1s/^JobId=\([0-9]*\) .*/\1/p' <<<"$details")
+  id=${id:-${job%%_*}}
+  # slurmd: "[<id>.batch] error: ...", "Launching batch job <id> ..."; slurmctld: "JobId=<id> ...".
+  pattern="\\[$id\\.|job $id( |$)|JobId=$id( |$)"
+  {
+    echo "--- job $job can never start: $2 ($3)"
+    tr ' ' '\n' <<<"$details" | grep -E '^(JobState|Reason|Restarts|BatchHost|NodeList|SchedNodeList|Command)=' |
+      tr '\n' ' '
+    echo
+    for log in "$logs"/slurmctld.log "$logs"/slurmd*.log; do
+      [ -e "$log" ] || continue
+      lines=$(grep -E -- "$pattern" "$log" | tail -n 6)
+      [ -n "$lines" ] && printf '== %s\n%s\n' "$log" "$lines"
+    done
+  } >&2
+  error=$(cat "$logs"/slurmd*.log 2>/dev/null | grep -E -- "$pattern" | grep -E -m 1 'error|fatal' |
+            sed 's/^\[[^]]*\] *//')
+  fail "Slurm job $job can never start: $2, reason '$3'; ${error:-slurmd logged no error about it (see the logs above)}"
+}
+
 # Waits for sbatch job $1 to leave the queue (or, with $2 = any state name, to reach it), at most step_limit; a
-# squeue that fails is asked again.
+# squeue that fails is asked again. A job that can never start fails the test at once (check_jobs_can_start).
 wait_for_job() {
   local limit deadline queue
   limit=$(step_limit) || exit 1
@@ -211,17 +260,29 @@ wait_for_job() {
       [ -z "$queue" ] && [ -z "${2:-}" ] && return 0
       [ -n "${2:-}" ] && [ "$queue" = "$2" ] && return 0
     fi
+    check_jobs_can_start "$1"
     [ $SECONDS -ge $deadline ] && fail "job $1 still ${queue:-queued} after $limit s"
     sleep 0.25
   done
 }
 
-# Waits until file $1 holds the text $2, at most step_limit.
+# Waits until file $1 holds the text $2, at most step_limit. $3, where given, is what writes the file: a Slurm job
+# id (a job that can never start fails the test at once) or pid:<pid> of a launcher such as srun (its end before
+# the text appeared fails the test at once).
 wait_for_text() {
   local limit deadline
   limit=$(step_limit) || exit 1
   deadline=$((SECONDS + limit))
   until [ -e "$1" ] && grep -q -- "$2" "$1"; do
+    case ${3:-} in
+      pid:*)
+        if ! kill -0 "${3#pid:}" 2>/dev/null; then
+          grep -q -- "$2" "$1" 2>/dev/null && return 0
+          fail "the launcher of $1 (pid ${3#pid:}) ended before '$2' appeared: $(tail -n 5 "$1" 2>/dev/null)"
+        fi
+        ;;
+      ?*) check_jobs_can_start "$3" ;;
+    esac
     [ $SECONDS -ge $deadline ] && fail "'$2' did not appear in $1 within $limit s: $(tail -n 3 "$1" 2>/dev/null)"
     sleep 0.25
   done

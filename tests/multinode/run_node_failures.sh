@@ -54,10 +54,10 @@ preemption() {
   # The nodes given on the command line hold for the requeued job too.
   job=$(sbatch --parsable --nodelist=t5n1,t5n2 slurm/preempt/across2.sbatch) || fail "sbatch failed"
   job_log="$work/runs/across2.$job.log"
-  wait_for_text "$job_log" "step 120/"
+  wait_for_text "$job_log" "step 120/" "$job"
   step="preemption: scancel --signal=USR1 $job"
   scancel --signal=USR1 "$job" || fail "scancel --signal=USR1 failed"
-  wait_for_text "$job_log" "preempted, checkpoint written; requeueing job $job"
+  wait_for_text "$job_log" "preempted, checkpoint written; requeueing job $job" "$job"
   preempted_at=$(sed -n 's/.*preemption signal: checkpoint at step \([0-9]*\),.*/\1/p' "$job_log" | sort -u)
   if [ "$(echo "$preempted_at" | wc -l)" -ne 1 ] || [ -z "$preempted_at" ]; then
     fail "the ranks did not agree on one step to checkpoint: '$preempted_at'"
@@ -65,7 +65,7 @@ preemption() {
   [ -d "$work/runs/across2.ckpt/$(printf 'step_%08d' "$preempted_at")" ] ||
     fail "no checkpoint at the preemption's step $preempted_at: $(ls "$work/runs/across2.ckpt")"
   step="preemption: the requeued job"
-  wait_for_text "$job_log" "restart 1"
+  wait_for_text "$job_log" "restart 1" "$job"
   wait_for_job "$job"
   grep -q "t5scale-train exited with 0" "$job_log" || fail "the requeued job did not complete: $(tail -n 5 "$job_log")"
   check_run "$work/runs/across2.h5" "$reference" 2 ||
@@ -83,7 +83,7 @@ node_loss() {
   timeout "$limit" srun --nodelist=t5n3,t5n4 --nodes=2 --ntasks=2 --ntasks-per-node=1 --mpi=pmix \
     --kill-on-bad-exit=1 "${train[@]}" --set run.name=lost >"$work/lost.log" 2>&1 &
   launcher=$!
-  wait_for_text "$work/lost.log" "step 150/"
+  wait_for_text "$work/lost.log" "step 150/" "pid:$launcher"
   step="node loss: killing every process of t5n4"
   netns=$(sed -n 's/^netns \(.*-t5n4\)$/\1/p' "$cluster/network")
   [ -n "$netns" ] || fail "no namespace of t5n4 in $cluster/network"

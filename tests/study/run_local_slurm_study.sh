@@ -32,8 +32,10 @@ make_test_folder
 use_cluster
 study() { "$bin/t5scale-study" "$@"; }
 
-# Waits until none of the job ids given is pending or running (squeue), or fails after timeout_s. A squeue that
-# fails (a busy slurmctld answers late on a loaded machine) says nothing about the jobs: it is asked again.
+# Waits until none of the job ids given is pending or running (squeue), or fails after timeout_s; a job that can
+# never start (held after its launch failed) fails at once (check_jobs_can_start, tests/multinode/common.sh). A
+# squeue that fails (a busy slurmctld answers late on a loaded machine) says nothing about the jobs: it is asked
+# again.
 wait_for_jobs() {
   local deadline=$((SECONDS + timeout_s)) active queue
   while :; do
@@ -43,6 +45,7 @@ wait_for_jobs() {
     else
       active="unknown (squeue failed: $(cat "$work/squeue.$BASHPID.err"))"
     fi
+    check_jobs_can_start "$@"
     [ $SECONDS -ge $deadline ] && fail "jobs still queued or running after ${timeout_s} s: $active ($(squeue 2>&1))"
     sleep 0.5
   done
@@ -180,8 +183,10 @@ EOF
 # The preemption run: SIGUSR1 while it trains, requeued and resumed.
 preemption() {
   step="preemption: the run reaching step 20"
-  # Wait until the run has flushed 20 steps, then signal its tasks as --signal would.
-  "$python" - "$run_file" "$timeout_s" <<'EOF' || fail "the preemption run did not reach step 20 in ${timeout_s} s"
+  # Wait until the run has flushed 20 steps, then signal its tasks as --signal would. The reader looks for 10 s at
+  # a time; between, a job that can never start fails the test at once.
+  local reach_deadline=$((SECONDS + timeout_s))
+  until "$python" - "$run_file" 10 <<'EOF'; do
 import os, sys, time
 import h5py
 path, deadline = sys.argv[1], time.time() + float(sys.argv[2])
@@ -195,6 +200,10 @@ while time.time() < deadline:
     time.sleep(0.2)
 sys.exit(1)
 EOF
+    jobs_checked_at=-100  # asked now, however recently it was asked before
+    check_jobs_can_start "$job"
+    [ $SECONDS -lt $reach_deadline ] || fail "the preemption run did not reach step 20 in ${timeout_s} s"
+  done
   preempt_status() {
     study status "$work/preempt.yaml" --out "$work/preempt-jobs" --results-dir "$work/results"
   }
@@ -214,6 +223,7 @@ EOF
       seen_requeued=1
       break
     fi
+    check_jobs_can_start "$job"
     sleep 0.5
   done
   [ "$seen_requeued" -eq 1 ] ||

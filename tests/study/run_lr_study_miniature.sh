@@ -63,12 +63,22 @@ step="the 3 jobs"
 limit=$(step_limit) || exit 1
 deadline=$((SECONDS + limit))
 until queue=$(squeue -h -r -o %i 2>/dev/null) && ! grep -qxF -f <(printf '%s\n' "${job_ids[@]}") <<<"$queue"; do
+  # A job held after its launch failed would keep the others (singleton) waiting too: fail now, with the reason.
+  check_jobs_can_start "${job_ids[@]}"
   [ $SECONDS -ge $deadline ] && fail "jobs still queued or running after $limit s: $(squeue 2>&1)"
   sleep 0.5
 done
 "$bin/t5scale-study" status "$work/miniature.yaml" "${study_args[@]}" >"$work/status.log" 2>&1 ||
   fail "status: $(cat "$work/status.log")"
-[ "$(grep -c ' completed' "$work/status.log")" -ge 3 ] || fail "not every run completed: $(cat "$work/status.log")"
+# Each run's own line of the table (run, job, slurm, elapsed, run file, attempt, step, state): Slurm's state
+# COMPLETED, the run file completed at its last step, the run's state completed; and the summary counts exactly 3.
+# (Counting lines with " completed" counted the summary line as a run.)
+for run in k1 k2-none k2-sqrt; do
+  grep -Eq "^$run +[0-9]+ +COMPLETED +[^ ]+ +completed +[0-9]+ +([0-9]+)/\1 +completed$" "$work/status.log" ||
+    fail "t5scale-study status does not show run $run completed at its last step: $(cat "$work/status.log")"
+done
+grep -q '^summary: 3 completed$' "$work/status.log" ||
+  fail "the status summary is not '3 completed': $(cat "$work/status.log")"
 
 step="t5scale-analyze"
 "$src/analysis/t5scale-analyze" "$work/results" --metric macro_f1 >"$work/analyze.log" 2>&1 ||
