@@ -53,15 +53,29 @@ def _several_files(row: pd.Series) -> bool:
     return _number(row.get("attempt_files")) > 1
 
 
+def _money(value) -> str:
+    return "$" + _fmt(value, ".2f") if _known(value) else "unknown"
+
+
 def _cost_line(row: pd.Series) -> str:
-    dedicated_price = _number(row.get("price_per_node_hour_usd"))
+    """Both costs on the node-hours charged: the nodes x the share of each the run held (1 of 4 GPUs: a quarter);
+    the dedicated one at a price per GPU-hour where the run had one. Unknown, never $0, without a price."""
+    node_price = _number(row.get("price_per_node_hour_usd"))
+    gpu_price = _number(row.get("price_per_gpu_hour_usd"))
     low_price = _number(row.get("low_priority_price_per_node_hour_usd"))
-    low = "$" + _fmt(row.get("cost_low_priority_usd"), ".2f") if low_price > 0 else "not priced"
-    dedicated = "$" + _fmt(row.get("cost_usd"), ".2f") if dedicated_price > 0 else "not priced"
-    prices = (f"{low_price:g}" if low_price > 0 else "-") + "/" + (f"{dedicated_price:g}" if dedicated_price > 0 else "-")
+    low = _money(row.get("cost_low_priority_usd")) if low_price > 0 else "not priced"
+    dedicated = _money(row.get("cost_usd")) if node_price > 0 or gpu_price > 0 else "not priced"
+    prices = (f"{low_price:g}" if low_price > 0 else "-") + "/" + (f"{node_price:g}" if node_price > 0 else "-")
     nodes = (f"{row.get('attempt_nodes')} node(s) per grid" if _several_files(row) else f"{row.get('nodes')} node(s)")
-    return (f"{low}/{dedicated} (USD) at {prices} USD per node-hour x {nodes} "
-            f"= {_fmt(row.get('node_hours'), '.4g')} node-hours")
+    share = _number(row.get("node_share_fraction")) if "node_share_fraction" in row else 1.0
+    if share != 1.0:
+        basis = row.get("node_share_basis")
+        nodes += f" x {_fmt(share, '.4g')} of each" + (f" ({basis})" if isinstance(basis, str) and basis else "")
+    text = (f"{low}/{dedicated} (USD) at {prices} USD per node-hour x {nodes} "
+            f"= {_fmt(row.get('charged_node_hours', row.get('node_hours')), '.4g')} node-hours")
+    if gpu_price > 0:
+        text += f"; dedicated at {gpu_price:g} USD per GPU-hour"
+    return text
 
 
 def _attempts_line(row: pd.Series) -> str:

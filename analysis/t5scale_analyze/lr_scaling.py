@@ -10,6 +10,11 @@ from __future__ import annotations
 import pandas as pd
 
 from .runfile import LOWER_IS_BETTER
+from .settings import problem_labels
+
+# What an LR-scaling study varies on purpose: the rule and the global batch. Runs that differ in anything else of
+# their problem (steps, data, ...) are another variant, never averaged with these (settings.py).
+RULE_KEYS = ("global_batch", "cfg.lr_scaling.rule")
 
 BASE_COLUMNS = ("study", "lr_scaling_rule", "global_batch", "reference_global_batch", "base_lr", "effective_lr",
                 "run_id", "status", "world_size", "steps_completed", "last_train_loss")
@@ -40,23 +45,32 @@ def batch_mode_of(table: pd.DataFrame) -> pd.Series:
     return pd.Series([""] * len(table), index=table.index, dtype=str)
 
 
+def variant_of(table: pd.DataFrame) -> pd.Series:
+    """Per run, the keys of its problem beyond the rule and the global batch that vary within its study ("all")."""
+    if table.empty:
+        return pd.Series([], index=table.index, dtype=object)
+    parts = [problem_labels(study, ignore=RULE_KEYS) for _, study in table.groupby("study", sort=False, dropna=False)]
+    return pd.concat(parts).reindex(table.index)
+
+
 def rule_points(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Per study, batch mode, LR rule and global batch: the final `metric` over the runs there (seeds), as mean, min,
-    max and count, k = global batch / reference batch, the mean of the runs at k = 1 of the same study and batch mode
-    (k1_mean) and the difference from it. At k = 1 every rule gives the base LR, so a run there is a point of every rule's
-    curve. `within_noise`: the runs' range overlaps the k = 1 runs' range, so the difference is not a finding."""
+    """Per study, batch mode, variant (variant_of), LR rule and global batch: the final `metric` over the runs there
+    (seeds), as mean, min, max and count, k = global batch / reference batch, the mean of the runs at k = 1 of the
+    same study, batch mode and variant (k1_mean) and the difference from it. At k = 1 every rule gives the base LR,
+    so a run there is a point of every rule's curve. `within_noise`: the runs' range overlaps the k = 1 runs' range, so the difference is not a finding."""
     column = f"final_{metric}"
-    columns = ["study", "batch_mode", "lr_scaling_rule", "global_batch", "k", "effective_lr", "runs", "mean", "min",
-               "max", "k1_mean", "delta_vs_k1", "within_noise"]
+    columns = ["study", "batch_mode", "variant", "lr_scaling_rule", "global_batch", "k", "effective_lr", "runs", "mean",
+               "min", "max", "k1_mean", "delta_vs_k1", "within_noise"]
     if runs.empty or column not in runs or runs[column].isna().all():
         return pd.DataFrame(columns=columns)
     t = runs[runs[column].notna()].copy()
     t["batch_mode"] = batch_mode_of(t)
+    t["variant"] = variant_of(t)
     t["value"] = t[column].astype(float)
     t["k"] = t["global_batch"].astype(float) / t["reference_global_batch"].astype(float)
     t["lr_scaling_rule"] = t["lr_scaling_rule"].fillna("none").astype(str)
     shared = []
-    for _, group in t.groupby(["study", "batch_mode"], sort=False, dropna=False):
+    for _, group in t.groupby(["study", "batch_mode", "variant"], sort=False, dropna=False):
         rules = sorted(set(group["lr_scaling_rule"]))
         at_k1 = group[group["k"] == 1.0]
         for rule in rules:
@@ -64,14 +78,14 @@ def rule_points(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
             copies["lr_scaling_rule"] = rule
             shared.append(copies)
     t = pd.concat([t] + shared, ignore_index=True)
-    keys = ["study", "batch_mode", "lr_scaling_rule", "global_batch"]
+    keys = ["study", "batch_mode", "variant", "lr_scaling_rule", "global_batch"]
     points = (t.groupby(keys, sort=True, dropna=False)
               .agg(k=("k", "first"), effective_lr=("effective_lr", "first"), runs=("value", "count"),
                    mean=("value", "mean"), min=("value", "min"), max=("value", "max"))
               .reset_index())
-    reference = (t[t["k"] == 1.0].groupby(["study", "batch_mode"], dropna=False)["value"]
+    reference = (t[t["k"] == 1.0].groupby(["study", "batch_mode", "variant"], dropna=False)["value"]
                  .agg(ref_mean="mean", ref_min="min", ref_max="max").reset_index())
-    points = points.merge(reference, on=["study", "batch_mode"], how="left")
+    points = points.merge(reference, on=["study", "batch_mode", "variant"], how="left")
     points["k1_mean"] = points["ref_mean"]
     points["delta_vs_k1"] = points["mean"] - points["k1_mean"]
     overlap = (points["max"] >= points["ref_min"]) & (points["min"] <= points["ref_max"])
@@ -84,12 +98,14 @@ def rule_recovery(points: pd.DataFrame, lower_is_better: bool = False) -> pd.Dat
     the k = 1 runs, and the share of it each other rule closes: (rule - none) / (k1 - none) x 100 (100%: as good as
     one rank; above 100%: better; below 0: worse than no rule). A share is given only where rule none is worse than
     k = 1 beyond the noise (the seeds' ranges apart): otherwise there is no gap to close."""
-    columns = ["study", "global_batch", "k", "k1_mean", "none_mean", "gap_none_vs_k1", "none_worse_beyond_noise"]
+    columns = ["study", "variant", "global_batch", "k", "k1_mean", "none_mean", "gap_none_vs_k1",
+               "none_worse_beyond_noise"]
     if points.empty:
         return pd.DataFrame(columns=columns)
     rows = []
     scaled = points[(points["k"] > 1.0) & (points["batch_mode"] != "fixed_global")]
-    for (study, batch), group in scaled.groupby(["study", "global_batch"], sort=True, dropna=False):
+    for (study, variant, batch), group in scaled.groupby(["study", "variant", "global_batch"], sort=True,
+                                                         dropna=False):
         by_rule = group.set_index("lr_scaling_rule")
         if "none" not in by_rule.index:
             continue
@@ -98,7 +114,8 @@ def rule_recovery(points: pd.DataFrame, lower_is_better: bool = False) -> pd.Dat
         worse = (none["mean"] > k1) if lower_is_better else (none["mean"] < k1)
         noise = none["within_noise"]  # None: no k = 1 run to compare with
         gap_is_real = bool(worse) and noise is not None and not pd.isna(noise) and not bool(noise)
-        row = {"study": study, "global_batch": batch, "k": none["k"], "k1_mean": k1, "none_mean": none["mean"],
+        row = {"study": study, "variant": variant, "global_batch": batch, "k": none["k"], "k1_mean": k1,
+               "none_mean": none["mean"],
                "gap_none_vs_k1": none["delta_vs_k1"], "none_worse_beyond_noise": gap_is_real}
         for rule in sorted(set(by_rule.index) - {"none"}):
             row[f"{rule}_mean"] = by_rule.loc[rule, "mean"]

@@ -1,36 +1,29 @@
 """The cost/quality Pareto front of each study, over its settings rather than its runs, and only beyond the noise.
 
-A setting is the runs of a study whose configs differ only in the seed, name and folders (REPEAT_KEYS) and that
-ran on the same grid and batch (GRID_COLUMNS): the repeats of one run. Its cost and quality (the best eval metric) are the means over its runs, each with an
-interval: cost from the least to the most costly run; quality from the worst to the best run, widened to at
-least one standard error of an eval metric that is a mean over examples of a score in [0, 1] (accuracy, F1,
-ROUGE, exact match: sqrt(q (1 - q) / n) for n eval examples), since even a setting run once was measured on a
-finite sample. One setting beats another on an axis only beyond the noise: when their intervals do not overlap.
-A setting dominates another when it is not beaten on either axis and beats it on one; the front is the settings
-that nothing dominates. Settings within the noise of each other on both axes are therefore all on the front (or
-all off it): the front does not rank them.
+A setting is the runs of a study whose configs differ only in the seed, name and folders and that ran on the same
+grid and batch: the repeats of one run (settings.py). Its cost and quality (the best eval metric) are the means over
+its runs, each with an interval: cost from the least to the most costly run; quality from the worst to the best run,
+widened to at least one standard error of an eval metric that is a mean over examples of a score in [0, 1] (accuracy,
+F1, ROUGE, exact match: sqrt(q (1 - q) / n) for n eval examples), since even a setting run once was measured on a
+finite sample. One setting beats another on an axis only beyond the noise: when their intervals do not overlap. A
+setting dominates another when it is not beaten on either axis and beats it on one; the front is the settings that
+nothing dominates. Settings within the noise of each other on both axes are therefore all on the front (or all off
+it): the front does not rank them.
 
 Only completed runs take part (a running or killed run's cost is not its final cost). The cost is cost_usd when
-every such run of the study has a price per node-hour; otherwise node-hours (nodes x wall time), which is the cost
-up to the price.
+every such run of the study has one (a price, and the share of its nodes it is charged by); otherwise node-hours
+(nodes x wall time), which is the cost of whole nodes up to the price.
 """
 
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pandas as pd
 
 from .runfile import LOWER_IS_BETTER
-
-# Config keys in which the repeats of a run differ.
-REPEAT_KEYS = ("cfg.run.name", "cfg.run.seed", "cfg.run.output_dir", "cfg.checkpoint.dir", "cfg.checkpoint.resume")
-# The run's grid and batch as it ran (root attributes): runs of one config on other grids are other settings.
-GRID_COLUMNS = ("nodes", "gpus_per_node", "world_size", "tp", "dp", "global_batch", "micro_batch",
-                "grad_accumulation", "lr_scaling_rule", "effective_lr")
-REPEAT_SUFFIX = re.compile(r"[-_.]?(?:s|seed|r|rep|repeat)?[0-9]+$")
+from .settings import setting_name, settings_of
 
 COLUMNS = ["study", "setting", "runs", "run_ids", "cost_axis", "cost", "cost_min", "cost_max", "best_metric",
            "best_metric_min", "best_metric_max", "sampling_se", "quality_low", "quality_high", "metric",
@@ -73,22 +66,11 @@ def non_dominated(cost, quality, higher_is_better: bool = True) -> np.ndarray:
 
 
 def cost_axis(study: pd.DataFrame) -> str:
-    prices = study["price_per_node_hour_usd"].astype(float) if "price_per_node_hour_usd" in study else None
-    if prices is not None and len(prices) and bool((prices > 0).all()):
+    """cost_usd where every run's cost is known (a price, and the node share it is charged by), else node-hours."""
+    costs = study["cost_usd"].astype(float) if "cost_usd" in study else None
+    if costs is not None and len(costs) and bool(np.isfinite(costs).all()):
         return "cost_usd"
     return "node_hours"
-
-
-def setting_key(row: pd.Series, columns: list) -> tuple:
-    return tuple("" if (isinstance(row[c], float) and math.isnan(row[c])) else str(row[c]) for c in columns)
-
-
-def setting_name(run_ids: list) -> str:
-    """The runs' common name without a repeat suffix (baseline-s0, baseline-s1 -> baseline), else the first id."""
-    stems = {REPEAT_SUFFIX.sub("", str(r)) or str(r) for r in run_ids}
-    if len(run_ids) > 1 and len(stems) == 1:
-        return stems.pop()
-    return str(run_ids[0]) if len(run_ids) == 1 else f"{run_ids[0]} and {len(run_ids) - 1} more"
 
 
 def sampling_se(metric: str, quality: float, examples: float) -> float:
@@ -96,27 +78,6 @@ def sampling_se(metric: str, quality: float, examples: float) -> float:
     if metric in LOWER_IS_BETTER or not (examples > 0) or not (0.0 <= quality <= 1.0):
         return 0.0
     return math.sqrt(quality * (1.0 - quality) / examples)
-
-
-def settings_of(study: pd.DataFrame) -> list:
-    """The study's runs grouped into settings: lists of row labels, in the table's order."""
-    config = [c for c in study.columns if (c.startswith("cfg.") and c not in REPEAT_KEYS) or c in GRID_COLUMNS]
-    groups = {}
-    for label, row in study.iterrows():
-        groups.setdefault(setting_key(row, config), []).append(label)
-    return list(groups.values())
-
-
-def setting_names(runs: pd.DataFrame) -> dict:
-    """{run path: the name of its setting} over every run of the table (of every status)."""
-    names = {}
-    if runs.empty or "path" not in runs:
-        return names
-    for _, study in runs.groupby("study", sort=False, dropna=False):
-        for labels in settings_of(study):
-            name = setting_name(list(study.loc[labels, "run_id"]))
-            names.update({str(path): name for path in study.loc[labels, "path"]})
-    return names
 
 
 def pareto_table(runs: pd.DataFrame, metric: str | None) -> pd.DataFrame:

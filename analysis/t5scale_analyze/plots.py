@@ -30,6 +30,14 @@ SCALING_PANELS = (
 )
 
 
+# What an empty panel says: why its figure is unknown for every run (never drawn as 0).
+UNKNOWN_PANEL = {
+    "speedup": "no run of the same problem\n(global batch, steps, ...) on fewer GPUs",
+    "parallel_efficiency": "no run of the same problem\n(global batch, steps, ...) on fewer GPUs",
+    "cost_usd": "unknown: no price\n(cost.price_per_node_hour_usd or price_per_gpu_hour_usd)",
+}
+
+
 def file_stem(text: str) -> str:
     """A name that is safe in a file name; an empty study is "nostudy"."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).strip("_") or "nostudy"
@@ -98,15 +106,17 @@ def scaling_figure(table: pd.DataFrame, x: str, title: str):
             means = values.groupby(x)[column].mean()
             line, = ax.plot(means.index, means.to_numpy(), marker="o", label=label)
             ax.scatter(values[x], values[column], s=12, color=line.get_color(), alpha=0.6)
+    compared = table["base_world_size"].astype(float) if "base_world_size" in table else pd.Series(dtype=float)
     for ax, (column, ylabel) in zip(axes, SCALING_PANELS):
-        if x == "world_size" and column == "speedup" and len(table):
-            base = float(table["base_world_size"].min())
-            xs = np.array(sorted(set(table[x].astype(float))))
+        if x == "world_size" and column == "speedup" and np.isfinite(compared).any():
+            base = float(compared.min())
+            xs = np.array(sorted(set(table.loc[np.isfinite(compared), x].astype(float))))
             ax.plot(xs, xs / base, color="grey", linestyle="--", linewidth=1, label="_ideal")
         if x == "world_size" and column == "parallel_efficiency":
             ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         if column not in table or not np.isfinite(table[column].astype(float)).any():
-            ax.text(0.5, 0.5, "not measured", transform=ax.transAxes, ha="center", va="center", color="grey")
+            ax.text(0.5, 0.5, UNKNOWN_PANEL.get(column, "not measured"), transform=ax.transAxes, ha="center",
+                    va="center", color="grey")
         _log2_axis(ax, table[x].astype(float))
         ax.set_xlabel(("CPU ranks" if on_cpu else "GPUs") + " (world size)" if x == "world_size" else "nodes")
         ax.set_ylabel(ylabel)
@@ -131,12 +141,15 @@ def rule_points_figure(points_by_metric: dict, title: str):
         if len(at_k1):
             ax.axhspan(float(at_k1["min"].min()), float(at_k1["max"].max()), color="grey", alpha=0.15,
                        label="k = 1: range of its runs")
-        for i, (rule, group) in enumerate(scaled.groupby("lr_scaling_rule", sort=True)):
+        by = ["variant", "lr_scaling_rule"] if "variant" in scaled else ["lr_scaling_rule"]
+        for i, (keys, group) in enumerate(scaled.groupby(by, sort=True)):
+            keys = keys if isinstance(keys, tuple) else (keys,)
+            variant = f"{keys[0]}, " if len(keys) > 1 and keys[0] != "all" else ""
             group = group.sort_values("global_batch")
             x = group["global_batch"].astype(float) * (1.0 + 0.03 * (i - 1))  # rules side by side, not on top
             mean = group["mean"].astype(float)
             ax.errorbar(x, mean, yerr=[mean - group["min"].astype(float), group["max"].astype(float) - mean],
-                        marker="o", capsize=3, label=f"LR rule {rule}")
+                        marker="o", capsize=3, label=f"{variant}LR rule {keys[-1]}")
         if len(fixed):
             mean = fixed["mean"].astype(float)
             ax.errorbar(fixed["global_batch"].astype(float), mean,

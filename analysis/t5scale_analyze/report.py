@@ -17,9 +17,10 @@ import pandas as pd
 # --cards-only and a command that fails on its input start without it.
 from .cards import card_rows, cards_markdown
 from .lr_scaling import lr_scaling_table, metric_columns, rule_tables
-from .pareto import pareto_table, setting_names
+from .pareto import pareto_table
 from .runfile import LOWER_IS_BETTER, choose_metric, last_generations, metric_label, read_folder
 from .scaling import mixed_grid_runs, scaling_table
+from .settings import setting_names
 from .tables import format_number, runs_table, write_runs_table
 
 
@@ -99,11 +100,16 @@ DEFINITIONS = """
 <ul>
 <li><b>wall_time_s</b>: since the run's first start (resumed attempts included), to the last step or evaluation.
 <b>train_time_s</b>: the sum of the step times; <b>samples_per_s</b> = samples_total / train_time_s.</li>
-<li><b>speedup</b>: samples_per_s relative to the mean of the series' runs at its smallest world size;
-<b>parallel_efficiency</b> = speedup / (world_size / base_world_size). A series is the runs of a study that differ
-only in scale (same model, TP, precision, optimizer, LR rule, strategies, data and fixed batch).</li>
-<li><b>cost_usd</b> = price_per_node_hour_usd x nodes x wall_time_s / 3600 (0 when no price is set); the
-low-priority cost uses cost.low_priority_price_per_node_hour_usd.</li>
+<li><b>speedup</b>: samples_per_s relative to the series' reference, its setting (the repeats of one run, averaged)
+of the highest throughput at its smallest world size (<b>base_world_size</b>, <b>reference_setting</b>);
+<b>parallel_efficiency</b> = speedup / (world_size / base_world_size). A series is the runs of one problem: the same
+model, data, lengths, steps, optimizer, LR plan, precision and global batch on the same kind of device, whatever TP,
+micro batch, accumulation, ZeRO or checkpointing split it. A series on one world size has neither (empty): a run
+whose global batch grows with the ranks is compared with no other.</li>
+<li><b>cost_usd</b> = price_per_node_hour_usd x nodes x node_share_fraction x wall_time_s / 3600 (the share of each
+node the run held: 1 of 4 GPUs is a quarter; node_share_basis says how it was found), or price_per_gpu_hour_usd x
+GPUs held x wall_time_s / 3600; unknown (empty, never 0) when no price is set. The low-priority cost uses
+cost.low_priority_price_per_node_hour_usd on the same node-hours charged (<b>charged_node_hours</b>).</li>
 <li><b>energy_kwh</b> = (GPU J + CPU J) / 3.6e6 x PUE, the counters summed over ranks (a source that measured
 nothing counts as 0); <b>co2_kg</b> = energy_kwh x carbon_intensity_g_per_kwh / 1000.</li>
 <li>A run resumed on another world size has a run file per grid: the resuming job set the old one aside as
@@ -307,7 +313,7 @@ def _pareto_section(analysis: Analysis, plot_dir: Path) -> str:
         stem, name = plots.file_stem(study), plots.study_name(study)
         parts.append(f"<h3>study {html.escape(name)}</h3>")
         if group["cost_axis"].iloc[0] != "cost_usd":
-            parts.append("<p>Not every run has a price per node-hour: cost is in node-hours.</p>")
+            parts.append("<p>Not every run has a known cost (a price): cost is in node-hours.</p>")
         parts.append(html_table(group.drop(columns=["study", "metric"])))
         if len(group) < 2:
             parts.append("<p>One setting: no front to draw.</p>")

@@ -178,11 +178,114 @@ def decode(value):
     return value
 
 
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+SWMR_WRITE_FLAG = 0x04  # a version 3 superblock's file consistency flag: a writer had the file open in SWMR mode
+LIVE_WRITER_GRACE_S = 0.5
+
+
+def hdf5_damage(path: Path) -> str | None:
+    """Why the HDF5 file at `path` is damaged, from what its superblock says cheaply; None when nothing shows."""
+    return _superblock_check(path)[0]
+
+
+def _superblock_check(path: Path) -> tuple:
+    """(why the file is damaged or None, whether a SWMR writer has it open or died with it open).
+
+    HDF5 compares the stored end of file with the file's size only when a file is opened without SWMR; opened with
+    SWMR (as a live run file must be) a truncated file makes the library retry its metadata reads with growing
+    sleeps, for minutes. So the superblock is read here first: a file shorter than the end it
+    records is truncated. A file longer than it is fine (a SWMR writer updates the stored end at its flushes, after
+    the data). A writer in SWMR mode extends the file as it records the new end: a gap is looked at once more after
+    a moment before the file is called truncated.
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        offset = 0
+        while True:  # the superblock is at 0, 512, 1024, 2048, ... (a user block may come first)
+            if offset + 48 > size:
+                return f"no HDF5 superblock in its {size} bytes (not an HDF5 file, or cut before its first block)", False
+            f.seek(offset)
+            head = f.read(96)
+            if head[:8] == HDF5_SIGNATURE:
+                break
+            offset = 512 if offset == 0 else 2 * offset
+    version = head[8]
+    if version in (0, 1):
+        sizeof_offsets, flags = head[13], int.from_bytes(head[20:24], "little")
+        addresses = 24 + (4 if version == 1 else 0)  # base, free-space info, end of file, driver info
+    elif version in (2, 3):
+        sizeof_offsets, flags = head[9], head[11]
+        addresses = 12  # base, superblock extension, end of file, root object header
+    else:
+        return f"superblock version {version} at byte {offset}, which no HDF5 1.10 writes", False
+    if sizeof_offsets not in (2, 4, 8) or addresses + 3 * sizeof_offsets > len(head):
+        return f"superblock at byte {offset} gives {sizeof_offsets}-byte addresses", False
+
+    def address(index):
+        start = addresses + index * sizeof_offsets
+        return int.from_bytes(head[start:start + sizeof_offsets], "little")
+
+    swmr_writer = version == 3 and bool(flags & SWMR_WRITE_FLAG)
+    end = address(0) + address(2)
+    if size >= end:
+        return None, swmr_writer
+    if swmr_writer:
+        time.sleep(LIVE_WRITER_GRACE_S)
+        size = path.stat().st_size
+        if size >= end:
+            return None, swmr_writer
+    return f"truncated: {size} bytes, but its superblock says the file ends at byte {end}", swmr_writer
+
+
+# A SWMR reader retries a metadata read whose checksum fails, for a writer that may be writing that block: 100 times
+# by default, with growing sleeps, minutes on a file damaged inside. The trainer and `t5scale-study status` read with
+# 10 attempts (src/core/hdf5_superblock.h), which answer a damaged file in milliseconds; h5py does not expose the
+# setting, so it is set on the file access list through the HDF5 library h5py loaded.
+SWMR_METADATA_READ_ATTEMPTS = 10
+
+
+def _hdf5_library():
+    import ctypes
+    import glob
+    import os
+    here = os.path.dirname(h5py.__file__)
+    for pattern in (os.path.join(os.path.dirname(here), "h5py.libs", "libhdf5-*.so*"), os.path.join(here, "libhdf5*.so*")):
+        for candidate in sorted(glob.glob(pattern)):
+            if "_hl" not in os.path.basename(candidate):
+                return ctypes.CDLL(candidate)
+    # An h5py built against a system HDF5: its symbols are in the process already.
+    library = ctypes.CDLL(None)
+    return library if hasattr(library, "H5Pset_metadata_read_attempts") else None
+
+
+def _open_swmr(path: Path) -> h5py.File:
+    """h5py.File(path, "r", swmr=True) with at most SWMR_METADATA_READ_ATTEMPTS reads of a damaged block."""
+    import ctypes
+    library = _hdf5_library()
+    if library is None:
+        return h5py.File(path, "r", swmr=True)
+    access = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    access.set_fclose_degree(h5py.h5f.CLOSE_STRONG)
+    if library.H5Pset_metadata_read_attempts(ctypes.c_int64(access.id), ctypes.c_uint(SWMR_METADATA_READ_ATTEMPTS)) < 0:
+        return h5py.File(path, "r", swmr=True)
+    file_id = h5py.h5f.open(str(path).encode(), h5py.h5f.ACC_RDONLY | h5py.h5f.ACC_SWMR_READ, fapl=access)
+    return h5py.File(file_id)
+
+
 def _open(path: Path) -> h5py.File:
+    try:
+        damage, swmr_writer = _superblock_check(path)
+    except OSError as e:  # gone, a folder, not readable
+        raise NotARunFile(f"cannot be opened as HDF5: {e}") from e
+    if damage is not None:
+        raise NotARunFile(damage)
     last_error = None
     for _ in range(OPEN_ATTEMPTS):
         try:
-            return h5py.File(path, "r", swmr=True)
+            # SWMR reading only where a SWMR writer has the file (a live job, or one killed without closing it): it
+            # retries failed metadata reads for a writer that may still be writing them, which a closed file never
+            # needs, and HDF5 checks a closed file's metadata at once.
+            return _open_swmr(path) if swmr_writer else h5py.File(path, "r")
         except OSError as e:
             last_error = e
             # Only a lock held by a writer is worth waiting for; a file that is not HDF5 will not become one.
@@ -242,6 +345,17 @@ def read_run(path, now: float | None = None) -> Run:
 def read_run_file(path, now: float | None = None, set_aside: bool = False) -> Run:
     """Reads one run file alone; `set_aside`: a file that a resuming job set aside (its job has ended)."""
     path = Path(path)
+    try:
+        return _read_run_file(path, now, set_aside)
+    except NotARunFile:
+        raise
+    except (OSError, KeyError, RuntimeError, ValueError, TypeError, IndexError) as e:
+        # A file damaged inside (a flipped byte in an object header or a dataset's chunk index): HDF5's checksums
+        # and h5py's checks fail at some read; the file is named and skipped as the others are.
+        raise NotARunFile(f"damaged: {type(e).__name__}: {e}") from e
+
+
+def _read_run_file(path: Path, now: float | None, set_aside: bool) -> Run:
     with _open(path) as f:
         attrs = {name: decode(f.attrs[name]) for name in f.attrs}
         fmt = attrs.get("format")

@@ -40,25 +40,34 @@ def _ratio(numerator, denominator) -> float:
 
 
 def derived_figures(attrs: dict, summary: dict, cfg: dict, hours: tuple | None = None) -> dict:
-    """Throughput over the training time, node-/GPU-hours, GPU energy in kJ and the cost at the low-priority
-    price (cost.low_priority_price_per_node_hour_usd; 0 when not set, like the dedicated price). `hours`:
-    (node-hours, GPU-hours) when the run's files ran on other grids (runfile.attempt_hours); by default nodes and
-    world size x wall time."""
+    """Throughput over the training time, node-/GPU-hours, the node-hours charged (node-hours x the share of each
+    node the run held, node_share_fraction; whole nodes for a file from before it was recorded), GPU energy in kJ
+    and the cost at the low-priority price (cost.low_priority_price_per_node_hour_usd, on the node-hours charged;
+    NaN when not set, like the dedicated price). `hours`: (node-hours, GPU-hours) when the run's files ran on other
+    grids (runfile.attempt_hours); by default nodes and world size x wall time."""
     wall_time_s = float(summary.get("wall_time_s", math.nan))
     if hours is None:
         hours = (float(attrs.get("nodes", math.nan)) * wall_time_s / 3600.0,
                  float(attrs.get("world_size", math.nan)) * wall_time_s / 3600.0)
     node_hours, gpu_hours = hours
+    charged_node_hours = node_hours * float(attrs.get("node_share_fraction", 1.0))
     low_priority_price = float(cfg.get("cfg.cost.low_priority_price_per_node_hour_usd", 0.0) or 0.0)
     return {
         "samples_per_s": _ratio(summary.get("samples_total"), summary.get("train_time_s")),
         "tokens_per_s": _ratio(summary.get("tokens_total"), summary.get("train_time_s")),
         "node_hours": node_hours,
         "gpu_hours": gpu_hours,
+        "charged_node_hours": charged_node_hours,
         "gpu_energy_kj": float(summary.get("gpu_energy_kwh", math.nan)) * 3600.0,
         "low_priority_price_per_node_hour_usd": low_priority_price,
-        "cost_low_priority_usd": low_priority_price * node_hours,
+        "cost_low_priority_usd": low_priority_price * charged_node_hours if low_priority_price > 0 else math.nan,
     }
+
+
+def unpriced(attrs: dict) -> bool:
+    """Whether the run had no price: its cost is unknown. (Files written before an unpriced cost was NaN hold 0.)"""
+    return not (float(attrs.get("price_per_node_hour_usd", 0.0) or 0.0) > 0
+                or float(attrs.get("price_per_gpu_hour_usd", 0.0) or 0.0) > 0)
 
 
 def attempt_columns(run: Run) -> dict:
@@ -91,6 +100,8 @@ def run_row(run: Run) -> dict:
     row["file_status"] = row.pop("status", "")
     cfg = flatten_config(run.config)
     row.update(run.summary)  # includes the final "status"
+    if unpriced(run.attrs):
+        row["cost_usd"] = math.nan  # never $0 for a run without a price
     row.update(derived_figures(run.attrs, run.summary, cfg, attempt_hours(run) if len(run.attempts) > 1 else None))
     row.update(extra_figures(run))
     row.update(attempt_columns(run))

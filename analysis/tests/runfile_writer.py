@@ -66,7 +66,7 @@ def root_attributes(*, run_id="run", study="study", nodes=1, gpus_per_node=1, tp
                     grad_accumulation=1, base_lr=1e-3, effective_lr=None, lr_scaling_rule="none",
                     reference_global_batch=8, max_steps=10, price=0.0, low_priority_price=0.0, carbon=475.0, pue=1.0,
                     energy_source_gpu="nvml_energy_counter", energy_source_cpu="none", predicted_step_time_s=0.5,
-                    batch_mode="fixed_micro") -> dict:
+                    batch_mode="fixed_micro", node_share=1.0, gpu_price=0.0) -> dict:
     """The caller's root attributes of the spec (the writer adds its own: format, status, attempt, ...)."""
     world = nodes * gpus_per_node
     return {
@@ -79,7 +79,11 @@ def root_attributes(*, run_id="run", study="study", nodes=1, gpus_per_node=1, tp
         "max_steps": max_steps, "steps_per_epoch": 100, "epochs": 0.0, "precision": "bf16", "optimizer": "adamw",
         "device_names": ",".join(["NVIDIA H100 80GB HBM3"] * world), "driver_version": "550.54",
         "cuda_version": "12.4", "nccl_version": "2.21.5", "torch_version": "2.11.0",
-        "peak_flops_per_device": 989e12, "price_per_node_hour_usd": price, "carbon_intensity_g_per_kwh": carbon,
+        "peak_flops_per_device": 989e12, "price_per_node_hour_usd": price, "price_per_gpu_hour_usd": gpu_price,
+        "node_share_fraction": node_share,
+        "node_share_basis": f"{gpus_per_node} of {gpus_per_node / node_share:g} GPUs (held: SLURM_GPUS_ON_NODE; "
+                            "the node's: NVML)",
+        "allocated_gpus_per_node": gpus_per_node, "carbon_intensity_g_per_kwh": carbon,
         "pue": pue, "predicted_memory_bytes_per_device": 4 * GIB, "predicted_flops_per_step": 1e12 * global_batch,
         "predicted_step_time_s": predicted_step_time_s,
         "checkpoint_every_blocks": 0, "recomputation": "none", "attention_kernels": "sdpa: self-attention efficient; cross-attention flash, efficient when padded",

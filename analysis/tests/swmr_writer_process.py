@@ -15,10 +15,14 @@ PUE 1.5, 400 g CO2 per kWh.
 
 import sys
 import time
+from pathlib import Path
 
 import h5py
 
-import runfile_writer as w
+# This checkout's package before an installed copy (as conftest.py does for the tests): the writer takes the run
+# file's schema from it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import runfile_writer as w  # noqa: E402
 
 STEP_TIME_S, EVAL_TIME_S = 0.5, 1.0
 RUN = dict(run_id="live-run", study="live", nodes=1, gpus_per_node=2, global_batch=16, micro_batch=8,

@@ -13,22 +13,24 @@ co2_kg = energy_kwh x 475 / 1000.
 
 import math
 
+import h5py
 import numpy as np
 import pandas as pd
 import pytest
+import runfile_writer as w
 
 from t5scale_analyze import analyze
 from t5scale_analyze.cards import card_markdown, format_duration
 from t5scale_analyze.pareto import non_dominated
 
-HAND = {  # run_id: (cost_usd, energy_kwh, samples_per_s, speedup, parallel_efficiency)
-    "none-w1": (0.28, 28000 / 3.6e6 * 1.2, 8.0, 1.0, 1.0),
-    "none-w2": (12 * 44 / 3600, 24000 / 3.6e6 * 1.2, 16.0, 2.0, 1.0),
-    "none-w4": (12 * 29 / 3600, 30000 / 3.6e6 * 1.2, 25.6, 3.2, 0.8),
-    "none-w8": (12 * 2 * 20 / 3600, 38400 / 3.6e6 * 1.2, 40.0, 5.0, 0.625),
-    "sqrt-w1": (0.28, 24000 / 3.6e6 * 1.2, 8.0, 1.0, 1.0),
-    "sqrt-w4": (12 * 29 / 3600, 30000 / 3.6e6 * 1.2, 25.6, 3.2, 0.8),
-    "sqrt-w8": (12 * 2 * 20 / 3600, 38400 / 3.6e6 * 1.2, 40.0, 5.0, 0.625),
+HAND = {  # run_id: (cost_usd, energy_kwh, samples_per_s)
+    "none-w1": (0.28, 28000 / 3.6e6 * 1.2, 8.0),
+    "none-w2": (12 * 44 / 3600, 24000 / 3.6e6 * 1.2, 16.0),
+    "none-w4": (12 * 29 / 3600, 30000 / 3.6e6 * 1.2, 25.6),
+    "none-w8": (12 * 2 * 20 / 3600, 38400 / 3.6e6 * 1.2, 40.0),
+    "sqrt-w1": (0.28, 24000 / 3.6e6 * 1.2, 8.0),
+    "sqrt-w4": (12 * 29 / 3600, 30000 / 3.6e6 * 1.2, 25.6),
+    "sqrt-w8": (12 * 2 * 20 / 3600, 38400 / 3.6e6 * 1.2, 40.0),
 }
 
 
@@ -44,7 +46,7 @@ def by_run(table: pd.DataFrame) -> pd.DataFrame:
 def test_runs_table_cost_energy_and_co2(analysis):
     runs = by_run(analysis.table)
     assert sorted(runs.index) == sorted(HAND)
-    for run_id, (cost, energy, samples_per_s, _, _) in HAND.items():
+    for run_id, (cost, energy, samples_per_s) in HAND.items():
         row = runs.loc[run_id]
         assert row["cost_usd"] == pytest.approx(cost, rel=1e-12)
         assert row["energy_kwh"] == pytest.approx(energy, rel=1e-12)
@@ -68,18 +70,50 @@ def test_runs_table_has_every_attribute_config_key_and_summary_figure(analysis):
     assert list(by_run(table).loc[["none-w1", "none-w8"], "cfg.train.global_batch"]) == [8, 64]
 
 
-def test_scaling_speedup_and_efficiency_per_series(analysis):
+def test_a_global_batch_that_grows_with_the_ranks_has_no_speedup(analysis):
+    # The "scale" study keeps 8 samples per GPU: each world size trains another global batch (8 x world), another
+    # problem, so no run is another's on fewer GPUs. Its throughput is there; speedup and efficiency are unknown.
     scaling = by_run(analysis.scaling)
-    for run_id, (_, _, samples_per_s, speedup, efficiency) in HAND.items():
-        assert scaling.loc[run_id, "speedup"] == pytest.approx(speedup, rel=1e-12), run_id
-        assert scaling.loc[run_id, "parallel_efficiency"] == pytest.approx(efficiency, rel=1e-12), run_id
-        assert scaling.loc[run_id, "base_world_size"] == 1
-    assert scaling.loc["none-w4", "series"] == "lr_scaling_rule=none"
-    assert scaling.loc["sqrt-w8", "series"] == "lr_scaling_rule=sqrt"
+    for run_id, (_, _, samples_per_s) in HAND.items():
+        assert scaling.loc[run_id, "samples_per_s"] == pytest.approx(samples_per_s, rel=1e-12), run_id
+        for column in ("speedup", "parallel_efficiency", "base_world_size"):
+            assert math.isnan(scaling.loc[run_id, column]), (run_id, column)
+    assert "global_batch=32" in scaling.loc["none-w4", "series"]
+    assert scaling.loc["none-w4", "series"] != scaling.loc["none-w8", "series"]
     assert scaling.loc["none-w8", "mean_step_time_s"] == pytest.approx(1.6)
 
 
-def test_speedup_baseline_is_the_mean_of_the_repeats_at_the_smallest_world():
+def test_speedup_is_against_the_same_problem_on_the_fewest_devices(tmp_path):
+    """The same global batch (32) and step count on 1 and 2 GPUs, split by DP or by TP: one series, against the one
+    GPU. A run of 30 steps is another setting and another problem, never averaged into the 400-step one; a global
+    batch of 64 is compared with nothing."""
+    folder = tmp_path / "strong"
+    folder.mkdir()
+    # (run_id, gpus, tp, steps, step time s, global batch): samples/s = global batch / step time
+    runs = [("one", 1, 1, 400, 1.0, 32), ("one-s1", 1, 1, 400, 1.0 / 1.1, 32),  # two seeds: 32 and 35.2 samples/s
+            ("dp2", 2, 1, 400, 0.5, 32), ("tp2", 2, 2, 400, 0.625, 32),
+            ("short", 1, 1, 30, 2.0, 32), ("gb64", 4, 1, 400, 0.5, 64)]
+    for run_id, gpus, tp, steps, step_time_s, batch in runs:
+        w.synthetic_run(folder / f"{run_id}.h5", n_steps=steps, step_time_s=step_time_s, run_id=run_id, study="strong",
+                        gpus_per_node=gpus, tp=tp, global_batch=batch, micro_batch=batch // (gpus // tp),
+                        batch_mode="fixed_global", flush_every=400)
+    table = analyze(folder).scaling
+    table = by_run(table)
+    base = (32.0 + 35.2) / 2  # the 400-step setting on one GPU: its two seeds' mean, not the 30-step run's
+    assert table.loc["one", "setting"] == table.loc["one-s1", "setting"] == "one"
+    assert table.loc["dp2", "speedup"] == pytest.approx(64.0 / base, rel=1e-12)
+    assert table.loc["dp2", "parallel_efficiency"] == pytest.approx(64.0 / base / 2, rel=1e-12)
+    assert table.loc["tp2", "speedup"] == pytest.approx(51.2 / base, rel=1e-12)  # TP 2 is no series of its own
+    assert table.loc["tp2", "series"] == table.loc["dp2", "series"] == table.loc["one", "series"]
+    assert table.loc["one", "speedup"] == pytest.approx(32.0 / base, rel=1e-12)
+    assert set(table.loc[["one", "dp2", "tp2"], "base_world_size"]) == {1}
+    assert set(table.loc[["one", "dp2", "tp2"], "reference_setting"]) == {"one"}
+    for run_id in ("short", "gb64"):
+        assert table.loc[run_id, "series"] != table.loc["one", "series"], run_id
+        assert math.isnan(table.loc[run_id, "speedup"]) and math.isnan(table.loc[run_id, "parallel_efficiency"])
+
+
+def test_speedup_reference_is_the_mean_of_the_repeats_at_the_smallest_world():
     from t5scale_analyze.scaling import scaling_table
     runs = pd.DataFrame({"run_id": ["a", "b", "c"], "study": ["s"] * 3, "status": ["completed"] * 3,
                          "world_size": [2, 2, 8], "nodes": [1, 1, 1], "samples_per_s": [9.0, 11.0, 30.0]})
@@ -168,7 +202,7 @@ def test_pareto_uses_node_hours_when_no_price_is_set_and_only_completed_runs():
     from t5scale_analyze.pareto import pareto_table
     runs = pd.DataFrame({"run_id": ["a", "b", "c"], "study": ["s"] * 3,
                          "status": ["completed", "completed", "incomplete"], "price_per_node_hour_usd": [0.0] * 3,
-                         "cost_usd": [0.0] * 3, "node_hours": [2.0, 1.0, 0.1], "best_f1": [0.9, 0.8, 0.95],
+                         "cost_usd": [math.nan] * 3, "node_hours": [2.0, 1.0, 0.1], "best_f1": [0.9, 0.8, 0.95],
                          "world_size": [1, 1, 1], "global_batch": [8] * 3, "lr_scaling_rule": ["none"] * 3,
                          "cfg.train.global_batch": [8, 16, 32]})
     table = by_setting(pareto_table(runs, "f1"))  # no eval example count: exact points
@@ -200,6 +234,46 @@ def test_resource_card_as_in_the_seed(analysis):
     assert "| Throughput | 8.00 samples/s, 320 tokens/s |" in card
     assert "| Total FLOPs | 6.4e+14 |" in card  # 80 steps x 8e12
     assert "| rougeL (final/best) | 0.4 / 0.4 (best at step 80) |" in card
+
+
+def test_a_run_on_part_of_a_node_is_charged_its_share(tmp_path):
+    """1 of a node's 4 GPUs for 10 steps of 1 s (wall 10 s) at 36 USD per node-hour: a quarter of the node, 0.025 USD
+    (the whole node would be 0.1); at 8 USD low priority, 0.025 x 8 / 36. At 3 USD per GPU-hour: 1 GPU, 0.0083."""
+    w.synthetic_run(tmp_path / "quarter.h5", n_steps=10, step_time_s=1.0, run_id="quarter", study="share",
+                    gpus_per_node=1, node_share=0.25, price=36.0, low_priority_price=8.0)
+    w.synthetic_run(tmp_path / "per-gpu.h5", n_steps=10, step_time_s=1.0, run_id="per-gpu", study="share",
+                    gpus_per_node=1, node_share=0.25, price=0.0, gpu_price=3.0)
+    runs = by_run(analyze(tmp_path).table)
+    quarter = runs.loc["quarter"]
+    assert quarter["node_share_fraction"] == 0.25
+    assert quarter["cost_usd"] == pytest.approx(36.0 * 0.25 * 10 / 3600, rel=1e-12)
+    assert quarter["charged_node_hours"] == pytest.approx(0.25 * 10 / 3600, rel=1e-12)
+    assert quarter["cost_low_priority_usd"] == pytest.approx(8.0 * 0.25 * 10 / 3600, rel=1e-12)
+    assert runs.loc["per-gpu", "cost_usd"] == pytest.approx(3.0 * 1 * 10 / 3600, rel=1e-12)
+    row = quarter.copy()
+    row["run_id"] = "quarter"
+    card = card_markdown(row, None)
+    assert ("| Compute Cost (LowPriority/Dedicated) | $0.01/$0.03 (USD) at 8/36 USD per node-hour x 1 node(s) x 0.25 "
+            "of each (1 of 4 GPUs (held: SLURM_GPUS_ON_NODE; the node's: NVML)) = 0.0006944 node-hours |") in card
+
+
+def test_an_unpriced_run_costs_unknown_never_zero(tmp_path):
+    """No price: /summary's cost is NaN, and so is every cost the analysis shows. A file from before that rule
+    (its /summary says 0, it has no price per GPU-hour) reads the same."""
+    w.synthetic_run(tmp_path / "new.h5", n_steps=4, step_time_s=1.0, run_id="new", study="free", price=0.0)
+    w.synthetic_run(tmp_path / "old.h5", n_steps=4, step_time_s=1.0, run_id="old", study="free", price=0.0)
+    with h5py.File(tmp_path / "old.h5", "r+") as f:
+        f["summary"].attrs["cost_usd"] = 0.0
+        for name in ("price_per_gpu_hour_usd", "node_share_fraction", "node_share_basis", "allocated_gpus_per_node"):
+            del f.attrs[name]
+    analysis = analyze(tmp_path)
+    runs = by_run(analysis.table)
+    assert math.isnan(runs.loc["new", "cost_usd"]) and math.isnan(runs.loc["old", "cost_usd"])
+    assert runs["cost_low_priority_usd"].isna().all()
+    assert by_run(analysis.scaling)["cost_usd"].isna().all()
+    row = runs.loc["old"].copy()
+    row["run_id"] = "old"
+    assert "| Compute Cost (LowPriority/Dedicated) | not priced/not priced (USD)" in card_markdown(row, None)
 
 
 def test_resource_card_of_a_cpu_run_counts_ranks_and_host_memory():
@@ -263,3 +337,20 @@ def test_rule_points_and_recovery_over_seeds():
     loss = rule_recovery(rule_points(better.rename(columns={"final_macro_f1": "final_loss"}), "loss"),
                          lower_is_better=True).iloc[0]
     assert loss["none_worse_beyond_noise"] and loss["sqrt_recovered_pct"] == pytest.approx((0.80 - 0.91) / (0.82 - 0.91) * 100)
+
+
+def test_rule_points_do_not_average_runs_of_other_step_counts():
+    """Two seeds of 400 steps and one of 30 steps at the same rule and global batch: two variants, each its own
+    point against its own k = 1 runs, never one mean."""
+    from t5scale_analyze.lr_scaling import rule_points
+    rows = [(8, 400, 0.80), (8, 400, 0.84), (32, 400, 0.70), (32, 400, 0.74), (8, 30, 0.40), (32, 30, 0.20)]
+    runs = pd.DataFrame({"study": ["s"] * len(rows), "run_id": [f"r{i}" for i in range(len(rows))],
+                         "lr_scaling_rule": ["none"] * len(rows), "global_batch": [r[0] for r in rows],
+                         "cfg.train.max_steps": [r[1] for r in rows], "cfg.train.batch_mode": ["fixed_micro"] * 6,
+                         "final_accuracy": [r[2] for r in rows], "reference_global_batch": [8] * len(rows),
+                         "effective_lr": [1e-3] * len(rows)})
+    points = rule_points(runs, "accuracy").set_index(["variant", "global_batch"])
+    long, short = "train.max_steps=400", "train.max_steps=30"
+    assert points.loc[(long, 32), "runs"] == 2 and points.loc[(long, 32), "mean"] == pytest.approx(0.72)
+    assert points.loc[(long, 32), "k1_mean"] == pytest.approx(0.82)
+    assert points.loc[(short, 32), "runs"] == 1 and points.loc[(short, 32), "k1_mean"] == pytest.approx(0.40)

@@ -72,8 +72,28 @@ def test_files_that_are_not_run_files_are_skipped_with_the_reason(tmp_path):
     assert set(reasons) == {"tokens.h5", "plain.h5", "garbage.h5", "future.h5"}
     assert "'t5scale-tokenized-dataset', not 't5scale-run'" in reasons["tokens.h5"]
     assert "no 'format' attribute" in reasons["plain.h5"]
-    assert "cannot be opened as HDF5" in reasons["garbage.h5"]
+    assert "no HDF5 superblock in its 300 bytes" in reasons["garbage.h5"]
     assert "schema_version 2" in reasons["future.h5"]
+
+
+def test_a_truncated_run_file_is_skipped_at_once_and_a_longer_one_read(tmp_path):
+    """Opened with SWMR, a run file cut short makes HDF5 retry for minutes; the superblock's stored end of file
+    against the file's size tells it at once. A file longer than its stored end (a SWMR writer's data ahead of its
+    next flush) is read."""
+    import time
+    w.synthetic_run(tmp_path / "good.h5", n_steps=30, step_time_s=1.0, run_id="good")
+    whole = (tmp_path / "good.h5").read_bytes()
+    (tmp_path / "half.h5").write_bytes(whole[:len(whole) // 2])
+    (tmp_path / "cut100.h5").write_bytes(whole[:-100])
+    (tmp_path / "longer.h5").write_bytes(whole + b"\0" * 4096)
+    start = time.monotonic()
+    runs, skipped = read_folder(tmp_path)
+    assert time.monotonic() - start < 10
+    assert sorted(r.path.name for r in runs) == ["good.h5", "longer.h5"]
+    reasons = {s.path.name: s.reason for s in skipped}
+    assert reasons == {
+        "half.h5": f"truncated: {len(whole) // 2} bytes, but its superblock says the file ends at byte {len(whole)}",
+        "cut100.h5": f"truncated: {len(whole) - 100} bytes, but its superblock says the file ends at byte {len(whole)}"}
 
 
 def test_flushed_figures_and_a_final_status_keep_that_status(tmp_path):
@@ -213,4 +233,4 @@ def test_a_source_that_is_none_counts_nothing(tmp_path):
                   "samples": np.array([8]), "gpu_energy_j": np.array([[nan]]), "cpu_energy_j": np.array([[nan]])},
                  energy_source_gpu="none", energy_source_cpu="none")
     s = read_run(tmp_path / "r2.h5").summary
-    assert math.isnan(s["energy_kwh"]) and math.isnan(s["co2_kg"]) and s["cost_usd"] == 0.0
+    assert math.isnan(s["energy_kwh"]) and math.isnan(s["co2_kg"]) and math.isnan(s["cost_usd"])  # no price

@@ -2,6 +2,7 @@
 // and follow them. No LibTorch: it runs on a login node with only the library of configs, data and plans.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -54,6 +55,8 @@ options
   --array            render (and submit) one job array per launch shape instead of one job per run
   --rerender         render, submit: overwrite configs and scripts that were edited since render wrote them
   --dry-run          submit: print what would be rendered and the sbatch commands; writes nothing
+  --allow-over-memory  plan, render, submit: a run predicted not to fit its GPU's memory (fits NO) is planned
+                     and rendered (its script says so) instead of invalid
   --force            submit: submit every run, completed or queued ones too
   --help             this text
 
@@ -73,6 +76,7 @@ struct Arguments {
   bool dry_run = false;
   bool force = false;
   bool rerender = false;
+  bool allow_over_memory = false;
 };
 
 Arguments parse(int argc, char** argv) {
@@ -101,6 +105,8 @@ Arguments parse(int argc, char** argv) {
       a.force = true;
     } else if (flag == "--rerender") {
       a.rerender = true;
+    } else if (flag == "--allow-over-memory") {
+      a.allow_over_memory = true;
     } else if (flag.rfind("-", 0) == 0) {
       throw UsageError(msg("unknown option '", flag, "' (see --help)"));
     } else {
@@ -132,10 +138,11 @@ Context prepare(const Arguments& args) {
   Context c;
   c.args = args;
   const StudySpec spec = load_study_spec(args.spec, args.base_config);
-  ExpandOptions expand;
-  expand.results_dir = args.results_dir;
-  expand.overrides = args.overrides;
-  c.plan = plan_study(spec, expand);
+  PlanOptions options;
+  options.expand.results_dir = args.results_dir;
+  options.expand.overrides = args.overrides;
+  options.allow_over_memory = args.allow_over_memory;
+  c.plan = plan_study(spec, options);
   c.out_dir = fs::absolute(args.out_dir.empty() ? fs::path("slurm") / spec.name : fs::path(args.out_dir));
   c.render.out_dir = c.out_dir.string();
   c.render.bin_dir = fs::absolute(args.bin_dir.empty() ? program_folder() : fs::path(args.bin_dir)).lexically_normal().string();
@@ -156,7 +163,11 @@ int command_plan(const Context& c) {
 bool render(const Context& c, RenderedStudy& rendered) {
   if (c.plan.invalid_count() > 0) {
     std::cout << format_plan(c.plan);
-    std::cerr << "t5scale-study: " << c.plan.invalid_count() << " invalid run(s): nothing rendered\n";
+    std::cerr << "t5scale-study: " << c.plan.invalid_count() << " invalid run(s): nothing rendered";
+    const bool over_memory = std::any_of(c.plan.runs.begin(), c.plan.runs.end(),
+                                         [](const RunPlan& p) { return p.fits == "NO"; });
+    if (over_memory) std::cerr << " (--allow-over-memory renders the runs predicted not to fit their GPU's memory)";
+    std::cerr << "\n";
     return false;
   }
   WritePolicy policy;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -49,7 +50,8 @@ std::string where(const std::string& source, const YAML::Node& node) {
 // One key's value from YAML; appends "<source>:<line>: <key>: <reason>" on failure, with the key's line (a
 // missing value has no line of its own).
 void set_from_node(RunConfig& config, const Entry& entry, const YAML::Node& key, const YAML::Node& value,
-                   const std::string& source, std::vector<std::string>& errors) {
+                   const std::string& source, std::vector<std::string>& errors,
+                   std::set<std::string>& keys_not_loaded) {
   std::string text;
   if (value.IsScalar()) {
     text = value.Scalar();
@@ -60,11 +62,19 @@ void set_from_node(RunConfig& config, const Entry& entry, const YAML::Node& key,
                          entry.info.type == ConfigValueType::kEnum ? "one of " + entry.info.allowed
                                                                    : "a value of type " + type_name(entry.info.type),
                          ", got ", yaml_node_kind(value)));
+    keys_not_loaded.insert(entry.info.key);
     return;
   }
   if (const Reason reason = entry.set(config, text)) {
     errors.push_back(msg(where(source, key), entry.info.key, ": ", *reason));
+    keys_not_loaded.insert(entry.info.key);
   }
+}
+
+std::string trim(const std::string& text) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
 }
 
 [[noreturn]] void throw_load_errors(const std::string& source, const std::vector<std::string>& errors) {
@@ -186,20 +196,24 @@ bool operator==(const RunConfig& a, const RunConfig& b) {
 
 // ---- Loading, overrides, YAML output ----
 
-RunConfig parse_run_config(const std::string& yaml_text, const std::string& source) {
+namespace {
+
+// The YAML text's keys into `config`; every problem appended to `errors`, and the keys whose values did not load
+// (wrong type, unknown enum name) to `keys_not_loaded`. A YAML syntax error or a root that is not a mapping throws:
+// nothing of such a file can be read.
+void read_run_config(const std::string& yaml_text, const std::string& source, RunConfig& config,
+                     std::vector<std::string>& errors, std::set<std::string>& keys_not_loaded) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::ParserException& e) {
     throw Error(msg(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax error: ", e.msg));
   }
-  RunConfig config;
-  if (root.IsNull()) return config;  // an empty file: every default
+  if (root.IsNull()) return;  // an empty file: every default
   if (!root.IsMap()) {
     throw Error(msg(where(source, root), "a run config is a mapping of sections (run:, model:, train:, ...), got ",
                     yaml_node_kind(root)));
   }
-  std::vector<std::string> errors;
   std::set<std::string> seen;
   for (const auto& top : root) {
     if (!top.first.IsScalar()) {
@@ -212,7 +226,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
       continue;
     }
     if (const Entry* entry = find_entry(name)) {  // a top-level key (precision)
-      set_from_node(config, *entry, top.first, top.second, source, errors);
+      set_from_node(config, *entry, top.first, top.second, source, errors, keys_not_loaded);
       continue;
     }
     if (!is_section(name)) {
@@ -241,16 +255,67 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
         errors.push_back(where(source, item.first) + unknown_key_message(key));
         continue;
       }
-      set_from_node(config, *entry, item.first, item.second, source, errors);
+      set_from_node(config, *entry, item.first, item.second, source, errors, keys_not_loaded);
     }
   }
+}
+
+// Whether a validate() error concerns a key that did not load: at that key, or naming it in its reason. Such a key
+// holds its default, not what the user wrote, so a check on it would report a problem the user does not have.
+bool concerns_any(const ConfigError& error, const std::set<std::string>& keys) {
+  for (const std::string& key : keys) {
+    if (error.key == key || error.message.find(key) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+RunConfig parse_run_config(const std::string& yaml_text, const std::string& source) {
+  RunConfig config;
+  std::vector<std::string> errors;
+  std::set<std::string> keys_not_loaded;
+  read_run_config(yaml_text, source, config, errors, keys_not_loaded);
   if (!errors.empty()) {
     // The keys that loaded are range-checked too, so that one type error does not hide the file's other problems
-    // (a key that did not load keeps its default, which passes; checks across keys wait for --set overrides).
-    for (const ConfigError& e : check_key_ranges(config)) errors.push_back(msg(source, ": ", e.text()));
+    // (a key that did not load keeps its default, which passes; checks across keys wait for --set overrides:
+    // load_run_config(path, overrides) makes them).
+    for (const ConfigError& e : check_key_ranges(config)) {
+      if (!concerns_any(e, keys_not_loaded)) errors.push_back(msg(source, ": ", e.text()));
+    }
     throw_load_errors(source, errors);
   }
   return config;
+}
+
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
+                          const std::function<void(RunConfig&)>& complete) {
+  const std::string source = path.empty() ? "the default config" : path;
+  RunConfig config;
+  std::vector<std::string> errors;
+  std::set<std::string> keys_not_loaded;
+  if (!path.empty()) read_run_config(read_text_file(path, "the run config"), path, config, errors, keys_not_loaded);
+  for (const std::string& assignment : overrides) {
+    try {
+      apply_override(config, assignment);
+      keys_not_loaded.erase(trim(assignment.substr(0, assignment.find('='))));  // set again, now as typed
+    } catch (const Error& e) {
+      errors.push_back(e.what());
+      const size_t eq = assignment.find('=');
+      if (eq != std::string::npos) keys_not_loaded.insert(trim(assignment.substr(0, eq)));
+    }
+  }
+  if (complete) complete(config);
+  const std::vector<ConfigError> invalid = validate(config);
+  if (errors.empty()) {
+    throw_if_errors(invalid, source);
+    return config;
+  }
+  // Every problem in one pass: what did not load, then every check (per key and across keys) on what did.
+  for (const ConfigError& e : invalid) {
+    if (!concerns_any(e, keys_not_loaded)) errors.push_back(msg(source, ": ", e.text()));
+  }
+  throw_load_errors(source, errors);
 }
 
 RunConfig load_run_config(const std::string& path) {
@@ -258,12 +323,6 @@ RunConfig load_run_config(const std::string& path) {
 }
 
 namespace {
-
-std::string trim(const std::string& text) {
-  const size_t first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return "";
-  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
-}
 
 // The value of `--set key=value`: the text as typed, or unquoted when the whole of it is quoted YAML.
 std::string override_value(const std::string& raw) {

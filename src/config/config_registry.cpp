@@ -670,9 +670,17 @@ const std::vector<Entry>& registry() {
                            "CPU the uncalibrated figures of one development core."));
     // cost
     k.push_back(float_key(T5S_KEY(cost, price_per_node_hour_usd), at_least(0),
-                          "Price of one node-hour in USD: cost = price x nodes x wall time; 0 = unknown."));
+                          "Price of one node-hour in USD: cost = price x nodes x the share of each node the job "
+                          "holds x wall time, the share being GPUs held / cost.node_gpus (CPUs held / the node's "
+                          "CPUs on a CPU job; recorded as node_share_fraction); 0 = not set (cost unknown, NaN, "
+                          "unless price_per_gpu_hour_usd is set)."));
+    k.push_back(float_key(T5S_KEY(cost, price_per_gpu_hour_usd), at_least(0),
+                          "Price of one GPU-hour in USD: cost = price x GPUs held (allocated_gpus_per_node x "
+                          "nodes) x wall time; a CPU job's cost stays unknown; 0 = not set. Not with "
+                          "price_per_node_hour_usd."));
     k.push_back(float_key(T5S_KEY(cost, low_priority_price_per_node_hour_usd), at_least(0),
-                          "Price of one low-priority (preemptible) node-hour in USD, for comparison; 0 = unknown."));
+                          "Price of one low-priority (preemptible) node-hour in USD, for comparison, charged by the "
+                          "same node share; 0 = unknown."));
     k.push_back(float_key(T5S_KEY(cost, carbon_intensity_g_per_kwh), at_least(0),
                           "Carbon intensity of the electricity, g CO2eq per kWh (475: world average, as CodeCarbon "
                           "uses)."));
@@ -681,6 +689,10 @@ const std::vector<Entry>& registry() {
                           "only."));
     k.push_back(int_key(T5S_KEY(cost, gpus_per_node), at_least(0),
                         "GPUs per node, for nodes = world / gpus_per_node; 0 = from the launch (Slurm)."));
+    k.push_back(int_key(T5S_KEY(cost, node_gpus), at_least(0),
+                        "GPUs one node has, for the share of price_per_node_hour_usd that a job holding fewer of "
+                        "them is charged (1 of 4: a quarter); 0 = counted on the node (NVML). t5scale-study sets it "
+                        "to slurm.gpus_per_node."));
 
     const RunConfig defaults;
     for (Entry& e : k) e.info.default_text = e.text(defaults);

@@ -290,6 +290,14 @@ std::vector<ConfigError> validate(const RunConfig& c) {
         msg(c.train.global_batch, " is not divisible by train.grad_accumulation ", c.train.grad_accumulation));
   }
 
+  // Cost: one basis of charging, so that the recorded cost says what it is.
+  if (c.cost.price_per_gpu_hour_usd > 0 && c.cost.price_per_node_hour_usd > 0) {
+    add("cost.price_per_gpu_hour_usd",
+        msg("is set (", c.cost.price_per_gpu_hour_usd, ") with cost.price_per_node_hour_usd (",
+            c.cost.price_per_node_hour_usd, "): set one of them (a job is charged its share of each node at a "
+            "node price, or its GPUs at a GPU price)"));
+  }
+
   // Evaluation and early stopping.
   const std::vector<std::string> families = metric_families(c.eval.metrics);
   if (!c.eval.generate) {
@@ -480,6 +488,7 @@ Each is reported on the key named first.
   0 or the derived value.
 - `eval.metrics` other than `loss` score generations and need `eval.generate: true`.
 - `eval.every_steps` and `eval.every_epochs` are not both set.
+- `cost.price_per_gpu_hour_usd` and `cost.price_per_node_hour_usd` are not both set.
 - `model.d_model`, `d_kv`, `d_ff`, `num_heads`, `num_layers`, `num_decoder_layers` are not set with
   `model.init_from` (its config.json gives the shape).
 - `early_stopping.metric` needs `eval.every_steps` or `eval.every_epochs` > 0 and its family in `eval.metrics`

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -180,11 +181,13 @@ struct TelemetrySettings {
 };
 
 struct CostSettings {
-  double price_per_node_hour_usd = 0.0;  // 0 = unknown
+  double price_per_node_hour_usd = 0.0;  // 0 = not set; charged by the share of each node the job holds
+  double price_per_gpu_hour_usd = 0.0;   // 0 = not set; charged by the GPUs the job holds (not with the above)
   double low_priority_price_per_node_hour_usd = 0.0;
   double carbon_intensity_g_per_kwh = 475.0;
   double pue = 1.0;
   int64_t gpus_per_node = 0;  // 0 = from the launch
+  int64_t node_gpus = 0;      // GPUs one node has, for the node share; 0 = counted on the node (NVML)
 };
 
 struct RunConfig {
@@ -271,6 +274,12 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
 void apply_override(RunConfig& config, const std::string& assignment);
 // All of them, reporting every bad one at once.
 void apply_overrides(RunConfig& config, const std::vector<std::string>& assignments);
+// A program's config: the file at `path` (empty: every default) with `overrides` applied, then `complete` (the
+// program's own defaults, such as a step count when nothing sets one), then validate(). Throws one Error with every
+// problem at once: what did not load (types, names, keys) and every check, per key and across keys, on what did (a
+// check that concerns a key that did not load is left out: that key holds its default, not what was written).
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
+                          const std::function<void(RunConfig&)>& complete = {});
 
 // Every key, resolved, in the schema's order, as YAML that load_run_config reads back to an equal config
 // (floats in their shortest round-trip form; strings quoted).

@@ -16,11 +16,6 @@ using nlohmann::ordered_json;
 
 namespace {
 
-// t5scale-prep synthetic records a made-up tokenizer hash ("synthetic-vocab<V>"): no model file made its ids.
-bool made_without_tokenizer(const TokenizedDatasetInfo& info) {
-  return info.tokenizer_sha256.rfind("synthetic-vocab", 0) == 0;
-}
-
 // One entry of added_tokens_decoder as T5Tokenizer writes it: sentinels strip the spaces around them, the other
 // special tokens do not.
 ordered_json added_token(const std::string& content, bool strip_around) {
@@ -55,7 +50,7 @@ RunTokenizer find_run_tokenizer(const RunConfig& run, const std::string& given) 
     }
   } else if (fs::is_regular_file(run.data.dataset, ec)) {
     dataset = TokenizedDataset::open(run.data.dataset);
-    if (made_without_tokenizer(dataset->info())) {
+    if (dataset->info().made_without_tokenizer()) {
       if (given.empty() && run.data.tokenizer.empty()) {
         result.description = msg("the run's dataset ", run.data.dataset, " holds synthetic ids (t5scale-prep "
                                  "synthetic), which no SentencePiece model made");
@@ -77,6 +72,12 @@ RunTokenizer find_run_tokenizer(const RunConfig& run, const std::string& given) 
       candidates.emplace_back(named.string(), "the dataset's tokenizer_file");
       const fs::path beside = fs::path(run.data.dataset).parent_path() / named.filename();
       if (beside != named) candidates.emplace_back(beside.string(), "the dataset's tokenizer_file, beside the dataset");
+    }
+    // The model's own: a Hugging Face folder keeps its spiece.model beside the weights. Taken only where the dataset
+    // is readable and was made with it (the hash check below), so it never stands for a tokenizer it is not.
+    if (dataset && !run.model.init_from.empty()) {
+      const fs::path spiece = fs::path(init_from_folder(run)) / "spiece.model";
+      if (fs::is_regular_file(spiece, ec)) candidates.emplace_back(spiece.string(), "model.init_from's spiece.model");
     }
   }
   if (candidates.empty()) {

@@ -21,7 +21,8 @@ struct RunTokenizer {
 };
 
 // data.tokenizer when set, else the file that the dataset names (its tokenizer_file attribute, as t5scale-prep was
-// given it: as written, then beside the dataset); `given` (a path, or "none") replaces both. Where the dataset file
+// given it: as written, then beside the dataset), else model.init_from's spiece.model where the dataset was made
+// with it; `given` (a path, or "none") replaces them all. Where the dataset file
 // is readable, the tokenizer must be the one that made it (the SHA-256 the dataset records) and the added tokens
 // are the dataset's; where it is not (moved, or replaced by synthetic ids although data.tokenizer is set), the file is
 // taken unchecked and the description says so. None for synthetic data (data.dataset synthetic, or a file that

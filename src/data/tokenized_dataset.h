@@ -35,6 +35,9 @@ struct TokenizedDatasetInfo {
   // Beyond the schema's list (optional when reading): the tokenizer's added tokens in id order (ids
   // vocab_size - n ..), stored one per line, so that Tokenizer::load(file, added_tokens) rebuilds the same ids.
   std::vector<std::string> added_tokens;
+  // t5scale-prep synthetic records a made-up tokenizer hash ("synthetic-vocab<V>"): no model file made its ids, and
+  // its ids are its text.
+  bool made_without_tokenizer() const { return tokenizer_sha256.rfind("synthetic-vocab", 0) == 0; }
 };
 
 // Split attributes. Percentiles are nearest-rank: the smallest length that at least p% of the examples have

@@ -192,6 +192,17 @@ struct TemporaryFile {
 
 // First pass when training a tokenizer: the train split's sources and targets (every split's when there is no
 // "train"), sampled by a seeded hash when the inputs are larger than the budget, then SentencePiece.
+// The folder an output file goes in, made when it is not there (as `--out data/x.h5` on a fresh clone expects);
+// a path whose folder cannot be made is refused naming the option, the folder and the reason.
+void create_parent_folder(const std::string& path, const char* option) {
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (folder.empty()) return;
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  T5S_CHECK(!error && std::filesystem::is_directory(folder), option, " ", path, ": cannot make its folder '",
+            folder.string(), "': ", error ? error.message() : "a file of that name is in the way");
+}
+
 void train_tokenizer_for(const Context& context, const PrepOptions& options) {
   const std::string suffix = ".model";
   T5S_CHECK(options.tokenizer_out.size() > suffix.size() &&
@@ -206,6 +217,7 @@ void train_tokenizer_for(const Context& context, const PrepOptions& options) {
   const double keep = total_bytes > options.tokenizer_text_max_bytes
                           ? static_cast<double>(options.tokenizer_text_max_bytes) / static_cast<double>(total_bytes)
                           : 1.0;
+  create_parent_folder(options.tokenizer_out, "--tokenizer-out");
   TemporaryFile text{msg(options.tokenizer_out, ".text.tmp.", getpid())};
   {
     std::ofstream out(text.path, std::ios::binary);
@@ -559,6 +571,34 @@ std::string hash_split(const std::map<std::string, double>& ratios, uint64_t see
   return ratios.rbegin()->first;  // u lies in the rounding gap below 1
 }
 
+// Truncation that cuts much of a side is said; truncation that cuts every example's target (or source) empties the
+// task (a classifier whose labels are all cut learns their first pieces) and is refused, naming the key that set the
+// limit, before the dataset is written. Over all splits together.
+std::vector<std::string> check_truncation(const std::vector<PrepSplitResult>& splits, const Context& context,
+                                          const PrepOptions& options) {
+  int64_t examples = 0, cut_sources = 0, cut_targets = 0;
+  for (const PrepSplitResult& split : splits) {
+    examples += split.statistics.num_examples;
+    cut_sources += split.statistics.truncated_sources;
+    cut_targets += split.statistics.truncated_targets;
+  }
+  std::vector<std::string> warnings;
+  auto check_side = [&](const char* side, int64_t cut, int64_t limit, bool from_flag) {
+    const std::string key = from_flag ? msg("--max-", side, "-length ", limit)
+                                      : msg("recipe ", options.recipe_path, ": max_", side, "_length ", limit);
+    T5S_CHECK(examples == 0 || cut < examples, key, " cuts every ", side, " (", cut, " of ", examples,
+              " examples): the data would no longer hold the task. Raise it (0 = no limit), or check the recipe's ",
+              side, " template");
+    if (examples > 0 && 10 * cut > examples) {
+      warnings.push_back(msg(key, " cuts ", cut, " of ", examples, " ", side, "s (", (100 * cut + examples / 2) / examples,
+                             "%): check that the cut part is not what the model must learn"));
+    }
+  };
+  check_side("source", cut_sources, context.max_source_length, options.max_source_length.has_value());
+  check_side("target", cut_targets, context.max_target_length, options.max_target_length.has_value());
+  return warnings;
+}
+
 PrepResult run_prep(const PrepOptions& options, std::ostream& progress_stream) {
   T5S_CHECK(!options.out_path.empty(), "--out is required");
   T5S_CHECK(options.threads >= 1, "--threads must be >= 1, got ", options.threads);
@@ -599,6 +639,7 @@ PrepResult run_prep(const PrepOptions& options, std::ostream& progress_stream) {
     total_bytes += file_size_or_zero(input.path);
   }
 
+  create_parent_folder(options.out_path, "--out");
   TokenizedDatasetWriter writer(options.out_path, info);
   for (const std::string& split : context.split_names) writer.add_split(split);
   Progress progress(progress_stream, options.progress, options.log_every_s, total_bytes);
@@ -606,6 +647,7 @@ PrepResult run_prep(const PrepOptions& options, std::ostream& progress_stream) {
   StreamingPass(context, tokenizer, options.threads)
       .run(writer, progress, &result.input_bytes, &result.records, &result.examples);
   for (const std::string& split : context.split_names) result.splits.push_back({split, writer.statistics(split)});
+  result.warnings = check_truncation(result.splits, context, options);  // throws before the file is written
   writer.finish();
   result.tokenize_s = seconds_since(start);
   return result;
@@ -621,6 +663,7 @@ std::string format_prep_report(const PrepResult& result) {
     for (const std::string& token : result.added_tokens) out << " " << token;
   }
   out << "\n  splits: " << result.split_rule << "\n";
+  for (const std::string& warning : result.warnings) out << "  warning: " << warning << "\n";
   out << "  " << std::left << std::setw(12) << "split" << std::right << std::setw(10) << "examples" << std::setw(13)
       << "src tokens" << std::setw(13) << "tgt tokens"
       << "  src len p50/p90/p99/max  tgt len p50/p90/p99/max"
@@ -655,6 +698,7 @@ std::string prep_report_json(const PrepResult& result) {
   report["vocab_size"] = result.vocab_size;
   report["added_tokens"] = result.added_tokens;
   report["split_rule"] = result.split_rule;
+  report["warnings"] = result.warnings;
   report["input_bytes"] = result.input_bytes;
   report["records"] = result.records;
   report["examples"] = result.examples;

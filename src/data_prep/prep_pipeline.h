@@ -82,6 +82,7 @@ struct PrepResult {
   double tokenizer_training_s = 0;      // first pass and SentencePiece training (0 with a given model)
   double tokenize_s = 0;                // the tokenizing pass
   int threads = 1;
+  std::vector<std::string> warnings;    // truncation that cuts more than a tenth of the sources or targets
   double megabytes_per_s() const { return tokenize_s > 0 ? input_bytes / 1e6 / tokenize_s : 0; }
   double examples_per_s() const { return tokenize_s > 0 ? examples / tokenize_s : 0; }
 };

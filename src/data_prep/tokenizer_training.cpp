@@ -83,6 +83,12 @@ void train_tokenizer(const std::string& text_path, const std::string& model_path
   TextFileSentences sentences(text_path);
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train(arguments, &sentences, &model);
+  if (!status.ok() && status.ToString().find("Vocabulary size too high") != std::string::npos) {
+    // A small corpus holds fewer pieces than T5's 32000: say which setting to lower, beside SentencePiece's bound.
+    throw Error(msg("training the tokenizer on '", text_path, "': vocab_size ", options.vocab_size,
+                    " is more than this text holds pieces for (SentencePiece: ", status.ToString(),
+                    "); give a smaller one (t5scale-prep --vocab-size N, with N at most the value SentencePiece names)"));
+  }
   T5S_CHECK(status.ok(), "training the tokenizer on '", text_path, "' failed: ", status.ToString());
   write_file(model_path, model);
   // <prefix>.vocab, as SentencePiece writes it beside a model: a piece and its score a line, for people to read.

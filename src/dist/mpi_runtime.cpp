@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <thread>
@@ -20,13 +21,16 @@ std::vector<std::string> gathered_world_hosts;  // world_hosts()
 
 constexpr int kFailureTag = 7;  // rank 0's message to the others
 constexpr int kAnswerTag = 8;   // a rank's answer: it has printed its own message, or has none to print
+constexpr int kEndTag = 9;      // rank 0 to the others: every rank is failing, end cleanly
 // How long another rank waits for rank 0's message: ranks meet a start-up error within seconds of each other.
 constexpr double kWaitForRankZeroS = 5.0;
 // How long rank 0 waits for the answers before the abort (a rank that is not failing never answers): long enough
 // for a rank whose own error differs to print it before the abort kills it.
 constexpr double kWaitForAnswersS = 2.0;
-// How long a rank that leaves the report to rank 0 waits for rank 0's abort to end it.
+// How long a rank that has answered rank 0 waits for rank 0's word to end cleanly, or for its abort.
 constexpr double kAbortGraceS = 10.0;
+// How long a clean end may take (MPI_Finalize waits for every rank) before the process ends without it.
+constexpr double kFinalizeLimitS = 30.0;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -51,18 +55,67 @@ void wait_at_most(std::vector<MPI_Request>& requests, double limit_s) {
   }
 }
 
-// Rank 0: sends `message` to every other rank and waits a little for their answers.
-void tell_other_ranks(const std::string& message, int world_size) {
-  std::vector<MPI_Request> requests;
+// Rank 0: sends `message` to every other rank and waits a little for their answers. Returns whether every rank
+// answered, i.e. every rank is in abort_job.
+bool tell_other_ranks(const std::string& message, int world_size) {
+  std::vector<MPI_Request> sends, receives;
   std::vector<char> answers(static_cast<size_t>(world_size));
   for (int r = 1; r < world_size; ++r) {
-    requests.emplace_back();
+    sends.emplace_back();
     MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_CHAR, r, kFailureTag, failure_comm,
-              &requests.back());
-    requests.emplace_back();
-    MPI_Irecv(&answers[static_cast<size_t>(r)], 1, MPI_CHAR, r, kAnswerTag, failure_comm, &requests.back());
+              &sends.back());
+    receives.emplace_back();
+    MPI_Irecv(&answers[static_cast<size_t>(r)], 1, MPI_CHAR, r, kAnswerTag, failure_comm, &receives.back());
+  }
+  wait_at_most(receives, kWaitForAnswersS);
+  int all_answered = 0;
+  MPI_Testall(static_cast<int>(receives.size()), receives.data(), &all_answered, MPI_STATUSES_IGNORE);
+  if (all_answered) wait_at_most(sends, kWaitForAnswersS);  // each rank answered, so each has received its message
+  return all_answered != 0;
+}
+
+// Rank 0, once every rank has answered: tells each to end cleanly.
+void tell_other_ranks_to_end(int world_size) {
+  const char end = 1;
+  std::vector<MPI_Request> requests(static_cast<size_t>(world_size - 1));
+  for (int r = 1; r < world_size; ++r) {
+    MPI_Isend(&end, 1, MPI_CHAR, r, kEndTag, failure_comm, &requests[static_cast<size_t>(r - 1)]);
   }
   wait_at_most(requests, kWaitForAnswersS);
+}
+
+// Another rank, after its answer: whether rank 0 says to end cleanly within kAbortGraceS (else its abort comes, or
+// this rank's own).
+bool rank_zero_says_end() {
+  const auto start = std::chrono::steady_clock::now();
+  while (seconds_since(start) < kAbortGraceS) {
+    int arrived = 0;
+    MPI_Iprobe(0, kEndTag, failure_comm, &arrived, MPI_STATUS_IGNORE);
+    if (arrived) {
+      char end = 0;
+      MPI_Recv(&end, 1, MPI_CHAR, 0, kEndTag, failure_comm, MPI_STATUS_IGNORE);
+      return true;
+    }
+    answer_liveness_pings();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// Every rank is failing: nobody is left to take down, so the job ends as a job that finished does, with the exit
+// code and without MPI_Abort. MPI_Abort would add Open MPI's banner to the message that already says what is
+// wrong, and with mpirun, as rank 0's banner races the ranks being killed, often "ORTE_ERROR_LOG: Data unpack would
+// read past end of buffer ... show_help.c" in its place; under srun, the step's cancellation lines. Should
+// MPI_Finalize not return (a peer lost meanwhile), the process ends without it.
+[[noreturn]] void end_every_rank_cleanly(int exit_code) {
+  std::fflush(nullptr);
+  std::thread([exit_code] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(kFinalizeLimitS));
+    std::_Exit(exit_code);
+  }).detach();
+  stop_peer_liveness();
+  MPI_Finalize();
+  std::_Exit(exit_code);
 }
 
 // Another rank: whether rank 0's message came within kWaitForRankZeroS, and its text.
@@ -165,23 +218,18 @@ void abort_job(const std::string& program, const std::string& message, int exit_
     std::fprintf(stderr, "[rank %d] %s: error: %s\n", rank, program.c_str(), message.c_str());
     std::fflush(stderr);
   }
-  if (rank_zero_spoke) answer_rank_zero();
-  if (usable && rank == 0 && world_size > 1) tell_other_ranks(message, world_size);
-  if (!print) {
-    // Rank 0 reports this error and is aborting the job: one abort, one message from the launcher. Should its
-    // abort not come, this rank's does.
-    const auto start = std::chrono::steady_clock::now();
-    while (seconds_since(start) < kAbortGraceS) {
-      if (mpi_usable()) answer_liveness_pings();
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+  // Where every rank is failing (the common case: an input every rank refuses), each ends cleanly with the exit
+  // code; where some rank is not (a rank that stalled, or is still computing), rank 0 aborts the job. A rank that
+  // answered rank 0 waits for its word; should neither the word nor rank 0's abort come, this rank aborts.
+  if (rank_zero_spoke) {
+    answer_rank_zero();
+    if (rank_zero_says_end()) end_every_rank_cleanly(exit_code);
   }
-  if (usable && world_size == 1) {
-    // One process: nobody to take down. MPI_Abort would add the launcher's seven-line banner (or ORTE_ERROR_LOG
-    // without a launcher) to a message that already says what is wrong; ending MPI and exiting says only that.
-    MPI_Finalize();
-    std::_Exit(exit_code);
+  if (usable && rank == 0 && world_size > 1 && tell_other_ranks(message, world_size)) {
+    tell_other_ranks_to_end(world_size);
+    end_every_rank_cleanly(exit_code);
   }
+  if (usable && world_size == 1) end_every_rank_cleanly(exit_code);  // one process: nobody to take down
   if (mpi_usable()) MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);
 }

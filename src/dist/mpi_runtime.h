@@ -1,5 +1,5 @@
 // MPI for the whole process: initialisation, the job-wide abort, and the check macro for MPI calls.
-// A fatal error on any rank ends every rank (MPI_Abort), never a hang.
+// A fatal error on any rank ends every rank (MPI_Abort, or MPI_Finalize where every rank fails), never a hang.
 #pragma once
 
 #include <mpi.h>
@@ -39,10 +39,12 @@ const std::vector<std::string>& world_hosts();
 // A world rank's host as gathered, "?" before the gather: never collective, so failure paths may call it.
 std::string host_of_world_rank(int rank);
 
-// Ends the whole job (MPI_Abort on MPI_COMM_WORLD) after running the failure recorder (if one is set) and
-// printing "[rank R] program: error: message" to stderr once: rank 0 prints and tells the other ranks its
-// message; another rank waits a few seconds for rank 0's and prints its own only when rank 0's differs or does
-// not come, so that an error every rank meets (a bad config) is printed once, not once per rank.
+// Ends the whole job after running the failure recorder (if one is set) and printing
+// "[rank R] program: error: message" to stderr once: rank 0 prints and tells the other ranks its message; another
+// rank waits a few seconds for rank 0's and prints its own only when rank 0's differs or does not come, so that an
+// error every rank meets (a bad config) is printed once, not once per rank. When every rank is failing, each ends
+// with MPI_Finalize and `exit_code`, so the launcher adds nothing of its own to the message (at most mpirun's note
+// of a non-zero exit); otherwise rank 0 (or, should it not answer, this rank) calls MPI_Abort on MPI_COMM_WORLD.
 [[noreturn]] void abort_job(const std::string& program, const std::string& message, int exit_code = 2);
 
 // What this rank does with the message before abort_job takes the job down (the training job records the

@@ -119,6 +119,10 @@ std::string summary_comment(const StudyPlan& plan, const RunPlan& p) {
                plan.device_memory_gib > 0 ? msg(" of ", plan.device_memory_gib, " GiB (fits: ", p.fits, ")") : "",
                "; ", format_flops(p.resolved.flops_per_step), " per step\n");
   }
+  if (p.over_memory_allowed) {
+    out += "# RENDERED WITH --allow-over-memory: the plan predicts this run does not fit its GPU's memory (it may fail "
+           "at its first step)\n";
+  }
   return out;
 }
 
@@ -351,7 +355,11 @@ std::string render_array_sbatch(const StudyPlan& plan, const ArrayGroup& group, 
              " (t5scale-study render --array ", comment_text(options.spec_path), ")\n");
   out += kEditNote;
   for (size_t i = 0; i < group.runs.size(); ++i) {
-    out += msg("#   task ", i, ": ", group.runs[i]->run.name, "\n");
+    out += msg("#   task ", i, ": ", group.runs[i]->run.name,
+               group.runs[i]->over_memory_allowed ? " (RENDERED WITH --allow-over-memory: predicted not to fit its "
+                                                    "GPU's memory)"
+                                                  : "",
+               "\n");
   }
   out += directive("--job-name", plan.spec.name + "." + group.name, "study");
   out += msg("#SBATCH --array=0-", group.runs.size() - 1, "\n");

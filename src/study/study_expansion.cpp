@@ -296,6 +296,11 @@ StudyRun make_study_run(const StudySpec& spec, const ExpandOptions& options, con
   // The rendered config carries its grid: the job refuses to run it on another number of processes.
   run.config.run.planned_world_size = run.world();
   if (run.config.cost.gpus_per_node == 0) run.config.cost.gpus_per_node = run.gpus_per_node;
+  // The node's GPUs, for the share of a node's price a run on part of it is charged, in the plan and in the job
+  // alike: slurm.gpus_per_node (the node the `gpus` axis packs), or the run's own where it asks for more.
+  if (run.config.cost.node_gpus == 0 && !spec.slurm.cpu_only()) {
+    run.config.cost.node_gpus = std::max(spec.slurm.gpus_per_node, run.gpus_per_node);
+  }
   for (const auto& e : validate_for_world(run.config, run.world())) run.errors.push_back(e.text());
   return run;
 }

@@ -4,8 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <tuple>
+#include <set>
 
+#include "config/config_registry.h"
 #include "core/check.h"
 #include "core/text_table.h"
 #include "plan/step_time_model.h"
@@ -88,6 +89,26 @@ double checkpoint_bytes(const RunPlan& p) {
   return parameters * (adamw ? 12.0 : 4.0);
 }
 
+// What the run will be charged for, as t5scale-train will charge it (core/charging.h): on GPUs its GPUs per node
+// out of cost.node_gpus (which expansion sets to slurm.gpus_per_node); CPU-only jobs the whole node, since the plan
+// does not know a node's CPUs (the job charges the CPUs Slurm gives it).
+Charging charging_of(const RunPlan& p, const StudyPlan& plan) {
+  const CostSettings& cost = p.run.config.cost;
+  Charging charging;
+  charging.price_per_node_hour_usd = cost.price_per_node_hour_usd;
+  charging.price_per_gpu_hour_usd = cost.price_per_gpu_hour_usd;
+  charging.nodes = p.run.nodes;
+  if (plan.spec.slurm.cpu_only()) {
+    charging.node_share_fraction = 1.0;
+  } else {
+    charging.allocated_gpus_per_node = p.run.gpus_per_node;
+    if (cost.node_gpus >= p.run.gpus_per_node) {
+      charging.node_share_fraction = static_cast<double>(p.run.gpus_per_node) / static_cast<double>(cost.node_gpus);
+    }
+  }
+  return charging;
+}
+
 RunForecast forecast_run(const RunPlan& p, const StudyPlan& plan) {
   RunForecast f;
   const ResolvedRun& r = p.resolved;
@@ -107,7 +128,8 @@ RunForecast forecast_run(const RunPlan& p, const StudyPlan& plan) {
   f.node_hours = nodes * f.run_time_s / 3600.0;
   f.reserved_node_hours = nodes * f.time_limit_s / 3600.0;
   const auto& cost = p.run.config.cost;
-  if (cost.price_per_node_hour_usd > 0) f.cost_usd = f.node_hours * cost.price_per_node_hour_usd;
+  f.charging = charging_of(p, plan);
+  f.cost_usd = t5scale::cost_usd(f.charging, f.run_time_s);
   if (p.rates && p.rates->power_w_per_device > 0) {
     f.energy_kwh = p.rates->power_w_per_device * static_cast<double>(p.run.world()) * f.run_time_s * cost.pue / 3.6e6;
   }
@@ -125,13 +147,20 @@ RunForecast forecast_run(const RunPlan& p, const StudyPlan& plan) {
   return f;
 }
 
-// The run a run's scaling efficiency is measured against: the one with the fewest devices among the study's runs of
-// the same model, precision, optimizer, micro-batch and sequence lengths.
-std::tuple<std::string, std::string, std::string, int64_t, int64_t, int64_t> scaling_group(const RunPlan& p) {
-  const auto& c = p.run.config;
-  const int64_t micro = p.resolved.batch ? p.resolved.batch->micro_batch : 0;
-  return {p.model_name(), enum_name(c.precision), enum_name(c.optimizer.name), micro, c.data.max_source_length,
-          c.data.max_target_length};
+// What a run computes, apart from how it is spread over devices: the config keys that change what the run means
+// (config_change_needs_permission: the model, the data, the optimizer, the LR plan, the precision, the steps), but
+// the seed, and the global batch as resolved (the batch keys' text differs between a fixed global batch and a
+// fixed micro batch that give the same one). Runs with the same problem on more devices are its scaling series.
+std::string scaling_problem(const RunPlan& p) {
+  std::string key = msg("global_batch=", p.resolved.batch ? p.resolved.batch->global_batch : 0);
+  for (const ConfigKeyInfo& info : config_keys()) {
+    if (!config_change_needs_permission(info.key) || info.key == "run.seed" || info.key == "train.global_batch" ||
+        info.key == "train.batch_mode") {
+      continue;
+    }
+    key += "\n" + info.key + "=" + config_value_text(p.run.config, info.key);
+  }
+  return key;
 }
 
 }  // namespace
@@ -153,15 +182,28 @@ void forecast_study(StudyPlan& plan) {
     p.forecast = forecast_run(p, plan);
     for (const std::string& w : p.forecast.warnings) p.notes.push_back(w);
   }
-  std::map<decltype(scaling_group(plan.runs.front())), const RunPlan*> reference;
+  // Each problem's reference: its run on the fewest devices (the fastest of them where several layouts share that
+  // number). A problem run on one number of devices only has no scaling to tell.
+  struct Series {
+    const RunPlan* reference = nullptr;
+    std::set<int64_t> worlds;
+  };
+  std::map<std::string, Series> series;
   for (const RunPlan& p : plan.runs) {
     if (!p.forecast.known) continue;
-    const RunPlan*& best = reference[scaling_group(p)];
-    if (best == nullptr || p.run.world() < best->run.world()) best = &p;
+    Series& s = series[scaling_problem(p)];
+    s.worlds.insert(p.run.world());
+    const RunPlan* best = s.reference;
+    if (best == nullptr || p.run.world() < best->run.world() ||
+        (p.run.world() == best->run.world() && p.forecast.tokens_per_s > best->forecast.tokens_per_s)) {
+      s.reference = &p;
+    }
   }
   for (RunPlan& p : plan.runs) {
     if (!p.forecast.known) continue;
-    const RunPlan* ref = reference[scaling_group(p)];
+    const Series& s = series[scaling_problem(p)];
+    if (s.worlds.size() < 2) continue;
+    const RunPlan* ref = s.reference;
     const double mine = p.forecast.tokens_per_s / static_cast<double>(p.run.world());
     const double theirs = ref->forecast.tokens_per_s / static_cast<double>(ref->run.world());
     p.forecast.scaling_efficiency = mine / theirs;
@@ -180,7 +222,7 @@ std::string format_forecast(const StudyPlan& plan) {
     any = true;
     if (p.rates && basis.find(p.rates->name) == std::string::npos) basis += (basis.empty() ? "" : "; ") + p.rates->name;
     rows.push_back({p.run.name, duration(f.step_time_s), figure(f.tokens_per_s, "%.4g"),
-                    figure(f.scaling_efficiency * 100.0, "%.0f") + (std::isfinite(f.scaling_efficiency) ? "%" : ""),
+                    std::isfinite(f.scaling_efficiency) ? figure(f.scaling_efficiency * 100.0, "%.0f") + "%" : "-",
                     duration(f.train_time_s),
                     msg(f.evaluations, " x ", figure(f.eval_examples, "%.0f")), duration(f.eval_time_s),
                     duration(f.run_time_s) + " / " + plan.spec.slurm.time_limit, figure(f.node_hours, "%.3g") + " / " + figure(f.reserved_node_hours, "%.3g"),
@@ -195,8 +237,12 @@ std::string format_forecast(const StudyPlan& plan) {
     if (std::isfinite(f.energy_kwh)) energy += f.energy_kwh;
   }
   if (!any) return "";
-  std::string out = "\npredicted time and cost (step-time model on " + basis + "; efficiency: tokens/s per device against "
-                    "the study's run of the same model and batch with the fewest devices):\n";
+  std::string out = "\npredicted time and cost (step-time model on " + basis + "; eff: tokens/s per device against "
+                    "the study's run of the same model, lengths, steps and global batch on the fewest devices, - "
+                    "where no other number of devices runs it; cost: " +
+                    (plan.spec.slurm.cpu_only() ? std::string("whole nodes, the plan does not know a node's CPUs")
+                                                : std::string("the GPUs held, or their share of cost.node_gpus")) +
+                    "):\n";
   out += text_table({"run", "step", "tokens/s", "eff", "train", "evals x examples", "eval", "run / limit",
                      "node-h / reserved", "cost", "kWh", "checkpoint"},
                     rows, {0});

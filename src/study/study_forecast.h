@@ -1,6 +1,7 @@
 // What a study will cost before it runs: for every run, from the step-time model's step (plan/step_time_model.h) and
-// the run's plan — tokens/s, scaling efficiency against the study's smallest run of the same model, the training and
-// evaluation time against slurm.time_limit, node-hours used and reserved, cost, energy and the checkpoint's size —
+// the run's plan — tokens/s, scaling efficiency against the study's run of the same model, lengths and global batch
+// on the fewest devices, the training and evaluation time against slurm.time_limit, node-hours used and reserved,
+// cost (its share of the nodes, as the job is charged), energy and the checkpoint's size —
 // and the same summed over the study. `t5scale-study plan` prints it under the runs table.
 #pragma once
 
@@ -8,6 +9,8 @@
 #include <limits>
 #include <string>
 #include <vector>
+
+#include "core/charging.h"
 
 namespace t5scale {
 
@@ -20,8 +23,10 @@ struct RunForecast {
   double step_time_s = kUnknown;
   double tokens_per_step = kUnknown;  // source + target tokens, as t5scale-train counts them (padding not counted)
   double tokens_per_s = kUnknown;
-  double scaling_efficiency = kUnknown;  // tokens/s per device against the reference run's (1.0 for itself)
-  std::string reference_run;             // the run scaling_efficiency compares with
+  // tokens/s per device against the reference run's: the run of the same model, data, lengths, steps and global
+  // batch on the fewest devices (1.0 for itself); unknown where the study runs that on one number of devices only.
+  double scaling_efficiency = kUnknown;
+  std::string reference_run;  // the run scaling_efficiency compares with; "" without one
   int64_t evaluations = 0;               // during training and at the end
   double eval_examples = kUnknown;       // per evaluation
   double eval_time_s = kUnknown;         // all evaluations
@@ -30,7 +35,8 @@ struct RunForecast {
   double time_limit_s = kUnknown;        // slurm.time_limit
   double node_hours = kUnknown;          // nodes x run time
   double reserved_node_hours = kUnknown;  // nodes x time limit
-  double cost_usd = kUnknown;            // node-hours x cost.price_per_node_hour_usd
+  Charging charging;                     // what the run is charged for (core/charging.h)
+  double cost_usd = kUnknown;            // run time at the charging's price; unknown without a price
   double energy_kwh = kUnknown;          // devices x their power x run time x PUE (no power known: unknown)
   double checkpoint_bytes = kUnknown;    // fp32 weights and the optimizer's state, all ranks together
   std::vector<std::string> warnings;     // the run will not fit its time limit, or reserves far more

@@ -195,11 +195,21 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
       limits.device_memory_bytes = device_bytes;
       std::vector<std::string> remedies;
       for (const MemoryRemedy& m : memory_remedies(*r.model, *r.memory_inputs, limits)) remedies.push_back(m.describe());
-      p.notes.push_back(msg("predicted ", gib_text(static_cast<double>(r.checkpointing.memory.total_bytes())),
-                            " per GPU does not fit ", p.device_memory_gib, " GiB with 5% to spare; ",
-                            remedies.empty() ? std::string("no setting of this world lowers it: more GPUs or a "
-                                                           "larger one")
-                                             : "predicted with each change: " + join(remedies, "; ")));
+      const std::string why =
+          msg("predicted ", gib_text(static_cast<double>(r.checkpointing.memory.total_bytes())),
+              " per GPU does not fit ",
+              c.parallel.device_memory_gib > 0 ? msg(p.device_memory_gib, " GiB (parallel.device_memory_gib)")
+                                               : study.device_memory_basis,
+              " with 5% to spare; ",
+              remedies.empty() ? std::string("no setting of this world lowers it: more GPUs or a larger one")
+                               : "predicted with each change: " + join(remedies, "; "));
+      // Not rendered unless asked for: a job that cannot hold its step spends its queue wait and start-up to fail.
+      if (study.allow_over_memory) {
+        p.over_memory_allowed = true;
+        p.notes.push_back(why + " (planned and rendered all the same: --allow-over-memory)");
+      } else {
+        p.errors.push_back("memory: " + why + "; t5scale-study --allow-over-memory renders it all the same");
+      }
     }
   }
 }
@@ -251,9 +261,10 @@ size_t StudyPlan::invalid_count() const {
   return static_cast<size_t>(std::count_if(runs.begin(), runs.end(), [](const RunPlan& p) { return !p.valid(); }));
 }
 
-StudyPlan plan_study(const StudySpec& spec, const ExpandOptions& options) {
+StudyPlan plan_study(const StudySpec& spec, const PlanOptions& options) {
   StudyPlan plan;
   plan.spec = spec;
+  plan.allow_over_memory = options.allow_over_memory;
   plan.device_memory_gib = gpu_memory_gib(spec.slurm);
   if (spec.slurm.gpu_memory_gib > 0) {
     plan.device_memory_basis = msg(plan.device_memory_gib, " GiB per GPU (slurm.gpu_memory_gib)");
@@ -265,7 +276,7 @@ StudyPlan plan_study(const StudySpec& spec, const ExpandOptions& options) {
     plan.device_memory_basis = msg(plan.device_memory_gib, " GiB per GPU (slurm.gpu ", spec.slurm.gpu, ")");
   }
   DatasetCache datasets;
-  for (auto& run : expand_study(spec, options)) {
+  for (auto& run : expand_study(spec, options.expand)) {
     RunPlan p;
     p.run = std::move(run);
     p.errors = p.run.errors;

@@ -33,6 +33,9 @@ struct RunPlan {
   int64_t train_examples = -1;  // -1 = unknown (the dataset file does not exist yet)
   double device_memory_gib = 0.0;  // what the memory is checked against; 0 = no check (CPU jobs)
   std::string fits = "?";          // "yes", "NO", "?" (unknown), "-" (no check)
+  // Predicted not to fit (fits "NO") and planned all the same on --allow-over-memory (PlanOptions); without it such
+  // a run is invalid. The rendered script says so.
+  bool over_memory_allowed = false;
   // The step-time model's machine (telemetry.machine_rates, or slurm.gpu's published figures); none: no forecast.
   std::optional<MachineRates> rates;
   // Mean tokens of a training example (the data's, cut to the maximum lengths; the maximum lengths where the data is
@@ -50,7 +53,17 @@ struct StudyPlan {
   std::vector<RunPlan> runs;
   double device_memory_gib = 0.0;
   std::string device_memory_basis;  // "80 GiB per GPU (slurm.gpu A100-80GB)"
+  bool allow_over_memory = false;   // PlanOptions::allow_over_memory
   size_t invalid_count() const;
+};
+
+struct PlanOptions {
+  ExpandOptions expand;
+  // A run whose predicted memory does not fit its device (fits "NO") is invalid, so that render and submit leave
+  // it out, unless this is set (t5scale-study --allow-over-memory): then it is planned with a note, and rendered
+  // with a comment saying so. The prediction keeps 5% to spare; the job itself may still fit, or fail at its first
+  // step.
+  bool allow_over_memory = false;
 };
 
 // GPU memory in GiB for the spec: slurm.gpu_memory_gib when set, else the table by slurm.gpu (80 when unset),
@@ -60,7 +73,7 @@ double gpu_memory_gib(const SlurmSpec& slurm);
 const std::vector<std::pair<std::string, double>>& gpu_memory_table();
 
 // Expands and plans. Dataset files that exist are opened to count their training split.
-StudyPlan plan_study(const StudySpec& spec, const ExpandOptions& options = {});
+StudyPlan plan_study(const StudySpec& spec, const PlanOptions& options = {});
 
 // The table printed by `t5scale-study plan`, then every invalid run with all its errors, then notes.
 std::string format_plan(const StudyPlan& plan);

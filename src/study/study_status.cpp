@@ -15,6 +15,7 @@
 #include "core/check.h"
 #include "core/hdf5_attributes.h"
 #include "core/hdf5_check.h"
+#include "core/hdf5_superblock.h"
 
 namespace t5scale {
 
@@ -55,8 +56,12 @@ RunFileState read_run_file_state(const std::string& path) {
     // Without HDF5's file lock: a poll that holds a shared lock while the trainer reopens the file at its end
     // (or at a resume) would make the trainer's open fail; a poll that reads a file changing under it fails
     // this once and is asked again.
+    // A truncated file would make SWMR read retry for minutes: the superblock says so first (core/hdf5_superblock.h).
+    const Hdf5SuperblockCheck superblock = check_hdf5_superblock(path);
+    if (!superblock.damage.empty()) throw Error(msg(path, ": ", superblock.damage));
     H5Handle fapl(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path));
     H5_CHECK(H5Pset_file_locking(fapl.get(), false, true), path);
+    limit_swmr_read_attempts(fapl.get(), path);
     hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.get());
     if (id < 0) {
       detail::hdf5_error_stack_text();

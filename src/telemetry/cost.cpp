@@ -4,6 +4,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/check.h"
+
 namespace t5scale {
 
 double energy_kwh(double gpu_energy_j, double cpu_energy_j, double pue) {
@@ -14,8 +16,68 @@ double co2_kg(double energy_kwh, double carbon_intensity_g_per_kwh) {
   return energy_kwh * carbon_intensity_g_per_kwh / 1000.0;
 }
 
-double cost_usd(double price_per_node_hour_usd, int64_t nodes, double wall_time_s) {
-  return price_per_node_hour_usd * static_cast<double>(nodes) * wall_time_s / 3600.0;
+namespace {
+
+// A count from an environment variable's text ("4", "4(x2)" as Slurm writes repeated counts); 0 when it is none.
+int64_t count_of(const std::string& text) {
+  int64_t value = 0;
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) value = value * 10 + (text[i++] - '0');
+  return i == 0 ? 0 : value;
+}
+
+// The devices a CUDA_VISIBLE_DEVICES value lists ("0,1" -> 2; "" -> 0).
+int64_t listed_devices(const std::string& text) {
+  if (text.empty()) return 0;
+  int64_t n = 1;
+  for (char c : text) n += c == ',' ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+NodeShare node_share(const NodeShareInputs& in) {
+  NodeShare share;
+  if (!in.on_gpu) {
+    const int64_t held = count_of(in.slurm_cpus_on_node);
+    if (held <= 0) {
+      share.fraction = 1.0;
+      share.basis = "the whole node (a CPU job outside a Slurm allocation: SLURM_CPUS_ON_NODE is not set)";
+    } else if (in.node_cpus <= 0) {
+      share.basis = msg("unknown: ", held, " CPUs held (SLURM_CPUS_ON_NODE) of a node whose CPUs were not counted");
+    } else if (held > in.node_cpus) {
+      // Slurm gave the job more CPUs than the node has online (a node declared larger than it is): it holds all.
+      share.fraction = 1.0;
+      share.basis = msg("the whole node (", held, " CPUs held by SLURM_CPUS_ON_NODE, of ", in.node_cpus, " online)");
+    } else {
+      share.fraction = static_cast<double>(held) / static_cast<double>(in.node_cpus);
+      share.basis = msg(held, " of ", in.node_cpus, " CPUs (held: SLURM_CPUS_ON_NODE; the node's: online CPUs)");
+    }
+    return share;
+  }
+  std::string held_source;
+  int64_t held = count_of(in.slurm_gpus_on_node);
+  if (held > 0) {
+    held_source = "SLURM_GPUS_ON_NODE";
+  } else if ((held = listed_devices(in.cuda_visible_devices)) > 0) {
+    held_source = "CUDA_VISIBLE_DEVICES";
+  } else {
+    held = in.ranks_on_node;
+    held_source = "one per rank on the node";
+  }
+  share.allocated_gpus_per_node = held;
+  if (in.node_gpus <= 0) {
+    share.basis = msg("unknown: ", held, " GPUs held (", held_source,
+                      ") of a node whose GPUs were not counted (set cost.node_gpus)");
+  } else if (held > in.node_gpus) {
+    share.basis = msg("unknown: ", held, " GPUs held (", held_source, "), more than the node's ", in.node_gpus, " (",
+                      in.node_gpus_source, "): set cost.node_gpus");
+  } else {
+    share.fraction = static_cast<double>(held) / static_cast<double>(in.node_gpus);
+    share.basis = msg(held, " of ", in.node_gpus, " GPUs (held: ", held_source, "; the node's: ", in.node_gpus_source,
+                      ")");
+  }
+  return share;
 }
 
 double model_flops_utilization(double model_flops_per_step, double step_time_s, double peak_flops_per_device,

@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/check.h"
 #include "telemetry/cost.h"
 
 namespace t5scale {
@@ -43,21 +44,40 @@ std::string resource_card(const ResourceCardFigures& f) {
   std::snprintf(line, sizeof(line), "duration        %.1f s wall (%.1f s training, %.1f s evaluation)\n", wall_time_s,
                 train_time_s, figure("eval_time_s"));
   card << line;
-  // /summary prices every grid of the run at its own nodes; the low-priority price applies to the same node-hours.
-  const double node_hours = f.price_per_node_hour_usd > 0
-                                ? figure("cost_usd") / f.price_per_node_hour_usd
-                                : static_cast<double>(f.nodes) * wall_time_s / 3600.0;
-  auto price_line = [&](const char* label, const char* key, double price) {
-    if (price > 0) {
-      std::snprintf(line, sizeof(line), "%-15s %.4f USD (%.2f USD per node-hour x %.4f node-hours)\n", label,
-                    price * node_hours, price, node_hours);
-    } else {
-      std::snprintf(line, sizeof(line), "%-15s unknown (cost.%s not set)\n", label, key);
-    }
-    card << line;
-  };
-  price_line("cost", "price_per_node_hour_usd", f.price_per_node_hour_usd);
-  price_line("cost low-prio", "low_priority_price_per_node_hour_usd", f.low_priority_price_per_node_hour_usd);
+  // /summary prices every grid of the run at its own nodes and share; the low-priority price applies to the same
+  // node-hours (this grid's nodes x share x the wall time where the dedicated price does not tell them).
+  const Charging& c = f.charging;
+  const double cost = figure("cost_usd");
+  const double node_hours = c.price_per_node_hour_usd > 0 && std::isfinite(cost)
+                                ? cost / c.price_per_node_hour_usd
+                                : charged_nodes(c) * wall_time_s / 3600.0;
+  const std::string share = msg(c.nodes, " node(s) x ", f.node_share_basis);
+  if (c.price_per_gpu_hour_usd > 0 && std::isfinite(cost)) {
+    std::snprintf(line, sizeof(line), "cost            %.4f USD (%.2f USD per GPU-hour x %.4f GPU-hours)\n", cost,
+                  c.price_per_gpu_hour_usd, cost / c.price_per_gpu_hour_usd);
+  } else if (c.price_per_gpu_hour_usd > 0) {
+    std::snprintf(line, sizeof(line), "cost            unknown (cost.price_per_gpu_hour_usd prices GPUs; %s)\n",
+                  f.on_gpu ? "the GPUs held are unknown" : "this run held none");
+  } else if (c.price_per_node_hour_usd > 0 && std::isfinite(cost)) {
+    std::snprintf(line, sizeof(line), "cost            %.4f USD (%.2f USD per node-hour x %.4f node-hours: %s)\n", cost,
+                  c.price_per_node_hour_usd, node_hours, share.c_str());
+  } else if (c.price_per_node_hour_usd > 0) {
+    std::snprintf(line, sizeof(line), "cost            unknown (node share %s)\n", f.node_share_basis.c_str());
+  } else {
+    std::snprintf(line, sizeof(line), "cost            unknown (%s)\n",
+                  "neither cost.price_per_node_hour_usd nor cost.price_per_gpu_hour_usd set");
+  }
+  card << line;
+  const double low_price = f.low_priority_price_per_node_hour_usd;
+  if (!(low_price > 0)) {
+    std::snprintf(line, sizeof(line), "cost low-prio   unknown (cost.low_priority_price_per_node_hour_usd not set)\n");
+  } else if (!std::isfinite(node_hours)) {
+    std::snprintf(line, sizeof(line), "cost low-prio   unknown (node share %s)\n", f.node_share_basis.c_str());
+  } else {
+    std::snprintf(line, sizeof(line), "cost low-prio   %.4f USD (%.2f USD per node-hour x %.4f node-hours)\n",
+                  low_price * node_hours, low_price, node_hours);
+  }
+  card << line;
   const std::string host_peak = gib_text(figure("peak_host_memory_bytes"));
   if (f.on_gpu) {
     std::snprintf(line, sizeof(line),
@@ -98,17 +118,28 @@ std::string resource_card(const ResourceCardFigures& f) {
                   f.carbon_intensity_g_per_kwh);
     card << line << "energy estimate " << estimate_method << "\n";
   }
-  std::snprintf(line, sizeof(line), "throughput      %.1f samples/s, %.0f tokens/s, %.3f s per step (%lld steps)\n",
-                figure("samples_total") / train_time_s, figure("tokens_total") / train_time_s,
-                figure("mean_step_time_s"), static_cast<long long>(steps));
+  // An evaluation-only run (or one stopped before its first step) trained for no time: its rates per step and per
+  // second are not zero but unknown, and the card says why instead of printing NaN.
+  const bool trained = steps > 0 && train_time_s > 0;
+  if (trained) {
+    std::snprintf(line, sizeof(line), "throughput      %.1f samples/s, %.0f tokens/s, %.3f s per step (%lld steps)\n",
+                  figure("samples_total") / train_time_s, figure("tokens_total") / train_time_s,
+                  figure("mean_step_time_s"), static_cast<long long>(steps));
+  } else {
+    std::snprintf(line, sizeof(line), "throughput      n/a (no training steps)\n");
+  }
   card << line;
   std::snprintf(line, sizeof(line), "FLOPs           %.3e model FLOPs in total, MFU %s\n", figure("total_flops"),
-                f.peak_flops_per_device > 0 ? (std::to_string(100.0 * figure("mean_mfu")) + "%").c_str()
-                                            : "n/a (no peak known for this device)");
+                !trained                        ? "n/a (no training steps)"
+                : f.peak_flops_per_device > 0 ? (std::to_string(100.0 * figure("mean_mfu")) + "%").c_str()
+                                              : "n/a (no peak known for this device)");
   card << line;
-  std::snprintf(line, sizeof(line), "telemetry       %.0f us per step, %.3f%% of the step time\n",
-                1e6 * f.telemetry_time_s / static_cast<double>(std::max<int64_t>(steps, 1)),
-                100.0 * f.telemetry_time_s / train_time_s);
+  if (trained) {
+    std::snprintf(line, sizeof(line), "telemetry       %.0f us per step, %.3f%% of the step time\n",
+                  1e6 * f.telemetry_time_s / static_cast<double>(steps), 100.0 * f.telemetry_time_s / train_time_s);
+  } else {
+    std::snprintf(line, sizeof(line), "telemetry       n/a (no training steps)\n");
+  }
   card << line;
   card << "run file        " << f.run_file_path << "\n";
   return card.str();

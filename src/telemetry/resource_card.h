@@ -11,6 +11,7 @@
 
 #include "core/hdf5_attributes.h"
 #include "core/units.h"  // gib_text
+#include "telemetry/cost.h"
 
 namespace t5scale {
 
@@ -21,7 +22,9 @@ struct ResourceCardFigures {
   int64_t nodes = 1;
   bool on_gpu = false;
   std::string device_names;               // comma-separated, one per rank
-  double price_per_node_hour_usd = 0.0, low_priority_price_per_node_hour_usd = 0.0;
+  Charging charging;  // the prices, nodes, node share and GPUs held, as the run file records them
+  std::string node_share_basis;  // how the node share was found (the run file's node_share_basis)
+  double low_priority_price_per_node_hour_usd = 0.0;
   std::string gpu_energy_source, cpu_energy_source;  // "none": not measured
   double pue = 1.0, carbon_intensity_g_per_kwh = 0.0;
   double peak_flops_per_device = 0.0;

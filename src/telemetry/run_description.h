@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,7 +50,13 @@ namespace t5scale {
   FIELD(nccl_version, std::string)                                                                            \
   FIELD(torch_version, std::string)                                                                           \
   FIELD(peak_flops_per_device, double)                                                                        \
-  FIELD(price_per_node_hour_usd, double)                                                                      \
+  FIELD(price_per_node_hour_usd, double)   /* 0 = not set */                                                  \
+  FIELD(price_per_gpu_hour_usd, double)    /* 0 = not set; not with price_per_node_hour_usd */                \
+  FIELD(node_share_fraction, double)       /* of each node the job holds, charged at price_per_node_hour_usd: \
+                                              GPUs (CPUs) held / the node's; NaN unknown */                   \
+  FIELD(node_share_basis, std::string)     /* "1 of 4 GPUs (held: SLURM_GPUS_ON_NODE; ...)", or why unknown */ \
+  FIELD(allocated_gpus_per_node, int64_t)  /* GPUs the job holds per node, charged at price_per_gpu_hour_usd; \
+                                              0 on a CPU job */                                               \
   FIELD(carbon_intensity_g_per_kwh, double)                                                                   \
   FIELD(pue, double)                                                                                          \
   FIELD(predicted_memory_bytes_per_device, int64_t)                                                           \
@@ -67,6 +74,8 @@ struct RunDescription {
 #define T5SCALE_DECLARE_DESCRIPTION_FIELD(name, type) type name{};
   T5SCALE_RUN_DESCRIPTION_FIELDS(T5SCALE_DECLARE_DESCRIPTION_FIELD)
 #undef T5SCALE_DECLARE_DESCRIPTION_FIELD
+  // A caller that does not say what share of its nodes it holds is not charged a made-up one: its cost is unknown.
+  RunDescription() { node_share_fraction = std::numeric_limits<double>::quiet_NaN(); }
 };
 
 // The description as root attributes, in the order above.

@@ -18,6 +18,7 @@
 #include "core/check.h"
 #include "core/hdf5_attributes.h"
 #include "core/hdf5_check.h"
+#include "core/hdf5_superblock.h"
 #include "core/set_aside.h"
 #include "core/utc_time.h"
 #include "telemetry/cost.h"
@@ -135,8 +136,20 @@ SummaryTerms summary_terms_of(const RunAttributes& attributes) {
   terms.gpu_measured = std::get<std::string>(attribute("energy_source_gpu")) != "none";
   terms.cpu_measured = std::get<std::string>(attribute("energy_source_cpu")) != "none";
   terms.pue = std::get<double>(attribute("pue"));
-  terms.price_per_node_hour_usd = std::get<double>(attribute("price_per_node_hour_usd"));
   terms.carbon_intensity_g_per_kwh = std::get<double>(attribute("carbon_intensity_g_per_kwh"));
+  Charging& charging = terms.charging;
+  charging.nodes = terms.nodes;
+  charging.price_per_node_hour_usd = std::get<double>(attribute("price_per_node_hour_usd"));
+  // A file from before the node share (set aside by a resume on another grid) was charged whole nodes, and had no
+  // price per GPU-hour: its grid's cost is reckoned as it was.
+  const AttributeValue* share = find_attribute(attributes, "node_share_fraction");
+  charging.node_share_fraction = share != nullptr ? std::get<double>(*share) : 1.0;
+  if (const AttributeValue* price = find_attribute(attributes, "price_per_gpu_hour_usd")) {
+    charging.price_per_gpu_hour_usd = std::get<double>(*price);
+  }
+  if (const AttributeValue* gpus = find_attribute(attributes, "allocated_gpus_per_node")) {
+    charging.allocated_gpus_per_node = std::get<int64_t>(*gpus);
+  }
   return terms;
 }
 
@@ -169,6 +182,9 @@ RunSummaryTotals totals_after_another_grid(hid_t old, int64_t old_world, int64_t
     std::optional<AttributeValue> value = read_attribute(old, name, path);
     T5S_CHECK(value.has_value(), "run file '", path, "' has no attribute '", name, "'");
     root.emplace_back(name, *value);
+  }
+  for (const char* name : {"price_per_gpu_hour_usd", "node_share_fraction", "allocated_gpus_per_node"}) {
+    if (std::optional<AttributeValue> value = read_attribute(old, name, path)) root.emplace_back(name, *value);
   }
   const SummaryTerms terms = summary_terms_of(root);
   std::map<std::string, AttributeValue> figures;
@@ -352,8 +368,14 @@ struct RunFile::Impl {
   // Reads the file at `path` into `previous`. One that cannot be read, or whose rows have another world size, is
   // set aside, and the text returned says so.
   std::optional<std::string> read_previous_attempt(PreviousAttempt& previous, int64_t keep_through_step) const {
+    // A truncated file is set aside before HDF5 opens it: under SWMR read HDF5 would retry its reads for minutes
+    // while the other ranks wait in a collective (core/hdf5_superblock.h).
+    const Hdf5SuperblockCheck superblock = check_hdf5_superblock(path);
+    if (!superblock.damage.empty()) return set_aside_run_file(path, superblock.damage, "unreadable");
     // SWMR read opens a file whose writer was killed (its superblock still says "open for SWMR write").
-    const hid_t old_id = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
+    H5Handle read_access(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path));
+    limit_swmr_read_attempts(read_access.get(), path);
+    const hid_t old_id = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, read_access.get());
     if (old_id < 0) {
       const std::string reason = detail::hdf5_error_stack_text();
       return set_aside_run_file(path, reason, "unreadable");
@@ -610,6 +632,23 @@ std::string run_file_schema_json() {
   }
   schema["summary"] = summary;
   return schema.dump(1) + "\n";
+}
+
+std::string closed_run_file_status(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || !check_hdf5_superblock(path).damage.empty()) return "";
+  Hdf5Quiet quiet;
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file < 0) return "";
+  std::string status;
+  try {
+    const std::optional<Hdf5Value> value = read_attribute(file, "status", path);
+    if (value && std::holds_alternative<std::string>(*value)) status = std::get<std::string>(*value);
+  } catch (const Error&) {
+    status = "";
+  }
+  H5Fclose(file);
+  return status;
 }
 
 }  // namespace t5scale

@@ -218,7 +218,7 @@ std::vector<std::pair<std::string, Hdf5Value>> RunSummaryTotals::figures(const S
           ? energy_kwh(terms.gpu_measured ? gpu_total_j : 0.0, terms.cpu_measured ? cpu_total_j : 0.0, terms.pue)
           : kNaN;
   out.emplace_back("energy_kwh", before.energy_kwh + total_kwh);
-  out.emplace_back("cost_usd", before.cost_usd + cost_usd(terms.price_per_node_hour_usd, terms.nodes, wall_time_s));
+  out.emplace_back("cost_usd", before.cost_usd + cost_usd(terms.charging, wall_time_s));
   out.emplace_back("co2_kg", before.co2_kg + co2_kg(total_kwh, terms.carbon_intensity_g_per_kwh));
   // An estimate only where nothing was measured, never added to the measured figures.
   const bool estimated = !terms.gpu_measured && !terms.cpu_measured && std::isfinite(inputs.estimated_energy_j);

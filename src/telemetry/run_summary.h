@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/hdf5_attributes.h"
+#include "telemetry/cost.h"
 #include "telemetry/step_record.h"
 
 namespace t5scale {
@@ -31,7 +32,7 @@ namespace t5scale {
   FIGURE(gpu_energy_kwh, float64, "kWh")    /* sum over ranks of the final cumulative joules; NaN unmeasured */  \
   FIGURE(cpu_energy_kwh, float64, "kWh")    /* per node, its lowest rank with a value (ranks share packages) */  \
   FIGURE(energy_kwh, float64, "kWh")        /* (gpu + cpu) x pue over the measured sources; NaN if neither */    \
-  FIGURE(cost_usd, float64, "USD")          /* price_per_node_hour_usd x nodes x wall_time_s / 3600 */           \
+  FIGURE(cost_usd, float64, "USD")          /* cost.h's Charging: NaN without a price, never 0 */                \
   FIGURE(co2_kg, float64, "kg")             /* energy_kwh x carbon_intensity_g_per_kwh / 1000 */                 \
   FIGURE(estimated_energy_kwh, float64, "kWh") /* x pue; only where neither source measured, else NaN */         \
   FIGURE(estimated_co2_kg, float64, "kg")                                                                        \
@@ -59,7 +60,8 @@ const std::vector<SummaryFigure>& summary_figures();
 struct SummaryTerms {
   int64_t world_size = 1, nodes = 1;
   bool gpu_measured = false, cpu_measured = false;  // energy_source_gpu / _cpu other than "none"
-  double pue = 1.0, price_per_node_hour_usd = 0.0, carbon_intensity_g_per_kwh = 0.0;
+  double pue = 1.0, carbon_intensity_g_per_kwh = 0.0;
+  Charging charging;  // the prices, nodes, node share and GPUs held (root attributes of the same names)
 };
 
 // What the rows cannot tell: the end of the run after its last step (final evaluation, checkpoint). Left at

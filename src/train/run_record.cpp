@@ -74,6 +74,31 @@ RunRecord::RunRecord(const RunRecordInputs& inputs, const ProcessGrid& grid)
   for (const std::string& note : meter_notes) {
     if (grid_.world_rank() == 0) std::printf("[t5scale] telemetry: %s\n", note.c_str());
   }
+  node_share_ = t5scale::node_share(node_share_inputs());
+}
+
+// What rank 0's node tells of the share the job holds of it (Slurm gives every node of a job the same GPUs and
+// CPUs per node, so one node stands for all).
+NodeShareInputs RunRecord::node_share_inputs() const {
+  NodeShareInputs share;
+  share.on_gpu = in_.device.is_cuda();
+  share.ranks_on_node = in_.world_size / nodes_;
+  share.slurm_gpus_on_node = environment("SLURM_GPUS_ON_NODE");
+  share.cuda_visible_devices = environment("CUDA_VISIBLE_DEVICES");
+  share.slurm_cpus_on_node = environment("SLURM_CPUS_ON_NODE");
+  share.node_cpus = std::max<int64_t>(0, static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+  if (config_.cost.node_gpus > 0) {
+    share.node_gpus = config_.cost.node_gpus;
+    share.node_gpus_source = "cost.node_gpus";
+  } else if (share.on_gpu) {
+    try {
+      share.node_gpus = NvmlLibrary::load()->device_count();  // NVML counts the node's GPUs, visible or not
+      share.node_gpus_source = "NVML";
+    } catch (const std::exception&) {
+      // Unknown: the share says so and the cost stays unknown (cost.node_gpus gives it).
+    }
+  }
+  return share;
 }
 
 RunRecord::~RunRecord() = default;
@@ -117,6 +142,10 @@ RunDescription RunRecord::description() const {
   d.torch_version = TORCH_VERSION;
   d.peak_flops_per_device = peak_flops_per_device_;
   d.price_per_node_hour_usd = c.cost.price_per_node_hour_usd;
+  d.price_per_gpu_hour_usd = c.cost.price_per_gpu_hour_usd;
+  d.node_share_fraction = node_share_.fraction;
+  d.node_share_basis = node_share_.basis;
+  d.allocated_gpus_per_node = node_share_.allocated_gpus_per_node;
   d.carbon_intensity_g_per_kwh = c.cost.carbon_intensity_g_per_kwh;
   d.pue = c.cost.pue;
   d.predicted_memory_bytes_per_device = in_.predicted_memory_bytes;
@@ -395,7 +424,12 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
   card.nodes = nodes_;
   card.on_gpu = in_.device.is_cuda();
   card.device_names = device_names_;
-  card.price_per_node_hour_usd = config_.cost.price_per_node_hour_usd;
+  card.charging.price_per_node_hour_usd = config_.cost.price_per_node_hour_usd;
+  card.charging.price_per_gpu_hour_usd = config_.cost.price_per_gpu_hour_usd;
+  card.charging.nodes = nodes_;
+  card.charging.node_share_fraction = node_share_.fraction;
+  card.charging.allocated_gpus_per_node = node_share_.allocated_gpus_per_node;
+  card.node_share_basis = node_share_.basis;
   card.low_priority_price_per_node_hour_usd = config_.cost.low_priority_price_per_node_hour_usd;
   card.gpu_energy_source = meter_->gpu_energy_source();
   card.cpu_energy_source = meter_->cpu_energy_source();

@@ -98,6 +98,7 @@ class RunRecord {
   std::vector<std::vector<double>> pending_measurements_;
   std::vector<StepRecord> pending_rows_;
   RunDescription description() const;  // the run file's root attributes
+  NodeShareInputs node_share_inputs() const;
   double wall_time_s() const;
 
   RunRecordInputs in_;
@@ -109,6 +110,7 @@ class RunRecord {
   std::string device_names_, hosts_, driver_version_, cuda_version_;
   std::string config_changes_;  // the run file's config_changes attribute
   int64_t nodes_ = 1;
+  NodeShare node_share_;  // the share of its nodes the job holds, as rank 0's node tells it
   double peak_flops_per_device_ = 0.0;
   std::optional<RunFile> file_;  // rank 0
   std::unique_ptr<ReservedFailureNote> note_;  // this rank's note, its space reserved at start()

@@ -33,7 +33,10 @@ int TrainingJob::run() {
   set_up_records();
   install_preemption_handlers();
   phase_ = "resuming";
-  resume_or_start();
+  if (!resume_or_start()) {  // complete already: the ending the sbatch script reads is the finished run's own
+    record_exit_code(0);
+    return 0;
+  }
   // A collective that times out ends the job from inside the communicator (abort_job), without unwinding.
   set_failure_recorder([this](const std::string& error) { record_failure(error); });
 
@@ -175,10 +178,7 @@ void TrainingJob::set_up_data() {
   } else {
     dataset_ = std::shared_ptr<TokenizedDataset>(TokenizedDataset::open(d.dataset).release());
     vocab_size_ = dataset_->info().vocab_size;
-    if (!d.tokenizer.empty()) {
-      tokenizer_ = Tokenizer::load(d.tokenizer);
-      dataset_->check_tokenizer(tokenizer_->sha256(), tokenizer_->vocab_size());
-    }
+    set_up_tokenizer();
     const auto& split = dataset_->split(d.train_split);
     // A bad id stops the job here, not hours into training. One rank reads the split: an error on it ends the
     // whole job, and the others need not read the same file world-size times over.
@@ -200,6 +200,58 @@ void TrainingJob::set_up_data() {
             "false to train without evaluation");
 
   collate_options_.pad_to_multiple_of = padded_length_multiple(config_);
+}
+
+// The run's one tokenizer, the one that made the dataset (by hash): data.tokenizer, else the file the dataset names,
+// else model.init_from's spiece.model (find_run_tokenizer). A model whose own tokenizer did not make the dataset is
+// refused: its ids would mean other words to it. Text metrics (ROUGE, SQuAD, classification F1) score decoded text,
+// so a run that asks for them without a tokenizer is refused here, before anything is computed; a dataset of
+// synthetic ids (t5scale-prep synthetic) has no text beyond its ids, and scores those.
+void TrainingJob::set_up_tokenizer() {
+  const auto& d = config_.data;
+  const TokenizedDatasetInfo& info = dataset_->info();
+  namespace fs = std::filesystem;
+  if (!config_.model.init_from.empty() && !info.made_without_tokenizer()) {
+    const fs::path model_tokenizer = fs::path(init_from_folder(config_)) / "spiece.model";
+    std::error_code ec;
+    if (fs::is_regular_file(model_tokenizer, ec)) {
+      const std::string sha256 = sha256_file_hex(model_tokenizer.string());
+      T5S_CHECK(sha256 == info.tokenizer_sha256, "model.init_from ", config_.model.init_from, " has its own tokenizer ",
+                model_tokenizer.string(), " (sha256 ", sha256, "), but data.dataset ", d.dataset,
+                " was made with another one, ", info.tokenizer_file, " (sha256 ", info.tokenizer_sha256,
+                "): the dataset's token ids would mean other words to the model. Prepare the data with the model's "
+                "tokenizer (t5scale-prep --tokenizer ", config_.model.init_from, "), or train without model.init_from");
+    }
+  }
+  if (!d.tokenizer.empty()) {
+    tokenizer_ = Tokenizer::load(d.tokenizer, info.added_tokens);
+    dataset_->check_tokenizer(tokenizer_->sha256(), tokenizer_->vocab_size());
+    return;
+  }
+  if (info.made_without_tokenizer()) return;
+  std::string missing;
+  try {
+    const RunTokenizer found = find_run_tokenizer(config_);
+    if (!found.model_path.empty()) {
+      tokenizer_ = Tokenizer::load(found.model_path, found.added_tokens);
+      dataset_->check_tokenizer(tokenizer_->sha256(), tokenizer_->vocab_size());
+      if (rank0()) log(msg("[t5scale] tokenizer ", found.description));
+      return;
+    }
+    missing = found.description;
+  } catch (const Error& e) {
+    missing = e.what();
+  }
+  EvaluationOptions asked;
+  set_metrics_from_list(asked, config_.eval.metrics);
+  std::vector<std::string> text_metrics;
+  if (asked.rouge) text_metrics.push_back("rouge");
+  if (asked.squad) text_metrics.push_back("squad");
+  if (asked.classification) text_metrics.push_back("classification");
+  T5S_CHECK(!evaluates_at_all(config_.eval) || text_metrics.empty(), "eval.metrics: ", join(text_metrics, ", "),
+            " score(s) text, and this run has no tokenizer to decode its generations with (", missing,
+            "). Set data.tokenizer to the SentencePiece model that made ", d.dataset, " (sha256 ",
+            info.tokenizer_sha256, "), or score the loss alone (eval.metrics: loss)");
 }
 
 // The run resolved from the config, the grid and the data, as t5scale-study plans it (resolve_run): every problem

@@ -22,7 +22,7 @@ void TrainingJob::restore_rng(const LoadedCheckpoint& loaded) {
   }
 }
 
-void TrainingJob::resume_or_start() {
+bool TrainingJob::resume_or_start() {
   const CheckpointIdentity identity = checkpoint_identity();
   const auto start = Clock::now();
   std::optional<LoadedCheckpoint> loaded;
@@ -46,9 +46,25 @@ void TrainingJob::resume_or_start() {
     if (!kept.empty()) log("[t5scale] starting afresh: the earlier checkpoints are kept as " + kept);
     record_->start(/*resumed_from_step=*/-1);
     log(msg("[t5scale] run file ", record_->path(), "; checkpoints in ", checkpoints_->dir()));
-    return;
+    return true;
   }
   accept_config_changes(*loaded);
+  const size_t changes_now = config_changes_.size() -
+                             loaded->state.value("config_changes", std::vector<std::string>{}).size();
+  // A finished run started again with nothing changed: there is nothing to do, and its record stays as it is (a
+  // resume would append an attempt that trains no step). A changed key (more steps, another evaluation) continues it.
+  if (!config_.eval.only && loaded->step >= total_steps_ && changes_now == 0) {
+    const std::string status = rank0() ? closed_run_file_status(record_->path()) : "";
+    if (lowest_rank_text(*grid_.world, device_, status) == "completed") {
+      log(msg("[t5scale] run ", config_.run.name, " is complete: ", record_->path(), " says completed, and its last "
+              "checkpoint (", loaded->folder, ") is at step ", loaded->step, " of ", total_steps_, ". Nothing was "
+              "done and nothing was changed. For a new run with this config, give it a name of its own (run.name=",
+              config_.run.name, "-2), or start this one over (checkpoint.resume=never: the old run file and "
+              "checkpoints are kept aside, renamed *.previous.<time>); to train it further, raise train.max_steps "
+              "or train.epochs."));
+      return false;
+    }
+  }
   // Optimizer state (fp32 master weights and moments: the parameters are written back from them), RNG streams,
   // the sampler's position and the loss scale: exactly the state the uninterrupted run had after this step. On
   // another grid the optimizer state is cut again; the sampler's position and the global batches do not depend on
@@ -66,6 +82,7 @@ void TrainingJob::resume_or_start() {
   record_->start(/*resumed_from_step=*/step_, config_changes_);
   log(msg("[t5scale] resumed from ", loaded->folder, " at step ", step_, " (epoch ",
           prefetcher_->position().epoch, ", step ", prefetcher_->position().step_in_epoch, " of it)"));
+  return true;
 }
 
 // The config this job resumes with against the checkpoint's: a change to what the data order or the record means
@@ -100,11 +117,15 @@ void TrainingJob::accept_config_changes(const LoadedCheckpoint& loaded) {
     }
   }
   if (!refused.empty()) {
+    // A changed config on an existing run name is most often a new run meant: that choice first.
     throw Error(msg("cannot resume from ", loaded.folder, " with this config: it differs from the checkpoint's in ",
                     refused.size(), " key(s) that change the data order or what the run's record means:\n  ",
-                    join(refused, "\n  "), "\nResume with the checkpoint's values, or set "
-                    "checkpoint.allow_config_change=true to continue with the new ones (each change is recorded in "
-                    "the run file, with the step it took effect)."));
+                    join(refused, "\n  "), "\nNothing was changed. For a new run with this config, give it a name "
+                    "of its own (run.name=", config_.run.name, "-2), or start this run over (checkpoint.resume=never: "
+                    "the old run file and checkpoints are kept aside, renamed *.previous.<time>). To continue this "
+                    "run instead, resume with the checkpoint's values, or set checkpoint.allow_config_change=true to "
+                    "continue with the new ones (each change is recorded in the run file, with the step it took "
+                    "effect)."));
   }
 }
 

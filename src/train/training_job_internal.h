@@ -131,13 +131,15 @@ class TrainingJob {
   void set_up_grid();
   void take_run_lock();
   void set_up_data();
+  void set_up_tokenizer();
   void resolve();
   void set_up_sampler();
   void set_up_model_and_trainer();
   void set_up_records();
   int64_t device_share_bytes() const;
   std::string memory_refusal(int64_t share_bytes, int64_t ranks_per_node) const;
-  void resume_or_start();
+  // false: the run was complete already and nothing was changed (the job ends there, exit 0).
+  bool resume_or_start();
   void accept_config_changes(const LoadedCheckpoint& loaded);
   void restore_rng(const LoadedCheckpoint& loaded);
   bool train_step();  // false: stop (diverged)

@@ -491,37 +491,93 @@ TEST(PrepPipeline, LengthLimitsFromTheCommandLine) {
   TempDir dir;
   Text text(9);
   const std::string input = write(dir, "in.jsonl", samsum_lines(text, 0, 200));
+  const Tokenizer tokenizer = Tokenizer::load(shared_model());
+  const Recipe samsum = Recipe::load(recipe("samsum"));
+  // Each side's full length (with eos), as the recipe renders it; the limits are the medians, which cut about half
+  // of each side (cutting every one is refused: TruncationThatCutsMuch... below).
+  std::vector<std::vector<int32_t>> sources, targets;
+  {
+    TextRecordReader reader(input, InputFormat::kJsonl, MalformedPolicy::kFail);
+    TextRecord record;
+    while (reader.next(&record)) {
+      RenderedExample rendered;
+      ASSERT_EQ(render_example(samsum, record, &rendered, nullptr), RenderOutcome::kOk);
+      sources.push_back(tokenizer.encode(rendered.source));
+      targets.push_back(tokenizer.encode(rendered.target));
+    }
+  }
+  auto median_length = [](const std::vector<std::vector<int32_t>>& side) {
+    std::vector<int64_t> lengths;
+    for (const auto& ids : side) lengths.push_back(static_cast<int64_t>(ids.size()));
+    std::sort(lengths.begin(), lengths.end());
+    return lengths[lengths.size() / 2];
+  };
+  const int64_t source_limit = median_length(sources), target_limit = median_length(targets);
+  ASSERT_GE(target_limit, 3);
   PrepOptions options = options_for("samsum", dir / "out.h5");
   options.input_splits = {{"train", input}};
-  options.max_source_length = 12;
-  options.max_target_length = 5;
+  options.max_source_length = source_limit;
+  options.max_target_length = target_limit;
   run(options);
   const auto dataset = TokenizedDataset::open(dir / "out.h5");
-  EXPECT_EQ(dataset->info().max_source_length, 12);
-  EXPECT_EQ(dataset->info().max_target_length, 5);
+  EXPECT_EQ(dataset->info().max_source_length, source_limit);
+  EXPECT_EQ(dataset->info().max_target_length, target_limit);
   const TokenizedSplit& split = dataset->split("train");
-  const Tokenizer tokenizer = Tokenizer::load(shared_model());
-  TextRecordReader reader(input, InputFormat::kJsonl, MalformedPolicy::kFail);
-  const Recipe samsum = Recipe::load(recipe("samsum"));
-  TextRecord record;
-  int64_t i = 0, cut_sources = 0, cut_targets = 0;
-  while (reader.next(&record)) {
-    RenderedExample rendered;
-    ASSERT_EQ(render_example(samsum, record, &rendered, nullptr), RenderOutcome::kOk);
-    const auto source = tokenizer.encode(rendered.source), target = tokenizer.encode(rendered.target);
-    const TokenSequences e = split.example(i++);
-    EXPECT_EQ(e.source.size(), std::min<size_t>(source.size(), 12));
-    EXPECT_EQ(e.target.size(), std::min<size_t>(target.size(), 5));
+  int64_t cut_sources = 0, cut_targets = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const auto& source = sources[i];
+    const auto& target = targets[i];
+    const TokenSequences e = split.example(static_cast<int64_t>(i));
+    EXPECT_EQ(static_cast<int64_t>(e.source.size()), std::min<int64_t>(static_cast<int64_t>(source.size()), source_limit));
+    EXPECT_EQ(static_cast<int64_t>(e.target.size()), std::min<int64_t>(static_cast<int64_t>(target.size()), target_limit));
     EXPECT_TRUE(std::equal(e.source.begin(), e.source.end() - 1, source.begin()));  // a prefix, then eos
     EXPECT_EQ(e.source.back(), Tokenizer::kEosId);
-    cut_sources += source.size() > 12;
-    cut_targets += target.size() > 5;
+    cut_sources += static_cast<int64_t>(source.size()) > source_limit;
+    cut_targets += static_cast<int64_t>(target.size()) > target_limit;
   }
-  EXPECT_GT(cut_sources, 150);
+  EXPECT_GT(cut_sources, 20);
   EXPECT_GT(cut_targets, 20);
   EXPECT_EQ(split.statistics().truncated_sources, cut_sources);
   EXPECT_EQ(split.statistics().truncated_targets, cut_targets);
-  EXPECT_EQ(split.statistics().source_length_max, 12);
+  EXPECT_EQ(split.statistics().source_length_max, source_limit);
+}
+
+TEST(PrepPipeline, TruncationThatCutsMuchIsSaidAndCuttingEveryTargetIsRefused) {
+  TempDir dir;
+  Text text(9);
+  const std::string input = write(dir, "in.jsonl", samsum_lines(text, 0, 200));
+  PrepOptions options = options_for("samsum", dir / "out.h5");
+  options.input_splits = {{"train", input}};
+  options.max_target_length = 5;
+  const PrepResult cut = run(options);
+  const int64_t cut_targets = cut.splits.at(0).statistics.truncated_targets;
+  ASSERT_GT(10 * cut_targets, 200);
+  ASSERT_LT(cut_targets, 200);
+  ASSERT_EQ(cut.warnings.size(), 1u);
+  EXPECT_EQ(cut.warnings[0], msg("--max-target-length 5 cuts ", cut_targets, " of 200 targets (",
+                                 (100 * cut_targets + 100) / 200, "%): check that the cut part is not what the model "
+                                 "must learn"));
+  EXPECT_NE(format_prep_report(cut).find("  warning: " + cut.warnings[0] + "\n"), std::string::npos);
+  options.max_target_length.reset();
+  EXPECT_TRUE(run(options).warnings.empty());  // the recipe's limits cut nothing here
+
+  // Every summary has at least three words and a full stop: 2 tokens (one and eos) cut every one. From the recipe's
+  // key, named with the recipe's file.
+  std::string yaml = read_bytes(recipe("samsum"));
+  const size_t at = yaml.find("max_target_length: 128");
+  ASSERT_NE(at, std::string::npos);
+  const std::string limited = write(dir, "limited.yaml", yaml.replace(at, 22, "max_target_length: 2"));
+  options.recipe_path = limited;
+  options.out_path = dir / "refused.h5";
+  const std::string refused = error_of([&] { run(options); });
+  EXPECT_EQ(refused, msg("recipe ", limited, ": max_target_length 2 cuts every target (200 of 200 examples): the data "
+                         "would no longer hold the task. Raise it (0 = no limit), or check the recipe's target "
+                         "template"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "refused.h5"));
+  options.recipe_path = recipe("samsum");
+  options.max_source_length = 2;
+  EXPECT_NE(error_of([&] { run(options); }).find("--max-source-length 2 cuts every source (200 of 200 examples)"),
+            std::string::npos);
 }
 
 TEST(PrepPipeline, TrainsTheTokenizerOnTheTrainSplit) {
@@ -559,6 +615,34 @@ TEST(PrepPipeline, TrainsTheTokenizerOnTheTrainSplit) {
     files.push_back(entry.path().filename().string());
   std::sort(files.begin(), files.end());
   EXPECT_EQ(files, (std::vector<std::string>{"nq.h5", "nq.jsonl", "trained.model", "trained.vocab"}));
+}
+
+// A newcomer's first run: --tokenizer-out and --out in folders that do not exist yet are made; T5's 32000 pieces on
+// a small sample are refused naming the option to lower.
+TEST(PrepPipeline, OutputFoldersAreMadeAndAVocabularyTooLargeNamesTheOption) {
+  TempDir dir;
+  Text text(12);
+  const std::string input = write(dir, "in.jsonl", samsum_lines(text, 0, 200));
+  PrepOptions options = options_for("samsum", dir / "made/here/data.h5");
+  options.tokenizer_path.clear();
+  options.train_tokenizer = true;
+  options.tokenizer_out = dir / "new/folder/my.model";
+  options.tokenizer_training.vocab_size = 32000;
+  options.input_splits = {{"train", input}};
+  const std::string refused = error_of([&] { run(options); });
+  EXPECT_NE(refused.find("vocab_size 32000 is more than this text holds pieces for (SentencePiece: "),
+            std::string::npos) << refused;
+  EXPECT_NE(refused.find("give a smaller one (t5scale-prep --vocab-size N"), std::string::npos) << refused;
+  EXPECT_FALSE(std::filesystem::exists(dir / "new/folder/my.model"));
+  options.tokenizer_training.vocab_size = 150;
+  run(options);
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir / "new/folder/my.model"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir / "made/here/data.h5"));
+  write(dir, "blocked", "a file where the folder should be");
+  options.out_path = dir / "blocked/data.h5";
+  EXPECT_NE(error_of([&] { run(options); }).find("--out " + dir / "blocked/data.h5" + ": cannot make its folder '" +
+                                                  dir / "blocked" + "'"),
+            std::string::npos);
 }
 
 TEST(PrepPipeline, ProgressLinesGiveRatesAndEta) {

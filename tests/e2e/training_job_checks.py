@@ -43,6 +43,8 @@
   bounds        an absurd config.json; a model too large refused before allocation; a failed allocation reported;
                 a manifest naming a file outside its checkpoint refused by t5scale-ckpt; a recipe and a study spec
                 naming files outside their folders refused by t5scale-prep and t5scale-study
+  one_tokenizer text metrics decoded with the run's one tokenizer (the dataset's file, else init_from's own when it
+                made the dataset); a model of another tokenizer, and ROUGE without any tokenizer, refused at start
   export_whole  t5scale-ckpt export of a run with a trained SentencePiece tokenizer: transformers' AutoTokenizer and
                 AutoModelForSeq2SeqLM load the folder, encode as the dataset and generate the run's own greedy text;
                 a synthetic run's export holds the model alone and says why
@@ -490,6 +492,86 @@ def scenario_prep_to_train(job):
     check(len(rows) == 48 and all(r["reference"] for r in rows), f"{len(rows)} generations written")
     check(any("anna" in r["source"].lower() for r in rows), "generations hold the decoded source text")
     print(f"prep to train: rouge1 {rouge[0]:.3f} -> {rouge[1]:.3f}; {len(rows)} generations decoded")
+
+
+def tiny_hf_model(job, folder, vocab_size, spiece=None):
+    """A randomly initialised T5 saved by transformers into `folder`, with `spiece` copied in as its spiece.model."""
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+    torch.manual_seed(0)
+    model = T5ForConditionalGeneration(T5Config(vocab_size=vocab_size, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                                                num_heads=4, decoder_start_token_id=0, pad_token_id=0,
+                                                eos_token_id=1))
+    model.save_pretrained(folder, safe_serialization=True)
+    if spiece:
+        shutil.copyfile(spiece, os.path.join(folder, "spiece.model"))
+    return folder
+
+
+def scenario_one_tokenizer(job):
+    """Text metrics on text, with the run's one tokenizer. Without data.tokenizer the job decodes with the file the
+    dataset names (t5scale-prep recorded it), else with model.init_from's spiece.model when the dataset was made with
+    it; with none of them, a run that asks for ROUGE is refused at start; a model whose own tokenizer did not make the
+    dataset is refused naming both files."""
+    import json
+    tokenizer = prep_dialogues(job, pieces=60)
+    with h5py.File(job.dataset, "r") as f:
+        data_vocab = int(f.attrs["vocab_size"])
+    evaluate = ["eval.only=true", "eval.max_examples=8", "eval.metrics=loss,rouge", "eval.max_new_tokens=4"]
+
+    def decoded(name):
+        with open(os.path.join(job.work, f"{name}.eval.jsonl")) as f:
+            rows = [json.loads(line) for line in f]
+        # Token ids written as numbers would be digits and spaces alone; the dialogues are words.
+        return rows and all(re.search(r"[a-z]{3}", r["source"].lower()) for r in rows)
+
+    log = job.run(1, "dataset_names_it", "train.max_steps=2", "eval.at_end=true", *evaluate[1:])
+    with open(log) as f:
+        said = f.read()
+    check(f"tokenizer {tokenizer} (the dataset's tokenizer_file; the tokenizer that made {job.dataset})" in said,
+          f"the job does not say which tokenizer it decodes with:\n{said[-2000:]}")
+    check(decoded("dataset_names_it"), "generations not decoded with the dataset's tokenizer")
+
+    same = tiny_hf_model(job, os.path.join(job.work, "model_same"), 256, spiece=tokenizer)
+    other_corpus = os.path.join(job.work, "other.txt")
+    with open(other_corpus, "w") as f:
+        f.write("\n".join(f"completely other words number {i} for another vocabulary" for i in range(300)))
+    other_prefix = os.path.join(job.work, "other")
+    subprocess.run(["spm_train", f"--input={other_corpus}", f"--model_prefix={other_prefix}", "--vocab_size=40",
+                    "--character_coverage=1.0", "--minloglevel=2"], check=True, capture_output=True)
+    other = tiny_hf_model(job, os.path.join(job.work, "model_other"), 256, spiece=other_prefix + ".model")
+
+    # The model's tokenizer is not the dataset's: refused at start, naming both, before any run file.
+    result = subprocess.run(job.command(1, "mismatch", *evaluate, f"model.init_from={other}"), capture_output=True,
+                            text=True)
+    output = result.stdout + result.stderr
+    check(result.returncode != 0, "a model of another tokenizer was accepted")
+    for part in (f"model.init_from {other} has its own tokenizer {other}/spiece.model", f"data.dataset {job.dataset}",
+                 f"was made with another one, {tokenizer}", "would mean other words"):
+        check(part in output, f"the refusal does not say {part!r}:\n{output[-2000:]}")
+    check(not os.path.exists(job.run_file("mismatch")), "a run file was written before refusing")
+
+    # The dataset's file gone: the model's own spiece.model (the same file, by hash) decodes.
+    hidden = tokenizer + ".moved"
+    os.rename(tokenizer, hidden)
+    log = job.run(1, "model_has_it", *evaluate, f"model.init_from={same}")
+    with open(log) as f:
+        said = f.read()
+    check(f"tokenizer {same}/spiece.model (model.init_from's spiece.model; the tokenizer that made" in said,
+          f"the job does not decode with the model's tokenizer:\n{said[-2000:]}")
+    check(decoded("model_has_it"), "generations not decoded with the model's tokenizer")
+
+    # No tokenizer at all: ROUGE is refused at start with the reason; the loss alone still runs.
+    result = subprocess.run(job.command(1, "no_tokenizer", *evaluate), capture_output=True, text=True)
+    output = result.stdout + result.stderr
+    check(result.returncode != 0, "ROUGE without a tokenizer was accepted")
+    for part in ("eval.metrics: rouge score(s) text, and this run has no tokenizer", f"{tokenizer} (the dataset's "
+                 "tokenizer_file): no such file", "Set data.tokenizer to the SentencePiece model that made"):
+        check(part in output, f"the refusal does not say {part!r}:\n{output[-2000:]}")
+    job.run(1, "loss_alone", "eval.only=true", "eval.max_examples=8", "eval.metrics=loss")
+    os.rename(hidden, tokenizer)
+    print(f"one tokenizer: decoded with the dataset's file ({data_vocab} ids) and with the model's; a model of "
+          f"another tokenizer and ROUGE without a tokenizer refused at start")
 
 
 def scenario_export_whole(job):
@@ -1011,16 +1093,47 @@ def scenario_trust(job):
     check(not os.path.exists(os.path.join(job.work, "owned.lock")), "a completed job left its lock behind")
     print("trust: a second job on a running run refused, naming its owner; a dead owner's lock taken over")
 
+    # A run file cut short (a copy interrupted, a full disk): the resume sets it aside and goes on, in seconds,
+    # instead of waiting in HDF5's SWMR retries while the other ranks wait in a collective.
+    cut_sets = ["train.max_steps=8", "checkpoint.every_steps=4", "checkpoint.at_end=false"]
+    job.run(2, "cut", *cut_sets)
+    whole = os.path.getsize(job.run_file("cut"))
+    os.truncate(job.run_file("cut"), whole // 2)
+    started = time.monotonic()
+    log = job.run(2, "cut", "train.max_steps=12", *cut_sets[1:], "checkpoint.allow_config_change=true")
+    took_s = time.monotonic() - started
+    said = open(log).read()
+    check(f"truncated: {whole // 2} bytes, but its superblock says the file ends at byte {whole}" in said and
+          "cut.h5.unreadable." in said, f"the resume does not set the truncated run file aside:\n{said[-3000:]}")
+    check(took_s < 60, f"the resume onto a truncated run file took {took_s:.0f} s")
+    steps, attrs = read_steps(job.run_file("cut"))
+    check(text(attrs["status"]) == "completed" and list(steps["step"]) == [9, 10, 11, 12],
+          f"after the set-aside: status {text(attrs['status'])}, steps {list(steps['step'])}")
+    print(f"trust: a run file cut to half is set aside on resume ({took_s:.1f} s) and the run goes on")
+
     # A resume with a changed config: refused for what changes the data order or the record; allowed on request,
     # and recorded with its step; free keys (evaluation, checkpoints) pass and are recorded too.
     job.run(1, "changed", "train.max_steps=8", "checkpoint.every_steps=4", "checkpoint.at_end=false")
     shutil.copy(os.path.join(job.work, "changed.h5"), os.path.join(job.work, "changed.h5.orig"))
+    # The finished run started again unchanged: it says it is complete, and nothing changes.
+    files_before = file_digests(job.work)
+    code, output = run_output(job, 1, "changed", "train.max_steps=8", "checkpoint.every_steps=4",
+                              "checkpoint.at_end=false")
+    check(code == 0 and "run changed is complete:" in output and "Nothing was done and nothing was changed" in output
+          and "run.name=changed-2" in output, f"an unchanged rerun of a finished run: exit {code}:\n{output[-3000:]}")
+    files_after = file_digests(job.work)
+    changed_files = sorted(k for k in set(files_before) | set(files_after) if files_before.get(k) != files_after.get(k))
+    check(not changed_files, f"an unchanged rerun of a finished run changed {changed_files}")
     code, output = run_output(job, 1, "changed", "train.max_steps=8", "checkpoint.every_steps=4",
                               "train.global_batch=16", "optimizer.lr=0.01")
     check(code == 2, f"a resume with another global batch exited {code}:\n{output[-3000:]}")
     for expected in ("train.global_batch: 8 in the checkpoint, 16 now", "optimizer.lr:",
                      "checkpoint.allow_config_change=true"):
         check(expected in output, f"the refusal does not say {expected!r}:\n{output[-3000:]}")
+    # The usual intent, a new run, is offered first: its own name, or this run started over.
+    new_run, continue_run = output.find("run.name=changed-2"), output.find("checkpoint.allow_config_change=true")
+    check(0 <= new_run < continue_run and "checkpoint.resume=never" in output[:continue_run],
+          f"the refusal does not offer a new run before continuing the old one:\n{output[-3000:]}")
     check(open(job.run_file("changed"), "rb").read() == open(job.run_file("changed") + ".orig", "rb").read(),
           "the refused resume changed the run file")
     job.run(1, "changed", "train.max_steps=12", "checkpoint.every_steps=4", "checkpoint.at_end=false",
@@ -1229,7 +1342,7 @@ def main():
     parser.add_argument("scenario", choices=["resume", "signal", "early_stop", "refuse", "prep_to_train", "eval_only",
                                              "diverge", "vocab_beyond", "failures", "checkpointing_auto",
                                              "resume_replicated", "reshard", "plan_matches_job", "trust",
-                                             "bounds", "disk_full", "export_whole"])
+                                             "bounds", "disk_full", "export_whole", "one_tokenizer"])
     parser.add_argument("--bin", required=True)
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--work", required=True)

@@ -4,6 +4,7 @@
 // make_format_fixtures.py's, in $T5SCALE_FORMAT_DIR. Also, without Python: a state dict that LibTorch wrote in
 // torch.save's format, and the files that cannot be read, refused naming the file.
 #include <gtest/gtest.h>
+#include <caffe2/serialize/inline_container.h>
 
 #include <torch/csrc/jit/serialization/pickle.h>
 
@@ -104,6 +105,52 @@ TEST(TorchStateDict, AStateDictInTorchSaveFormatLoadsAsPytorchModelBin) {
   auto original = model->named_parameters();
   for (const auto& item : loaded->named_parameters()) {
     EXPECT_TRUE(torch::equal(item.value(), original[item.key()])) << item.key();
+  }
+}
+
+// A state dict whose tensor record is cut short inside an intact zip archive (a copy interrupted and re-zipped, a
+// damaged file) is refused naming the file and the tensor, however little is missing; a record longer than its
+// tensor needs loads (torch.save may write a storage shared by several tensors).
+TEST(TorchStateDict, ARecordCutShortIsRefusedNamingTheTensor) {
+  TempDir dir;
+  T5Model model(small_config(), std::make_shared<SoloCommunicator>("tp"));
+  model->initialize_weights(5);
+  write_state_dict(*model, dir / "whole.bin");
+  caffe2::serialize::PyTorchStreamReader whole{dir / "whole.bin"};
+  // The largest storage record, rewritten `cut` bytes shorter (or longer), every other record as it was.
+  std::string largest;
+  size_t largest_size = 0;
+  for (const std::string& name : whole.getAllRecords()) {
+    if (name.rfind("data/", 0) == 0 && whole.getRecordSize(name) > largest_size) {
+      largest = name;
+      largest_size = whole.getRecordSize(name);
+    }
+  }
+  ASSERT_GT(largest_size, 1000u);
+  auto rewrite = [&](const std::string& path, int64_t change) {
+    caffe2::serialize::PyTorchStreamWriter writer{path};
+    for (const std::string& name : whole.getAllRecords()) {
+      if (name == ".data/version" || name == "version" || name == ".data/serialization_id") continue;
+      auto [data, size] = whole.getRecord(name);
+      std::string bytes(static_cast<const char*>(data.get()), size);
+      if (name == largest) bytes.resize(static_cast<size_t>(static_cast<int64_t>(size) + change), '\0');
+      writer.writeRecord(name, bytes.data(), bytes.size());
+    }
+    writer.writeEndOfFile();
+  };
+  rewrite(dir / "same.bin", 0);
+  EXPECT_EQ(read_torch_state_dict(dir / "same.bin").size(), model->named_parameters().size());
+  rewrite(dir / "longer.bin", 64);
+  EXPECT_EQ(read_torch_state_dict(dir / "longer.bin").size(), model->named_parameters().size());
+  for (const int64_t cut : {int64_t{-4}, -static_cast<int64_t>(largest_size / 2)}) {
+    const std::string path = dir / msg("cut", -cut, ".bin");
+    rewrite(path, cut);
+    const std::string message = error_of([&] { read_torch_state_dict(path); });
+    EXPECT_NE(message.find(path + ": '"), std::string::npos) << message;
+    EXPECT_NE(message.find(msg("needs ", largest_size, " bytes of its storage")), std::string::npos) << message;
+    EXPECT_NE(message.find(msg("the file's record holds ", static_cast<int64_t>(largest_size) + cut)),
+              std::string::npos)
+        << message;
   }
 }
 

@@ -509,11 +509,11 @@ slurm: {gpu: A100-80GB, gpus_per_node: 8, interconnect: ib-hdr-1x, time_limit: "
   EXPECT_DOUBLE_EQ(one.cost_usd, one.node_hours * 32.77);
   EXPECT_DOUBLE_EQ(one.energy_kwh, 400.0 * 8 * one.run_time_s / 3.6e6);  // 8 A100s at 400 W
   EXPECT_DOUBLE_EQ(one.checkpoint_bytes, 12.0 * static_cast<double>(plan.runs[0].parameter_count()));
-  // One NIC per node: across 16 nodes the reduction grows, per-GPU throughput falls.
-  EXPECT_DOUBLE_EQ(one.scaling_efficiency, 1.0);
-  EXPECT_LT(sixteen.scaling_efficiency, 1.0);
-  EXPECT_DOUBLE_EQ(sixteen.scaling_efficiency, (sixteen.tokens_per_s / 128.0) / (one.tokens_per_s / 8.0));
-  EXPECT_EQ(sixteen.reference_run, plan.runs[0].run.name);
+  // One NIC per node: across 16 nodes the reduction grows, per-GPU throughput falls. The global batch grows with
+  // the nodes (a fixed micro batch): no run is the other's on fewer devices, and neither has an efficiency.
+  EXPECT_LT(sixteen.tokens_per_s / 128.0, one.tokens_per_s / 8.0);
+  EXPECT_TRUE(std::isnan(one.scaling_efficiency) && std::isnan(sixteen.scaling_efficiency));
+  EXPECT_EQ(sixteen.reference_run, "");
   // A month reserved for a few hours is said; so is a limit too short, in the printed plan too.
   ASSERT_FALSE(one.warnings.empty());
   EXPECT_TRUE(contains(one.warnings[0], "reserves")) << one.warnings[0];
@@ -526,6 +526,94 @@ slurm: {gpu: A100-80GB, gpus_per_node: 8, interconnect: ib-hdr-1x, time_limit: "
   EXPECT_TRUE(contains(text, "predicted time and cost")) << text;
   EXPECT_TRUE(contains(text, "does not fit slurm.time_limit")) << text;
   EXPECT_TRUE(contains(plan_csv(plan), "predicted_step_time_s,predicted_tokens_per_s")) << plan_csv(plan);
+}
+
+// Efficiency compares a run with the study's run of the same model, lengths, steps and global batch on the fewest
+// devices, whatever splits the batch (micro batch, accumulation, TP): two GPUs doing what one does are compared with
+// the one, and a run of another global batch or step count is no point of that series.
+TEST(StudyPlan, EfficiencyIsAgainstTheSameGlobalBatchOnTheFewestDevices) {
+  const StudyPlan plan = plan_study(spec_from(R"(
+study: eff
+base:
+  model: {name: t5-small}
+  data: {max_source_length: 256, max_target_length: 64}
+  precision: bf16
+  train: {max_steps: 100, batch_mode: fixed_global, global_batch: 32}
+mode: list
+runs:
+  - {name: one, set: {gpus_per_node: 1, train.grad_accumulation: 1}}
+  - {name: two, set: {gpus_per_node: 2, train.grad_accumulation: 1}}
+  - {name: two-tp2, set: {gpus_per_node: 2, parallel.tp: 2, train.grad_accumulation: 2}}
+  - {name: four-gb64, set: {gpus_per_node: 4, train.global_batch: 64}}
+  - {name: two-short, set: {gpus_per_node: 2, train.max_steps: 30}}
+slurm: {gpu: H100, gpus_per_node: 4}
+)"));
+  ASSERT_EQ(plan.runs.size(), 5u);
+  std::map<std::string, const RunForecast*> f;
+  for (const auto& p : plan.runs) {
+    ASSERT_TRUE(p.valid()) << p.run.name << ": " << join(p.errors, "; ");
+    ASSERT_TRUE(p.forecast.known) << p.run.name;
+    f[p.run.name] = &p.forecast;
+  }
+  // Not micro batch by micro batch (32 rows on one GPU, 16 on each of two): both against the one GPU.
+  EXPECT_DOUBLE_EQ(f["one"]->scaling_efficiency, 1.0);
+  EXPECT_EQ(f["one"]->reference_run, "one");
+  for (const char* name : {"two", "two-tp2"}) {
+    EXPECT_EQ(f[name]->reference_run, "one") << name;
+    EXPECT_DOUBLE_EQ(f[name]->scaling_efficiency, (f[name]->tokens_per_s / 2.0) / f["one"]->tokens_per_s) << name;
+    EXPECT_LT(f[name]->scaling_efficiency, 1.0) << name;
+  }
+  // Another global batch, or another step count, run on one number of devices only: nothing to scale against.
+  for (const char* name : {"four-gb64", "two-short"}) {
+    EXPECT_TRUE(std::isnan(f[name]->scaling_efficiency)) << name;
+    EXPECT_EQ(f[name]->reference_run, "") << name;
+  }
+  const std::string text = format_plan(plan);
+  const std::string row = text.substr(text.find("\nfour-gb64 ", text.find("predicted time and cost")));
+  EXPECT_TRUE(contains(row.substr(0, row.find('\n', 1)), " - ")) << text;
+}
+
+// A run on part of a node is charged its share of the node's price, as the job will charge it; a price per
+// GPU-hour charges its GPUs; no price leaves the cost unknown, never $0.
+TEST(StudyPlan, CostIsTheShareOfTheNodeTheRunHolds) {
+  const char* spec_text = R"(
+study: share
+base:
+  model: {name: t5-small}
+  data: {max_source_length: 256, max_target_length: 64}
+  precision: bf16
+  train: {max_steps: 100, batch_mode: fixed_global, global_batch: 32}
+axes:
+  gpus_per_node: [1, 4]
+slurm: {gpu: A100-80GB, gpus_per_node: 4}
+)";
+  StudySpec spec = spec_from(std::string(spec_text) + "cost: {price_per_node_hour_usd: 16.39}\n");
+  const StudyPlan plan = plan_study(spec);
+  ASSERT_EQ(plan.runs.size(), 2u);
+  for (const RunPlan& p : plan.runs) {
+    ASSERT_TRUE(p.forecast.known) << p.run.name;
+    EXPECT_EQ(p.run.config.cost.node_gpus, 4) << p.run.name;  // slurm.gpus_per_node, in the rendered config too
+    const double share = static_cast<double>(p.run.gpus_per_node) / 4.0;
+    EXPECT_DOUBLE_EQ(p.forecast.charging.node_share_fraction, share) << p.run.name;
+    EXPECT_DOUBLE_EQ(p.forecast.cost_usd, 16.39 * share * p.forecast.run_time_s / 3600.0) << p.run.name;
+  }
+  const StudyPlan per_gpu = plan_study(spec_from(std::string(spec_text) + "cost: {price_per_gpu_hour_usd: 4.1}\n"));
+  for (const RunPlan& p : per_gpu.runs) {
+    const double gpus = static_cast<double>(p.run.gpus_per_node);
+    EXPECT_DOUBLE_EQ(p.forecast.cost_usd, 4.1 * gpus * p.forecast.run_time_s / 3600.0) << p.run.name;
+  }
+  const StudyPlan unpriced = plan_study(spec_from(spec_text));
+  for (const RunPlan& p : unpriced.runs) EXPECT_TRUE(std::isnan(p.forecast.cost_usd)) << p.run.name;
+  const std::string text = format_forecast(unpriced);
+  EXPECT_FALSE(contains(text, "$0")) << text;
+  EXPECT_TRUE(contains(text, ", cost ?")) << text;
+  // Both prices: the config's own check, on the key.
+  const StudyPlan both = plan_study(
+      spec_from(std::string(spec_text) + "cost: {price_per_gpu_hour_usd: 4.1, price_per_node_hour_usd: 16.39}\n"));
+  ASSERT_FALSE(both.runs[0].valid());
+  EXPECT_TRUE(contains(join(both.runs[0].errors, "\n"), "cost.price_per_gpu_hour_usd: is set (4.1) with "
+                                                         "cost.price_per_node_hour_usd (16.39)"))
+      << join(both.runs[0].errors, "\n");
 }
 
 TEST(StudyPlan, SlurmTimesAndUnknownInterconnects) {
@@ -670,8 +758,11 @@ slurm: {gpu: H100-80GB}
       choose_activation_checkpointing(named_model_config("t5-3b"), in, int64_t{80} * 1024 * 1024 * 1024);
   ASSERT_TRUE(choice.fits);
   ASSERT_GT(choice.checkpoint_every_blocks, 0);
+  // The run is invalid, with what would make it fit.
+  EXPECT_FALSE(p.valid());
+  EXPECT_EQ(plan.invalid_count(), 1u);
   std::string notes;
-  for (const auto& note : p.notes) notes += note + "\n";
+  for (const auto& error : p.errors) notes += error + "\n";
   EXPECT_TRUE(contains(notes, "predicted with each change: parallel.activation_checkpointing=true with "
                               "parallel.checkpoint_every_blocks=" + std::to_string(choice.checkpoint_every_blocks) +
                               ": " + gib_text(static_cast<double>(choice.memory.total_bytes())) + ", fits"))
@@ -1048,6 +1139,68 @@ TEST(StudyRender, TheArrayScriptPicksItsTasksRun) {
   EXPECT_TRUE(contains(r.launcher_log, "--config " + (dir / "out") + "/n2-sqrt.yaml")) << r.launcher_log;
 }
 
+// A run the plan predicts not to fit its GPU is invalid, counted, and not rendered, unless --allow-over-memory asks
+// for it: then it is a note, and its script says how it was rendered.
+TEST(StudyRender, ARunThatDoesNotFitIsInvalidAndNotRenderedUnlessAllowed) {
+  // jobs/forecasts/t5-xxl-1-vs-4-a100.yaml, written out here so that the test needs no file of the clone (the
+  // bundle runs it without the source tree).
+  const StudySpec spec = spec_from(R"(
+study: t5-xxl-1-vs-4-a100
+base:
+  model: {name: t5-v1_1-xxl}
+  data: {dataset: data/natural_questions.h5, max_source_length: 512, max_target_length: 32}
+  precision: bf16
+  parallel: {activation_checkpointing: true, checkpoint_every_blocks: 1, backend: nccl}
+  optimizer: {name: adafactor, lr: 1.0e-3}
+  train: {max_steps: 5000, global_batch: 16}
+  eval: {every_steps: 1000, max_examples: 2000, metrics: squad, max_new_tokens: 32, batch_size: 8}
+axes:
+  grid:
+    - {label: 1-gpu, gpus_per_node: 1, parallel.tp: 1, train.grad_accumulation: 4}
+    - {label: 4-gpus-tp4, gpus_per_node: 4, parallel.tp: 4, train.grad_accumulation: 4}
+    - {label: 4-gpus-tp2-dp2, gpus_per_node: 4, parallel.tp: 2, train.grad_accumulation: 2}
+slurm:
+  gpu: A100-80GB
+  gpus_per_node: 4
+  time_limit: "2-00:00:00"
+cost:
+  price_per_node_hour_usd: 16.39
+)");
+  const StudyPlan plan = plan_study(spec);
+  ASSERT_EQ(plan.runs.size(), 3u);
+  const RunPlan& one = plan.runs[0];
+  ASSERT_EQ(one.run.name, "1-gpu");
+  EXPECT_EQ(one.fits, "NO");
+  EXPECT_FALSE(one.valid());
+  EXPECT_EQ(plan.invalid_count(), 1u);
+  ASSERT_EQ(one.errors.size(), 1u);
+  EXPECT_TRUE(contains(one.errors[0], "memory: predicted ")) << one.errors[0];
+  EXPECT_TRUE(contains(one.errors[0], " per GPU does not fit 80 GiB per GPU (slurm.gpu A100-80GB) with 5% to spare"))
+      << one.errors[0];
+  EXPECT_TRUE(contains(one.errors[0], "t5scale-study --allow-over-memory renders it all the same")) << one.errors[0];
+  const std::string text = format_plan(plan);
+  EXPECT_TRUE(contains(text, "3 run(s), 1 invalid;")) << text;
+  EXPECT_TRUE(contains(text, "1-gpu (INVALID)")) << text;
+  TempDir dir;
+  const std::string refused =
+      error_of([&] { write_rendered_study(plan, render_options(dir / "out", dir / "work"), false); });
+  EXPECT_TRUE(contains(refused, "1 invalid run(s), nothing rendered: 1-gpu")) << refused;
+  EXPECT_FALSE(fs::exists(dir / "out/1-gpu.sbatch"));
+
+  PlanOptions allow;
+  allow.allow_over_memory = true;
+  const StudyPlan allowed = plan_study(spec, allow);
+  EXPECT_EQ(allowed.invalid_count(), 0u);
+  EXPECT_TRUE(allowed.runs[0].over_memory_allowed);
+  EXPECT_FALSE(allowed.runs[1].over_memory_allowed);
+  write_rendered_study(allowed, render_options(dir / "out", dir / "work"), /*array=*/true);
+  const std::string marker = "# RENDERED WITH --allow-over-memory";
+  EXPECT_TRUE(contains(read_text(dir / "out/1-gpu.sbatch"), marker));
+  EXPECT_FALSE(contains(read_text(dir / "out/4-gpus-tp4.sbatch"), marker));
+  EXPECT_TRUE(contains(read_text(dir / "out/array-n1x1.sbatch"),
+                       "#   task 0: 1-gpu (RENDERED WITH --allow-over-memory"));
+}
+
 TEST(StudyRender, AStudyWithInvalidRunsIsNotRendered) {
   TempDir dir;
   const StudyPlan plan = plan_study(spec_from(R"(
@@ -1171,7 +1324,7 @@ TEST(StudyRender, APathThatAnSbatchLineCannotHoldIsRefusedBeforeAnythingIsWritte
       << workdir;
   ExpandOptions hash;
   hash.results_dir = "results/#1";
-  const StudyPlan logs = plan_study(spec_from(kRenderSpec), hash);
+  const StudyPlan logs = plan_study(spec_from(kRenderSpec), PlanOptions{hash});
   const std::string results_dir =
       error_of([&] { write_rendered_study(logs, render_options(dir / "out", dir / "work"), false); });
   EXPECT_TRUE(contains(results_dir, "results_dir (or --results-dir): the jobs' log path: 'results/#1/n1-none.%j.log' "
@@ -1190,7 +1343,8 @@ TEST(StudyRender, RenderCreatesTheFoldersTheLogsGoTo) {
   EXPECT_TRUE(fs::is_directory(dir.path() / "work/results/demo"));
   ExpandOptions absolute;
   absolute.results_dir = dir / "elsewhere/logs";
-  write_rendered_study(plan_study(spec_from(kRenderSpec), absolute), render_options(dir / "out2", dir / "work"),
+  write_rendered_study(plan_study(spec_from(kRenderSpec), PlanOptions{absolute}),
+                       render_options(dir / "out2", dir / "work"),
                        false);
   EXPECT_TRUE(fs::is_directory(dir.path() / "elsewhere/logs"));
 }
@@ -1212,7 +1366,7 @@ TEST(StudyRender, AScriptEditedAfterRenderIsKeptAndOneThatIsNotFollowsTheSpec) {
   // The spec changes (here through --set): what nobody edited follows it; the edited script stays.
   ExpandOptions longer;
   longer.overrides = {"train.max_steps=20"};
-  const StudyPlan changed = plan_study(spec_from(kRenderSpec), longer);
+  const StudyPlan changed = plan_study(spec_from(kRenderSpec), PlanOptions{longer});
   const RenderedStudy updated = write_rendered_study(changed, options, false);
   EXPECT_EQ(updated.edited_kept, std::vector<std::string>{edited_path});
   EXPECT_TRUE(updated.edited_replaced.empty());
@@ -1249,7 +1403,8 @@ TEST(StudyRender, ADryRunWritesNothing) {
   const auto before = files_under(dir.path());
   ExpandOptions longer;
   longer.overrides = {"train.max_steps=20"};
-  const RenderedStudy over = write_rendered_study(plan_study(spec_from(kRenderSpec), longer), options, false, dry_run);
+  const RenderedStudy over =
+      write_rendered_study(plan_study(spec_from(kRenderSpec), PlanOptions{longer}), options, false, dry_run);
   EXPECT_EQ(over.edited_kept, std::vector<std::string>{edited_path});
   EXPECT_EQ(files_under(dir.path()), before);
 }
@@ -1305,6 +1460,21 @@ TEST(StudyStatus, ReadsStatusAndLastStepOfFinishedAndUnfinishedRunFiles) {
   const RunFileState garbage = read_run_file_state(dir / "garbage.h5");
   EXPECT_TRUE(garbage.exists);
   EXPECT_TRUE(contains(garbage.error, "garbage.h5")) << garbage.error;
+
+  // Cut short (a copy interrupted, a full disk): said at once from the superblock, for a closed file and for one
+  // that a writer left open in SWMR mode (HDF5's own SWMR read would retry for minutes).
+  for (const std::string name : {"done.h5", "open.h5"}) {
+    const std::string cut = dir / ("cut_" + name);
+    std::filesystem::copy_file(dir / name, cut);
+    const auto size = std::filesystem::file_size(cut);
+    std::filesystem::resize_file(cut, size - 100);
+    const auto start = std::chrono::steady_clock::now();
+    const RunFileState truncated = read_run_file_state(cut);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+    EXPECT_TRUE(truncated.exists);
+    EXPECT_EQ(truncated.error, msg(cut, ": truncated: ", size - 100, " bytes, but its superblock says the file ends at "
+                                   "byte ", size));
+  }
 }
 
 TEST(StudyStatus, ReadsTheFileOfAWriterKilledWithSigkill) {

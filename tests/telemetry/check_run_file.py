@@ -51,7 +51,8 @@ def expected_summary(steps, evals, wall_time_s):
         "gpu_energy_kwh": gpu_j / 3.6e6,
         "cpu_energy_kwh": cpu_j / 3.6e6,
         "energy_kwh": energy_kwh,
-        "cost_usd": attrs["price_per_node_hour_usd"] * attrs["nodes"] * wall_time_s / 3600,
+        "cost_usd": (attrs["price_per_node_hour_usd"] * attrs["nodes"] * attrs["node_share_fraction"] * wall_time_s
+                     / 3600),
         "co2_kg": energy_kwh * attrs["carbon_intensity_g_per_kwh"] / 1000,
         # Both sources measured: no estimate (it is only made where nothing was measured).
         "estimated_energy_kwh": math.nan,

@@ -69,6 +69,10 @@ RunDescription probe_attributes(int64_t max_steps) {
   d.torch_version = "2.11.0";
   d.peak_flops_per_device = 989.4e12;
   d.price_per_node_hour_usd = 12.5;
+  d.price_per_gpu_hour_usd = 0.0;
+  d.node_share_fraction = 0.5;  // 2 of a node's 4 GPUs
+  d.node_share_basis = "2 of 4 GPUs (held: SLURM_GPUS_ON_NODE; the node's: NVML)";
+  d.allocated_gpus_per_node = 2;
   d.carbon_intensity_g_per_kwh = 475.0;
   d.pue = 1.25;
   d.predicted_memory_bytes_per_device = 12345678901;

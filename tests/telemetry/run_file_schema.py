@@ -62,6 +62,10 @@ def probe_attributes(max_steps):
         "torch_version": "2.11.0",
         "peak_flops_per_device": 989.4e12,
         "price_per_node_hour_usd": 12.5,
+        "price_per_gpu_hour_usd": 0.0,
+        "node_share_fraction": 0.5,
+        "node_share_basis": "2 of 4 GPUs (held: SLURM_GPUS_ON_NODE; the node's: NVML)",
+        "allocated_gpus_per_node": 2,
         "carbon_intensity_g_per_kwh": 475.0,
         "pue": 1.25,
         "predicted_memory_bytes_per_device": 12345678901,
@@ -81,16 +85,19 @@ def probe_attributes(max_steps):
 INT_ATTRIBUTES = {"schema_version", "attempt", "resumed_from_step", "error_step", "nodes", "gpus_per_node", "world_size", "tp",
                   "dp", "parameter_count", "global_batch", "micro_batch", "grad_accumulation",
                   "reference_global_batch", "warmup_steps", "max_steps", "steps_per_epoch",
-                  "predicted_memory_bytes_per_device", "checkpoint_every_blocks"}
+                  "predicted_memory_bytes_per_device", "checkpoint_every_blocks", "allocated_gpus_per_node"}
 FLOAT_ATTRIBUTES = {"epochs", "base_lr", "effective_lr", "peak_flops_per_device", "price_per_node_hour_usd",
-                    "carbon_intensity_g_per_kwh", "pue", "predicted_flops_per_step", "predicted_step_time_s"}
+                    "price_per_gpu_hour_usd", "node_share_fraction", "carbon_intensity_g_per_kwh", "pue",
+                    "predicted_flops_per_step", "predicted_step_time_s"}
 ROOT_ATTRIBUTES = ["format", "schema_version", "run_id", "study", "start_time_utc", "status", "attempt",
                    "resumed_from_step", "error", "error_step", "git_revision", "slurm_job_id", "slurm_array_task_id", "hosts", "nodes",
                    "gpus_per_node", "world_size", "tp", "dp", "model_name", "parameter_count", "global_batch",
                    "micro_batch", "grad_accumulation", "base_lr", "effective_lr", "lr_scaling_rule",
                    "reference_global_batch", "warmup_steps", "max_steps", "steps_per_epoch", "epochs", "precision",
                    "optimizer", "device_names", "driver_version", "cuda_version", "nccl_version", "torch_version",
-                   "peak_flops_per_device", "price_per_node_hour_usd", "carbon_intensity_g_per_kwh", "pue",
+                   "peak_flops_per_device", "price_per_node_hour_usd", "price_per_gpu_hour_usd",
+                   "node_share_fraction", "node_share_basis", "allocated_gpus_per_node", "carbon_intensity_g_per_kwh",
+                   "pue",
                    "predicted_memory_bytes_per_device", "predicted_flops_per_step", "predicted_step_time_s",
                    "checkpoint_every_blocks",
                    "recomputation", "attention_kernels", "energy_source_gpu", "energy_source_cpu", "config_yaml",

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "support/base_test_support.h"
@@ -72,11 +73,92 @@ TEST(TelemetryProbes, CostCarbonAndMfuFormulas) {
   // 1 kWh of GPU + half a kWh of CPU, PUE 1.2: 1.8 kWh; at 475 g/kWh: 0.855 kg.
   EXPECT_DOUBLE_EQ(energy_kwh(3.6e6, 1.8e6, 1.2), 1.8);
   EXPECT_DOUBLE_EQ(co2_kg(1.8, kDefaultCarbonIntensityGPerKwh), 0.855);
-  EXPECT_EQ(cost_usd(2.5, 4, 5400.0), 15.0);  // 4 nodes x 1.5 h x 2.5 $
-  EXPECT_EQ(cost_usd(0.0, 4, 5400.0), 0.0);  // price unknown
+  Charging whole;
+  whole.price_per_node_hour_usd = 2.5;
+  whole.nodes = 4;
+  whole.node_share_fraction = 1.0;
+  EXPECT_EQ(cost_usd(whole, 5400.0), 15.0);  // 4 nodes x 1.5 h x 2.5 $
+  Charging unpriced = whole;
+  unpriced.price_per_node_hour_usd = 0.0;
+  EXPECT_TRUE(std::isnan(cost_usd(unpriced, 5400.0)));  // no price: unknown, never 0
   EXPECT_DOUBLE_EQ(model_flops_utilization(4e15, 2.0, 1e15, 4), 0.5);
   EXPECT_TRUE(std::isnan(model_flops_utilization(4e15, 2.0, 0.0, 4)));
   EXPECT_TRUE(std::isnan(model_flops_utilization(4e15, 0.0, 1e15, 4)));
+}
+
+// A job on part of a node is charged its share of the node's price: 1 of 4 GPUs, a quarter. At a price per
+// GPU-hour, its GPUs. What it does not know it does not guess.
+TEST(TelemetryProbes, CostIsTheShareOfTheNodeTheJobHolds) {
+  Charging quarter;
+  quarter.price_per_node_hour_usd = 16.0;
+  quarter.nodes = 1;
+  quarter.node_share_fraction = 0.25;
+  quarter.allocated_gpus_per_node = 1;
+  EXPECT_DOUBLE_EQ(cost_usd(quarter, 7200.0), 8.0);  // 16 $ x 1/4 x 2 h
+  EXPECT_DOUBLE_EQ(charged_nodes(quarter), 0.25);
+  Charging per_gpu = quarter;
+  per_gpu.price_per_node_hour_usd = 0.0;
+  per_gpu.price_per_gpu_hour_usd = 4.5;
+  per_gpu.nodes = 2;
+  per_gpu.allocated_gpus_per_node = 4;
+  EXPECT_DOUBLE_EQ(cost_usd(per_gpu, 3600.0), 36.0);  // 8 GPUs x 1 h x 4.5 $
+  per_gpu.allocated_gpus_per_node = 0;  // a CPU job has no GPU to price
+  EXPECT_TRUE(std::isnan(cost_usd(per_gpu, 3600.0)));
+  Charging unknown_share = quarter;
+  unknown_share.node_share_fraction = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(cost_usd(unknown_share, 3600.0)));
+}
+
+TEST(TelemetryProbes, TheNodeShareComesFromSlurmTheVisibleDevicesOrTheRanks) {
+  NodeShareInputs in;
+  in.on_gpu = true;
+  in.ranks_on_node = 1;
+  in.node_gpus = 4;
+  in.node_gpus_source = "NVML";
+  in.slurm_gpus_on_node = "1";
+  NodeShare share = node_share(in);
+  EXPECT_DOUBLE_EQ(share.fraction, 0.25);
+  EXPECT_EQ(share.allocated_gpus_per_node, 1);
+  EXPECT_EQ(share.basis, "1 of 4 GPUs (held: SLURM_GPUS_ON_NODE; the node's: NVML)");
+  // Slurm allocates what the job holds, whether its ranks use it all or not.
+  in.slurm_gpus_on_node = "2";
+  EXPECT_DOUBLE_EQ(node_share(in).fraction, 0.5);
+  in.slurm_gpus_on_node = "";
+  in.cuda_visible_devices = "0,3";
+  share = node_share(in);
+  EXPECT_DOUBLE_EQ(share.fraction, 0.5);
+  EXPECT_EQ(share.basis, "2 of 4 GPUs (held: CUDA_VISIBLE_DEVICES; the node's: NVML)");
+  in.cuda_visible_devices = "";
+  in.ranks_on_node = 4;
+  share = node_share(in);
+  EXPECT_DOUBLE_EQ(share.fraction, 1.0);
+  EXPECT_EQ(share.basis, "4 of 4 GPUs (held: one per rank on the node; the node's: NVML)");
+  // The node's GPUs uncounted, or fewer than the job holds: unknown, with the key that tells them.
+  in.node_gpus = 0;
+  share = node_share(in);
+  EXPECT_TRUE(std::isnan(share.fraction));
+  EXPECT_EQ(share.basis, "unknown: 4 GPUs held (one per rank on the node) of a node whose GPUs were not counted "
+                         "(set cost.node_gpus)");
+  in.node_gpus = 2;
+  in.node_gpus_source = "cost.node_gpus";
+  EXPECT_TRUE(std::isnan(node_share(in).fraction));
+  EXPECT_EQ(node_share(in).basis, "unknown: 4 GPUs held (one per rank on the node), more than the node's 2 "
+                                  "(cost.node_gpus): set cost.node_gpus");
+  // A CPU job: the CPUs Slurm gives it of the node's, and outside Slurm the whole node.
+  NodeShareInputs cpu;
+  cpu.node_cpus = 64;
+  cpu.slurm_cpus_on_node = "16";
+  share = node_share(cpu);
+  EXPECT_DOUBLE_EQ(share.fraction, 0.25);
+  EXPECT_EQ(share.allocated_gpus_per_node, 0);
+  EXPECT_EQ(share.basis, "16 of 64 CPUs (held: SLURM_CPUS_ON_NODE; the node's: online CPUs)");
+  cpu.slurm_cpus_on_node = "";
+  EXPECT_DOUBLE_EQ(node_share(cpu).fraction, 1.0);
+  // A node declared to Slurm with more CPUs than it has (the local test cluster's): the job holds all of it.
+  cpu.node_cpus = 2;
+  cpu.slurm_cpus_on_node = "4";
+  EXPECT_DOUBLE_EQ(node_share(cpu).fraction, 1.0);
+  EXPECT_EQ(node_share(cpu).basis, "the whole node (4 CPUs held by SLURM_CPUS_ON_NODE, of 2 online)");
 }
 
 }  // namespace

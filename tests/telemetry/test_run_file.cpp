@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "support/base_test_support.h"
@@ -31,6 +32,7 @@ RunDescription attributes(int64_t world = kWorld, int64_t nodes = 2) {
   d.energy_source_gpu = "nvml_energy_counter";
   d.energy_source_cpu = "rapl";
   d.price_per_node_hour_usd = 3.0;
+  d.node_share_fraction = 1.0;  // whole nodes
   d.pue = 1.5;
   return d;
 }
@@ -188,6 +190,38 @@ TEST(RunFile, EveryFlushLeavesTheFiguresFinishWouldWrite) {
   // A metric no evaluation computed: NaN, and step -1.
   EXPECT_TRUE(std::isnan(live.number_attribute("/summary", "final_rouge1")));
   EXPECT_EQ(live.number_attribute("/summary", "best_rouge1_step"), -1);
+}
+
+// /summary's cost: the node share of the price, recorded beside it; at a price per GPU-hour the GPUs held; without a
+// price NaN, never 0.
+TEST(RunFile, CostIsTheShareOfTheNodesHeldAndUnknownWithoutAPrice) {
+  TempDir dir;
+  auto cost_of = [&](const RunDescription& d, const std::string& name) {
+    const std::string path = dir / name;
+    RunFile file = RunFile::create(path, d, {2});
+    file.append_step(step(1));
+    RunSummaryInputs inputs;
+    inputs.wall_time_s = 3600.0;
+    file.finish(inputs, "completed");
+    return Reader(path).number_attribute("/summary", "cost_usd");
+  };
+  RunDescription quarter = attributes();  // 2 nodes at 3 $/node-hour
+  quarter.node_share_fraction = 0.25;
+  quarter.node_share_basis = "1 of 4 GPUs (held: SLURM_GPUS_ON_NODE; the node's: cost.node_gpus)";
+  quarter.allocated_gpus_per_node = 1;
+  EXPECT_DOUBLE_EQ(cost_of(quarter, "quarter.h5"), 3.0 * 2 * 0.25);
+  EXPECT_EQ(Reader(dir / "quarter.h5").number_attribute("/", "node_share_fraction"), 0.25);
+  EXPECT_EQ(Reader(dir / "quarter.h5").string_attribute("/", "node_share_basis"), quarter.node_share_basis);
+  RunDescription per_gpu = quarter;
+  per_gpu.price_per_node_hour_usd = 0.0;
+  per_gpu.price_per_gpu_hour_usd = 1.5;
+  EXPECT_DOUBLE_EQ(cost_of(per_gpu, "per_gpu.h5"), 1.5 * 2 * 1);  // 2 nodes x 1 GPU x 1 h
+  RunDescription unpriced = quarter;
+  unpriced.price_per_node_hour_usd = 0.0;
+  EXPECT_TRUE(std::isnan(cost_of(unpriced, "unpriced.h5")));
+  RunDescription unknown_share = attributes();
+  unknown_share.node_share_fraction = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(cost_of(unknown_share, "unknown_share.h5")));
 }
 
 TEST(RunFile, FinishWritesTheSummaryAndTheStatus) {
