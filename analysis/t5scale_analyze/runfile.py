@@ -226,7 +226,7 @@ def _superblock_check(path: Path) -> tuple:
         return int.from_bytes(head[start:start + sizeof_offsets], "little")
 
     swmr_writer = version == 3 and bool(flags & SWMR_WRITE_FLAG)
-    end = address(0) + address(2)
+    end = address(2)  # from the file's first byte, a user block included (the base address is the superblock's)
     if size >= end:
         return None, swmr_writer
     if swmr_writer:

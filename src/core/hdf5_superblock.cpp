@@ -74,8 +74,9 @@ Hdf5SuperblockCheck check_hdf5_superblock(const std::string& path) {
     return check;
   }
   check.swmr_writer = version == 3 && (flags & kSwmrWriteFlag) != 0;
-  const uint64_t end =
-      little_endian(&head[addresses], sizeof_offsets) + little_endian(&head[addresses + 2 * sizeof_offsets], sizeof_offsets);
+  // The end of file address counts from the file's first byte, a user block before the superblock included (HDF5
+  // 1.10 writes it so; the base address is the superblock's own offset).
+  const uint64_t end = little_endian(&head[addresses + 2 * sizeof_offsets], sizeof_offsets);
   if (size >= end) return check;
   if (check.swmr_writer) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "base_test_support.h"
+#include "support/base_test_support.h"
 #include "core/check.h"
 #include "core/hdf5_superblock.h"
 
