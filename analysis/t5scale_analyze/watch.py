@@ -38,10 +38,15 @@ def watch(results_dir, out_dir, metric: str, every_s: float, out=sys.stdout, max
     """Refreshes until every run has ended (0), or Ctrl-C (0); max_refreshes > 0 stops after that many (0 = no
     limit). ValueError for an unknown metric."""
     refreshes, waiting_said = 0, False
+    skipped_said = {}  # path -> the reason said last: a file skipped is named once, and again when its reason changes
     try:
         while True:
             analysis = analyze(results_dir, metric)
             now = datetime.datetime.now().strftime("%H:%M:%S")
+            for s in analysis.skipped:
+                if skipped_said.get(s.path) != s.reason:
+                    print(f"[{now}] skipped {s.path}: {s.reason}", file=out, flush=True)
+                    skipped_said[s.path] = s.reason
             if not analysis.runs:
                 if not waiting_said:
                     print(f"[{now}] no run files under {results_dir} yet: waiting for the jobs to start", file=out,

@@ -96,6 +96,46 @@ def test_a_truncated_run_file_is_skipped_at_once_and_a_longer_one_read(tmp_path)
         "cut100.h5": f"truncated: {len(whole) - 100} bytes, but its superblock says the file ends at byte {len(whole)}"}
 
 
+@pytest.mark.parametrize("libver", ["earliest", "latest"])
+def test_the_superblock_check_counts_the_end_of_file_from_the_first_byte(tmp_path, libver):
+    """Superblock versions 0 and 3, after a user block: the stored end of file counts from the file's first byte
+    (src/core/hdf5_superblock.cpp reads it the same way; tests/core/test_hdf5_superblock.cpp)."""
+    from t5scale_analyze.runfile import hdf5_damage
+    path = tmp_path / "user_block.h5"
+    with h5py.File(path, "w", userblock_size=512, libver=libver) as f:
+        f.create_dataset("values", data=np.arange(1000.0))
+    whole = path.read_bytes()
+    assert hdf5_damage(path) is None
+    (tmp_path / "longer.h5").write_bytes(whole + bytes(4096))
+    assert hdf5_damage(tmp_path / "longer.h5") is None
+    for cut in (len(whole) - 1, len(whole) // 2, 600):
+        (tmp_path / "cut.h5").write_bytes(whole[:cut])
+        assert hdf5_damage(tmp_path / "cut.h5") == \
+            f"truncated: {cut} bytes, but its superblock says the file ends at byte {len(whole)}"
+
+
+def test_watch_names_each_damaged_file_once_and_follows_the_others(tmp_path):
+    """A run file cut short (a copy interrupted, a full disk) and a file that is no HDF5 beside a good run: watch
+    answers at once, names each skipped file with its reason once (not at every refresh), and reports the good run."""
+    import io
+    import time
+    from t5scale_analyze.watch import watch
+    w.synthetic_run(tmp_path / "good.h5", n_steps=6, step_time_s=1.0, run_id="good")
+    whole = (tmp_path / "good.h5").read_bytes()
+    (tmp_path / "half.h5").write_bytes(whole[:len(whole) // 2])
+    (tmp_path / "x.h5").write_bytes(b"not an HDF5 file\n" * 8)
+    out = io.StringIO()
+    start = time.monotonic()
+    assert watch(tmp_path, tmp_path / "report", "auto", 0.01, out=out, max_refreshes=3) == 0
+    assert time.monotonic() - start < 30
+    said = out.getvalue()
+    half = f"skipped {tmp_path / 'half.h5'}: truncated: {len(whole) // 2} bytes, but its superblock says the file " \
+           f"ends at byte {len(whole)}"
+    assert said.count(half) == 1, said
+    assert said.count(f"skipped {tmp_path / 'x.h5'}: no HDF5 superblock in its 136 bytes") == 1, said
+    assert "1 run(s), 1 ended" in said and "every run has ended" in said
+
+
 def test_flushed_figures_and_a_final_status_keep_that_status(tmp_path):
     writer = w.synthetic_run(tmp_path / "r.h5", n_steps=4, step_time_s=1.0, status=None, run_id="r")
     writer.close()

@@ -21,6 +21,10 @@ std::vector<std::string> gathered_world_hosts;  // world_hosts()
 
 constexpr int kFailureTag = 7;  // rank 0's message to the others
 constexpr int kAnswerTag = 8;   // a rank's answer: it has printed its own message, or has none to print
+// What the answer says besides: whether the rank can end with MPI_Finalize (it is failing on the thread that
+// initialised MPI, which the standard asks of MPI_Finalize; a collective's timeout may be met on another thread).
+constexpr char kCanFinalize = 1;
+constexpr char kCannotFinalize = 2;
 constexpr int kEndTag = 9;      // rank 0 to the others: every rank is failing, end cleanly
 // How long another rank waits for rank 0's message: ranks meet a start-up error within seconds of each other.
 constexpr double kWaitForRankZeroS = 5.0;
@@ -55,8 +59,14 @@ void wait_at_most(std::vector<MPI_Request>& requests, double limit_s) {
   }
 }
 
+bool on_main_thread() {
+  int main_thread = 0;
+  MPI_Is_thread_main(&main_thread);
+  return main_thread != 0;
+}
+
 // Rank 0: sends `message` to every other rank and waits a little for their answers. Returns whether every rank
-// answered, i.e. every rank is in abort_job.
+// answered that it can end with MPI_Finalize (so every rank is in abort_job).
 bool tell_other_ranks(const std::string& message, int world_size) {
   std::vector<MPI_Request> sends, receives;
   std::vector<char> answers(static_cast<size_t>(world_size));
@@ -70,8 +80,12 @@ bool tell_other_ranks(const std::string& message, int world_size) {
   wait_at_most(receives, kWaitForAnswersS);
   int all_answered = 0;
   MPI_Testall(static_cast<int>(receives.size()), receives.data(), &all_answered, MPI_STATUSES_IGNORE);
-  if (all_answered) wait_at_most(sends, kWaitForAnswersS);  // each rank answered, so each has received its message
-  return all_answered != 0;
+  if (!all_answered) return false;
+  wait_at_most(sends, kWaitForAnswersS);  // each rank answered, so each has received its message
+  for (int r = 1; r < world_size; ++r) {
+    if (answers[static_cast<size_t>(r)] != kCanFinalize) return false;
+  }
+  return true;
 }
 
 // Rank 0, once every rank has answered: tells each to end cleanly.
@@ -139,9 +153,9 @@ bool message_of_rank_zero(std::string* text) {
 }
 
 void answer_rank_zero() {
-  const char done = 1;
+  const char answer = on_main_thread() ? kCanFinalize : kCannotFinalize;
   std::vector<MPI_Request> request(1);
-  MPI_Isend(&done, 1, MPI_CHAR, 0, kAnswerTag, failure_comm, &request[0]);
+  MPI_Isend(&answer, 1, MPI_CHAR, 0, kAnswerTag, failure_comm, &request[0]);
   wait_at_most(request, kWaitForAnswersS);
 }
 
@@ -219,13 +233,14 @@ void abort_job(const std::string& program, const std::string& message, int exit_
     std::fflush(stderr);
   }
   // Where every rank is failing (the common case: an input every rank refuses), each ends cleanly with the exit
-  // code; where some rank is not (a rank that stalled, or is still computing), rank 0 aborts the job. A rank that
-  // answered rank 0 waits for its word; should neither the word nor rank 0's abort come, this rank aborts.
+  // code; where some rank is not (a rank that stalled, or is still computing) or one failed off the main thread,
+  // rank 0 aborts the job. A rank that answered rank 0 waits for its word; should neither the word nor rank 0's
+  // abort come, this rank aborts.
   if (rank_zero_spoke) {
     answer_rank_zero();
     if (rank_zero_says_end()) end_every_rank_cleanly(exit_code);
   }
-  if (usable && rank == 0 && world_size > 1 && tell_other_ranks(message, world_size)) {
+  if (usable && rank == 0 && world_size > 1 && tell_other_ranks(message, world_size) && on_main_thread()) {
     tell_other_ranks_to_end(world_size);
     end_every_rank_cleanly(exit_code);
   }

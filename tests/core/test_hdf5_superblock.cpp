@@ -27,7 +27,8 @@ std::string bytes_of(const std::string& path) {
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // A small file with one dataset, in the superblock version that `latest` picks: 0 (HDF5's default bounds) or 3

@@ -4,18 +4,21 @@ the file, never a hang, and never a crash without a message.
   run files   a finished run file (the demo's, results/demo/) and one whose writer was killed (SWMR flags still
               set), cut at many offsets, with bytes flipped in the superblock, in the first metadata blocks (object
               headers) and in the datasets' data; read by the analysis (t5scale_analyze.read_run, as t5scale-analyze,
-              watch and the TensorBoard export read them) and by the trainer's resume (RunFile::resume, through
-              t5scale_run_file_probe, which the telemetry tests use)
+              watch and the TensorBoard export read them), by the trainer's resume (RunFile::resume, through
+              t5scale_run_file_probe, which the telemetry tests use) and by `t5scale-study status` (all at once, as
+              the runs of one study)
   weights     a tiny T5 as pytorch_model.bin (torch.save) and as model.safetensors, each with a record or tensor
-              cut short, lengthened, or two swapped; loaded by t5scale-train (model.init_from, eval.only)
+              cut short, lengthened, or two swapped, and the safetensors header's entries reordered (as valid as the
+              original); loaded by t5scale-train (model.init_from, eval.only)
 
 The cases come from a fixed seed; the files of cases that once failed are kept under regressions/damaged_files/
-and run first. Python cases run in one worker process (importing pandas and h5py once) that the test restarts
-when a case hangs or kills it.
+(as <case>.h5.gz) and run first. Python cases run in one worker process (importing pandas and h5py once) that the
+test restarts when a case hangs or kills it.
 
 usage: damaged_files.py --source DIR --build DIR --work DIR
 """
 import argparse
+import gzip
 import json
 import os
 import random
@@ -28,8 +31,8 @@ CASE_TIMEOUT_S = 10.0
 SIGNATURE_BYTES = 8
 
 
-def run_file_cases(original, rng, prefix):
-    """(name, bytes) of damaged copies of the run file `original`."""
+def run_file_cases(original, rng, prefix, work):
+    """(name, bytes) of damaged copies of the run file `original` (edited copies made in the folder `work`)."""
     whole = open(original, "rb").read()
     size = len(whole)
     cases = [(f"{prefix}-cut-{n}", whole[:n]) for n in sorted({0, 8, 47, 96, 512, 2048, size // 4, size // 2,
@@ -45,6 +48,18 @@ def run_file_cases(original, rng, prefix):
     for where in sorted(rng.sample(range(4096, size), 6)):
         cases.append((f"{prefix}-data-{where}", flipped(where)))
     cases.append((f"{prefix}-zeroed-middle", whole[:size // 3] + bytes(size // 3) + whole[2 * size // 3:]))
+    # Whole HDF5 files without a table, as a tool that edits run files may leave them (not the killed writer's file,
+    # which HDF5 opens for writing only after h5clear).
+    import h5py
+    for group in ("steps", "eval"):
+        edited = os.path.join(work, f"{prefix}-no-{group}.edited")
+        shutil.copyfile(original, edited)
+        try:
+            with h5py.File(edited, "r+") as f:
+                del f[group]
+        except (OSError, KeyError):
+            continue
+        cases.append((f"{prefix}-no-{group}", open(edited, "rb").read()))
     return cases
 
 
@@ -172,12 +187,60 @@ text = json.dumps(bad).encode()
 safetensors_case("st-tensor-short", struct.pack("<Q", len(text)) + text + whole[8 + header_size:])
 text = json.dumps(header).encode()[:-5]
 safetensors_case("st-header-cut", struct.pack("<Q", header_size) + text + whole[8 + header_size:])
+small = min(names, key=lambda k: header[k]["data_offsets"][1] - header[k]["data_offsets"][0])
+bad = dict(header)
+bad[big], bad[small] = dict(header[big], data_offsets=header[small]["data_offsets"]), \
+    dict(header[small], data_offsets=header[big]["data_offsets"])
+text = json.dumps(bad).encode()
+safetensors_case("st-offsets-swapped", struct.pack("<Q", len(text)) + text + whole[8 + header_size:])
+# The same entries in the reverse order: a file as valid as the original (the format does not order its header).
+text = json.dumps(dict(reversed(list(header.items())))).encode()
+safetensors_case("st-header-reordered", struct.pack("<Q", len(text)) + text + whole[8 + header_size:])
 cases.insert(0, ("bin-good", good_bin))
 cases.insert(1, ("st-good", good_st))
 print(json.dumps(cases))
 """
     made = subprocess.run([python, "-c", script, work], capture_output=True, text=True, check=True)
     return json.loads(made.stdout.strip().splitlines()[-1])
+
+
+def study_status(args, names, verdict, failures):
+    folder = os.path.join(args.work, "study")
+    fake_bin = os.path.join(folder, "bin")
+    os.makedirs(fake_bin)
+    for program in ("squeue", "sacct"):
+        with open(os.path.join(fake_bin, program), "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(os.path.join(fake_bin, program), 0o755)
+    spec = os.path.join(folder, "damaged.yaml")
+    with open(spec, "w") as f:
+        f.write("study: damaged\nbase:\n  model: {name: tiny}\n  precision: fp32\nslurm: {gpu: none}\nmode: list\n"
+                "runs:\n" + "".join(f"  - {{name: {name}}}\n" for name in names))
+    command = [os.path.join(args.build, "bin", "t5scale-study"), "status", spec, "--out", os.path.join(folder, "out"),
+               "--results-dir", args.work]
+    environment = dict(os.environ, PATH=fake_bin + os.pathsep + os.environ.get("PATH", ""))
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=CASE_TIMEOUT_S * 4, env=environment)
+    except subprocess.TimeoutExpired:
+        verdict("t5scale-study status", f"{len(names)} damaged run files", "hang")
+        return
+    output = done.stdout + done.stderr
+    if done.returncode != 0:
+        verdict("t5scale-study status", f"{len(names)} damaged run files",
+                "crash" if done.returncode < 0 else "escaped", output)
+        return
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines() if line.split()[:1] != []}
+    for name in names:
+        row = rows.get(name)
+        if row is None:
+            failures.append(f"t5scale-study status has no row for {name}: {output[-600:]}")
+        elif row[4] == "unreadable":
+            path = os.path.join(args.work, name + ".h5")
+            verdict("t5scale-study status", name, "refused")
+            if not any(line.startswith(f"note: {name}: ") and path in line for line in done.stdout.splitlines()):
+                failures.append(f"t5scale-study status calls {name} unreadable without a note naming its file")
+        else:
+            verdict("t5scale-study status", name, "ok")
 
 
 def main():
@@ -214,12 +277,12 @@ def main():
 
     cases = []
     regressions = os.path.join(args.source, "tests", "fuzz", "regressions", "damaged_files")
-    if os.path.isdir(regressions):
-        cases += [(f"regression-{n}", open(os.path.join(regressions, n), "rb").read())
-                  for n in sorted(os.listdir(regressions)) if n.endswith(".h5")]
-    cases += run_file_cases(os.path.join(args.source, "results", "demo", "w1-tp1-dp1.h5"), rng, "demo")
-    cases += run_file_cases(killed, rng, "killed")
-    cases += run_file_cases(finished, rng, "probe")
+    if os.path.isdir(regressions):  # kept gzipped: mostly the zeros of unwritten chunks, a tenth of the size
+        cases += [(f"regression-{n[:-len('.h5.gz')]}", gzip.open(os.path.join(regressions, n)).read())
+                  for n in sorted(os.listdir(regressions)) if n.endswith(".h5.gz")]
+    cases += run_file_cases(os.path.join(args.source, "results", "demo", "w1-tp1-dp1.h5"), rng, "demo", args.work)
+    cases += run_file_cases(killed, rng, "killed", args.work)
+    cases += run_file_cases(finished, rng, "probe", args.work)
 
     worker = AnalysisWorker(args.source, python)
     try:
@@ -237,6 +300,10 @@ def main():
     finally:
         worker.close()
 
+    # `t5scale-study status` reads the same files as the runs of one study (list mode, a run per case, the work
+    # folder as its results folder), with Slurm's squeue and sacct answering that they know no job.
+    study_status(args, [name for name, _ in cases], verdict, failures)
+
     train = os.path.join(args.build, "bin", "t5scale-train")
     for name, folder in weight_cases(args.work, python):
         result, output = run_program([train, "--set", f"model.init_from={folder}", "--set", "eval.only=true",
@@ -246,9 +313,9 @@ def main():
                                      timeout_s=30.0)
         verdict("t5scale-train", name, result, output)
         # A longer record or file holds every byte its tensors need: loaded or refused, either is an answer.
-        if name.endswith("-good") and result != "ok":
+        if name.endswith(("-good", "-reordered")) and result != "ok":
             failures.append(f"t5scale-train refused the undamaged {name}: {output[-600:]}")
-        if not name.endswith(("-good", "-longer")) and result == "ok":
+        if not name.endswith(("-good", "-longer", "-reordered")) and result == "ok":
             failures.append(f"t5scale-train loaded the damaged {name} without a word")
         if result == "refused" and folder not in output:
             failures.append(f"t5scale-train refused {name} without naming {folder}: {output[-600:]}")
