@@ -143,7 +143,10 @@ def card_rows(row: pd.Series, metric: str | None) -> list:
     """(key, value) pairs of a run's resource card."""
     devices = sorted({d.strip() for d in str(row.get("device_names", "")).split(",") if d.strip()})
     per_node = "CPU rank(s)" if cpu_only(row.get("device_names", "")) else "GPU(s)"
-    status = f"{row.get('status')}" + (f" (attempt {row.get('attempt')})" if _number(row.get("attempt")) > 0 else "")
+    # the attempt counted from 1 over every file of the run, as the runs table's `attempts` (its `attempt` column
+    # is the same index from 0)
+    attempts = _number(row.get("attempts"))
+    status = f"{row.get('status')}" + (f" (attempt {int(attempts)})" if attempts > 1 else "")
     if row.get("status") == "failed" and row.get("error"):
         status += f": {row.get('error')} (after step {row.get('error_step')})"
     rows = [

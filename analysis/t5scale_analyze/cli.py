@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .cards import cards_markdown
 from .report import analyze, write_report
-from .runfile import EVAL_METRICS, SET_ASIDE_NAME, metric_label
+from .runfile import EVAL_METRICS, SET_ASIDE_NAME, UNFINISHED, metric_label
 
 EXIT_NO_RUNS = 2
 
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
             print(f"t5scale-analyze: note: {run.run_id} ({run.path}) joins the run files of its attempts on "
                   f"{len(run.attempts)} grids: " + ", ".join(f"{a.path.name} (world size {a.world_size})"
                                                             for a in run.attempts), file=sys.stderr)
-        if run.status in ("incomplete", "stale", "failed"):
+        if run.status in UNFINISHED:
             print(f"t5scale-analyze: note: {run.run_id} ({run.path}) is {run.status}: {'; '.join(run.notes)}",
                   file=sys.stderr)
 

@@ -3,9 +3,10 @@
 A setting is the runs of a study whose configs differ only in the seed, name and folders and that ran on the same
 grid and batch: the repeats of one run (settings.py). Its cost and quality (the best eval metric) are the means over
 its runs, each with an interval: cost from the least to the most costly run; quality from the worst to the best run,
-widened to at least one standard error of an eval metric that is a mean over examples of a score in [0, 1] (accuracy,
-F1, ROUGE, exact match: sqrt(q (1 - q) / n) for n eval examples), since even a setting run once was measured on a
-finite sample. One setting beats another on an axis only beyond the noise: when their intervals do not overlap. A
+widened to cover the sampling interval of an eval metric that is a mean over n examples of a score in [0, 1]
+(accuracy, exact match, F1, ROUGE), since even a setting run once was measured on a finite sample: Wilson's score
+interval at one standard error (sampling_interval), which, unlike q +- sqrt(q (1 - q) / n), does not shrink to
+nothing at q = 0 or 1 (accuracy 1.0 on 56 examples: 0.982 ... 1). One setting beats another on an axis only beyond the noise: when their intervals do not overlap. A
 setting dominates another when it is not beaten on either axis and beats it on one; the front is the settings that
 nothing dominates. Settings within the noise of each other on both axes are therefore all on the front (or all off
 it): the front does not rank them.
@@ -26,7 +27,7 @@ from .runfile import LOWER_IS_BETTER
 from .settings import setting_name, settings_of
 
 COLUMNS = ["study", "setting", "runs", "run_ids", "cost_axis", "cost", "cost_min", "cost_max", "best_metric",
-           "best_metric_min", "best_metric_max", "sampling_se", "quality_low", "quality_high", "metric",
+           "best_metric_min", "best_metric_max", "sampling_low", "sampling_high", "quality_low", "quality_high", "metric",
            "eval_examples", "on_front", "dominated_by"]
 
 
@@ -73,11 +74,29 @@ def cost_axis(study: pd.DataFrame) -> str:
     return "node_hours"
 
 
-def sampling_se(metric: str, quality: float, examples: float) -> float:
-    """One standard error of a mean over `examples` scores in [0, 1]; 0 for a loss or unknown counts."""
+# The sampling interval reaches one standard error each side (z = 1): settings are told apart beyond the noise,
+# not at a confidence level.
+SAMPLING_Z = 1.0
+
+
+def wilson_interval(proportion: float, n: float, z: float = SAMPLING_Z) -> tuple:
+    """Wilson's score interval (low, high) of a proportion measured on n trials, z standard errors wide each side:
+    (q + z^2/2n -+ z sqrt(q (1 - q) / n + z^2/4n^2)) / (1 + z^2/n). Inside [0, 1], and not empty at q = 0 or 1
+    (at q = 1 and z = 1 it is n/(n+1) ... 1), where q +- sqrt(q (1 - q) / n) is a single point."""
+    z2n = z * z / n
+    centre = (proportion + z2n / 2.0) / (1.0 + z2n)
+    half = z / (1.0 + z2n) * math.sqrt(proportion * (1.0 - proportion) / n + z2n / (4.0 * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def sampling_interval(metric: str, quality: float, examples: float) -> tuple:
+    """The interval a mean over `examples` per-example scores in [0, 1] is measured to: Wilson's score interval.
+    For outcomes of 0 or 1 (accuracy, exact match) it is the proportion's; a graded score (F1, ROUGE) of mean q
+    varies at most as much as 0/1 outcomes of mean q (variance <= q (1 - q)), so the same interval covers it.
+    (quality, quality) for a loss (not bounded) or an unknown count."""
     if metric in LOWER_IS_BETTER or not (examples > 0) or not (0.0 <= quality <= 1.0):
-        return 0.0
-    return math.sqrt(quality * (1.0 - quality) / examples)
+        return quality, quality
+    return wilson_interval(quality, examples)
 
 
 def pareto_table(runs: pd.DataFrame, metric: str | None) -> pd.DataFrame:
@@ -96,14 +115,14 @@ def pareto_table(runs: pd.DataFrame, metric: str | None) -> pd.DataFrame:
             quality = group[best].astype(float)
             examples = group["eval_examples"].astype(float).min() if "eval_examples" in group else math.nan
             mean_q = float(quality.mean())
-            se = sampling_se(metric, mean_q, examples)
+            sampling_low, sampling_high = sampling_interval(metric, mean_q, examples)
             rows.append({"study": study_name, "setting": setting_name(list(group["run_id"])), "runs": len(group),
                          "run_ids": ",".join(str(r) for r in group["run_id"]), "cost_axis": axis,
                          "cost": float(cost.mean()), "cost_min": float(cost.min()), "cost_max": float(cost.max()),
                          "best_metric": mean_q, "best_metric_min": float(quality.min()),
-                         "best_metric_max": float(quality.max()), "sampling_se": se,
-                         "quality_low": min(float(quality.min()), mean_q - se),
-                         "quality_high": max(float(quality.max()), mean_q + se), "metric": metric,
+                         "best_metric_max": float(quality.max()), "sampling_low": sampling_low,
+                         "sampling_high": sampling_high, "quality_low": min(float(quality.min()), sampling_low),
+                         "quality_high": max(float(quality.max()), sampling_high), "metric": metric,
                          "eval_examples": examples})
         table = pd.DataFrame(rows)
         low, high = (table["quality_low"], table["quality_high"]) if higher_is_better else \

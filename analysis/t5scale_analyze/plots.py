@@ -182,9 +182,20 @@ def smoothed(values: pd.Series) -> np.ndarray:
     return out
 
 
+def _eval_loss(run) -> pd.Series | None:
+    """The run's eval loss by step (finite values only; the last evaluation at a step evaluated twice), or None."""
+    if not len(run.evals) or "loss" not in run.evals or "step" not in run.evals:
+        return None
+    values = pd.Series(run.evals["loss"].astype(float).to_numpy(), index=run.evals["step"].to_numpy())
+    values = values[np.isfinite(values.to_numpy())]
+    values = values[~values.index.duplicated(keep="last")]
+    return values if len(values) else None
+
+
 def loss_curves_figure(runs: list, metric: str | None, title: str):
     """Train loss against step and against samples seen (runs with different global batches compare on the
-    second), smoothed with the logged points faint, on a log axis; and the eval metric against samples seen. Many
+    second), smoothed with the logged points faint, on a log axis, with the eval loss beside it (squares, in the
+    run's colour) where the run recorded one; and the eval metric against samples seen. Many
     runs: a colour per global batch and a line style per LR rule, one legend entry for each pair (the seeds of a
     run share it); few: a colour per run."""
     panels = 3 if metric is not None else 2
@@ -212,6 +223,12 @@ def loss_curves_figure(runs: list, metric: str | None, title: str):
             axes[0].plot(steps["step"], steps["loss"], linewidth=0.6, alpha=0.2, color=style["color"])
             axes[1].plot(seen, smoothed(steps["loss"]), linewidth=1.2, **style)
             axes[1].plot(seen, steps["loss"], linewidth=0.6, alpha=0.2, color=style["color"])
+        eval_loss = _eval_loss(run)
+        if eval_loss is not None:
+            # by step, in the run's colour and line style: squares tell it from the train loss
+            line, = axes[0].plot(eval_loss.index.to_numpy(), eval_loss.to_numpy(), marker="s", markersize=3.5,
+                                 linewidth=0.9, label="_eval loss", gid=f"eval_loss:{run.run_id}", **style)
+            style = {"color": line.get_color(), "linestyle": line.get_linestyle()}
         if metric is not None and len(run.evals) and metric in run.evals and len(steps) and "samples" in steps:
             # samples seen at each evaluated step, from the steps' cumulative samples
             cumulative = pd.Series(steps["samples"].cumsum().to_numpy(), index=steps["step"].to_numpy())
@@ -226,6 +243,8 @@ def loss_curves_figure(runs: list, metric: str | None, title: str):
         if losses and min(losses) > 0:
             ax.set_yscale("log")  # the first steps' loss would flatten the rest on a linear axis
             ax.set_ylim(min(losses) / 1.5, max(losses) * 1.5)
+    if any(str(line.get_gid()).startswith("eval_loss:") for line in axes[0].lines):
+        axes[0].set_ylabel("loss: train (smoothed; logged points faint),\neval (squares)")
     if metric is not None:
         if not axes[2].lines:
             axes[2].text(0.5, 0.5, "no evaluation during training", transform=axes[2].transAxes, ha="center",
@@ -240,7 +259,7 @@ def loss_curves_figure(runs: list, metric: str | None, title: str):
 
 def pareto_figure(table: pd.DataFrame, title: str):
     """Cost against the best eval metric per setting (the mean of its runs), with the intervals the front is
-    judged on (cost: the runs' range; quality: the runs' range widened to one sampling standard error); the
+    judged on (cost: the runs' range; quality: the runs' range widened to the sampling interval, Wilson's); the
     front's settings filled and joined, the dominated ones hollow."""
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for on_front, colour in ((False, "grey"), (True, "tab:red")):

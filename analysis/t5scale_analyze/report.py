@@ -18,7 +18,7 @@ import pandas as pd
 from .cards import card_rows, cards_markdown
 from .lr_scaling import lr_scaling_table, metric_columns, rule_tables
 from .pareto import pareto_table
-from .runfile import LOWER_IS_BETTER, choose_metric, last_generations, metric_label, read_folder
+from .runfile import LOWER_IS_BETTER, UNFINISHED, choose_metric, last_generations, metric_label, read_folder
 from .scaling import mixed_grid_runs, scaling_table
 from .settings import setting_names
 from .tables import format_number, runs_table, write_runs_table
@@ -57,12 +57,20 @@ def analyze(results_dir, metric=None) -> Analysis:
 # HTML pieces
 
 
+def _header_cell(name) -> str:
+    """A column name that may break after its underscores (step_time_vs_predicted over three lines), so that a
+    column is as wide as its values rather than its name."""
+    return "_<wbr>".join(html.escape(part) for part in str(name).split("_"))
+
+
 def html_table(df: pd.DataFrame, columns=None) -> str:
+    """The table in a box that scrolls sideways when the table is wider than the page (the page itself never
+    does); long texts (notes, paths) wrap inside their cells."""
     if columns is not None:
         df = df[[c for c in columns if c in df]]
     if df.empty:
         return "<p><em>no rows</em></p>"
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    head = "".join(f"<th>{_header_cell(c)}</th>" for c in df.columns)
     body = []
     for _, row in df.iterrows():
         cells = []
@@ -71,7 +79,7 @@ def html_table(df: pd.DataFrame, columns=None) -> str:
             numeric = isinstance(value, numbers.Number) and not isinstance(value, bool)
             cells.append(f'<td class="num">{text}</td>' if numeric else f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def html_figure(fig, plot_dir: Path, stem: str, caption: str) -> str:
@@ -87,12 +95,14 @@ def html_figure(fig, plot_dir: Path, stem: str, caption: str) -> str:
 STYLE = """
 body { font-family: sans-serif; margin: 2em; max-width: 110em; color: #222; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em 0; }
-th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
+td:not(.num) { overflow-wrap: anywhere; }
+.wide { max-width: 100%; overflow-x: auto; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f0f0f0; }
 figure { margin: 1em 0; } figure img { max-width: 100%; }
 figcaption { font-size: 0.85em; color: #555; }
-.card { display: inline-block; vertical-align: top; margin: 0 1.5em 1.5em 0; }
+.card { display: inline-block; vertical-align: top; margin: 0 1.5em 1.5em 0; max-width: 100%; }
 .note { color: #8a4b00; }
 """
 
@@ -119,10 +129,17 @@ newest file's, which carries those of the grids before: wall time, cost (each gr
 CO2 summed over the grids, steps, throughput, means and MFU over the rows kept. <b>attempts</b> counts the attempts, <b>attempt_world_sizes</b> names the grids. Such a run
 is left out of the scaling tables. A file set aside as unreadable (<code>&lt;run&gt;.h5.unreadable.&lt;time&gt;</code>)
 is not joined; it is listed with the skipped files and in the run's notes.</li>
-<li>Runs whose file still says running (still being written, or killed) are <b>incomplete</b>: their figures are
-those of the flushed steps and their totals are not final. Such a run is <b>stale</b> when nothing has written its file for two
-hours (its job was most likely killed), and <b>failed</b> when a rank left a failure note beside it (the error is
-in the notes). Pareto fronts use completed runs only.</li>
+<li>A run whose file still says running has the figures of its flushed steps; its totals are not final. It is
+<b>running</b> while its file is being written (written within three of its flush intervals, or ten minutes),
+<b>incomplete</b> when nothing has written it for longer (its job killed or stuck; the file cannot tell which),
+<b>stale</b> when nothing has written it for two hours (its job was most likely killed), and <b>failed</b> when a
+rank left a failure note beside it (the error is in the notes). Pareto fronts use completed runs only.</li>
+<li><b>sampling_low</b>, <b>sampling_high</b>: the interval an eval metric in [0, 1] that is a mean over n examples
+is measured to, Wilson's score interval at one standard error, (q + 1/2n -+ sqrt(q (1 - q) / n + 1/4n<sup>2</sup>)) /
+(1 + 1/n). For outcomes of 0 or 1 (accuracy, exact match) it is the proportion's interval; a graded score (F1,
+ROUGE) varies at most as much as 0/1 outcomes of its mean, so the same interval covers it. Unlike q &plusmn;
+sqrt(q (1 - q) / n), it is not a single point at q = 0 or 1: accuracy 1.0 on 56 examples is 0.982 ... 1 (n/(n+1)
+... 1). The eval loss, not bounded, has none.</li>
 </ul>
 """
 
@@ -188,7 +205,7 @@ def _runs_section(analysis: Analysis) -> str:
     overview += metric_columns(analysis.metric)[1:2] + ["summary_source"]
     parts.append(html_table(table, overview))
     # runs whose totals are not final, and runs joined from several files or missing a set-aside one
-    noted = table[table["status"].isin(["incomplete", "stale", "failed"]) | (table["attempt_files"] > 1)
+    noted = table[table["status"].isin(UNFINISHED) | (table["attempt_files"] > 1)
                   | (table["unjoined_files"] != "")] if len(table) else table
     for _, row in noted.iterrows():
         parts.append(f'<p class="note">{html.escape(str(row["run_id"]))}: {html.escape(str(row["notes"]))}</p>')
@@ -213,7 +230,8 @@ def _curves_section(analysis: Analysis, plot_dir: Path) -> str:
         runs = _study_runs(analysis, study)
         parts.append(f"<h3>study {html.escape(name)}</h3>")
         parts.append(html_figure(plots.loss_curves_figure(runs, metric, f"{name}: loss curves"), plot_dir,
-                                 f"loss_curves_{stem}", f"{name}: train loss per run against step and samples seen"
+                                 f"loss_curves_{stem}", f"{name}: train loss per run against step and samples seen, "
+                                 "and the eval loss against the step where the runs recorded it"
                                  + (f", {mlabel} against samples seen" if metric else "")))
         fig, missing = plots.step_profile_figure(runs, lambda run: settings.get(str(run.path), run.run_id),
                                                  f"{name}: where the step goes")
@@ -303,8 +321,9 @@ def _pareto_section(analysis: Analysis, plot_dir: Path) -> str:
     parts = ['<h2 id="pareto">Cost/quality Pareto front</h2>',
              "<p>Per setting (the runs that differ only in their seed), the mean cost and best eval metric of its "
              "runs. One setting beats another on an axis only where their intervals are apart: cost from the "
-             "cheapest to the costliest run; quality from the worst to the best run, widened to one standard "
-             "error of a score averaged over the eval examples (sampling_se). The front is the settings that no "
+             "cheapest to the costliest run; quality from the worst to the best run, widened to the sampling "
+             "interval of a score in [0, 1] averaged over the eval examples (sampling_low, sampling_high: Wilson's "
+             "score interval at one standard error, see the definitions). The front is the settings that no "
              "other is at least as good as within the noise and better beyond it; it does not rank settings "
              "within the noise of each other.</p>"]
     if analysis.pareto.empty:
@@ -376,7 +395,8 @@ def _cards_section(analysis: Analysis) -> str:
         rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
                        for k, v in card_rows(row, analysis.metric))
         parts.append(f'<div class="card"><h3>{html.escape(str(row["run_id"]))}</h3>'
-                     f"<table><thead><tr><th>key</th><th>value</th></tr></thead><tbody>{rows}</tbody></table></div>")
+                     f'<div class="wide"><table><thead><tr><th>key</th><th>value</th></tr></thead><tbody>{rows}'
+                     f"</tbody></table></div></div>")
     return "\n".join(parts)
 
 

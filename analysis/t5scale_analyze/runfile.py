@@ -35,11 +35,22 @@ LOWER_IS_BETTER = {"loss"}
 # be waiting in a collective that never completes and be killed before it can record anything.
 FAILURE_NOTE_SUFFIX = ".failed.json"
 
-# A live job flushes its run file every telemetry.flush_every_steps steps and at each evaluation; a file saying
-# "running" that nothing has written for this long belongs, almost surely, to a job that was killed (SIGKILL, a
-# node lost) without a word: it is reported as "stale" rather than "incomplete". Long evaluations of big models
-# stay well under it.
+# A live job flushes its run file every telemetry.flush_every_steps steps and at each evaluation. A file saying
+# "running" is read by how long nothing has written it:
+#   - "running" within the job's own flush interval (running_window_s): its job is writing it;
+#   - "stale" after STALE_AFTER_S: its job was, almost surely, killed (SIGKILL, a node lost) without a word. Long
+#     evaluations of big models stay well under it;
+#   - "incomplete" in between: silent for longer than its flushes take, so killed, or stuck, or in a first long
+#     evaluation; the file cannot tell which.
 STALE_AFTER_S = 2 * 3600.0
+# A file written this recently reads "running" whatever its flush interval: the first flush comes after loading,
+# the first evaluation and flush_every_steps steps, which the file cannot time before it holds any row.
+RUNNING_WITHIN_S = 10 * 60.0
+# ... and so does one written within this many of its own flush intervals (see running_window_s).
+RUNNING_WITHIN_FLUSHES = 3
+DEFAULT_FLUSH_EVERY_STEPS = 10  # telemetry.flush_every_steps (src/config/run_config.h), for a config without it
+# The statuses of runs whose figures are not a finished run's: the report and the command print their notes.
+UNFINISHED = ("running", "incomplete", "stale", "failed")
 
 # A job that resumes a run on another world size cannot go on in the run file, whose per-rank columns have the
 # old width: it renames the file "<run>.h5.world<old world size>.<UTC stamp>[.<n>]" and starts a new <run>.h5
@@ -69,7 +80,8 @@ class Run:
     evals: pd.DataFrame  # the datasets of /eval, one row per evaluation
     summary: dict  # the file's /summary attributes (the schema's figures; NaN where the file has none)
     status: str  # the summary's status; for a file still saying "running": "failed" when a rank left a failure
-    #              note, "stale" when nothing wrote it for STALE_AFTER_S, else "incomplete"
+    #              note, "running" when written within its flush interval (running_window_s), "stale" when
+    #              nothing wrote it for STALE_AFTER_S, else "incomplete" (see STALE_AFTER_S)
     summary_source: str  # "file" (the final figures), "flush" (those of the rows flushed so far: a running or
     #                      killed job's) or "none" (a file without /summary); for a run of several files, one per
     #                      file in attempt order ("flush,file")
@@ -412,10 +424,16 @@ def _read_run_file(path: Path, now: float | None, set_aside: bool) -> Run:
             status = "stale"
             notes.append(f"status {file_status!r}, and nothing written for {idle_s / 3600:.1f} h: the job was most "
                          f"likely killed (SIGKILL, a lost node); {figures}")
+        elif (file_status == "running" or not file_status) and idle_s <= running_window_s(config, steps, evals):
+            status = "running"
+            notes.append(f"status {file_status!r}, written {_duration_text(idle_s)} ago, within its flush interval: "
+                         f"its job is writing it (or was killed since its last flush); {figures}")
         elif file_status == "running" or not file_status:
             status = "incomplete"
-            notes.append(f"status {file_status!r}: the job is still writing this file or was killed before its "
-                         f"end (the file cannot tell which); {figures}")
+            window = running_window_s(config, steps, evals)
+            notes.append(f"status {file_status!r}, and nothing written for {_duration_text(idle_s)}, longer than "
+                         f"its flushes take ({_duration_text(window)}): the job was killed or is stuck, or in a long "
+                         f"evaluation (the file cannot tell which); {figures}")
         else:
             status = file_status
             if file_status == "failed":
@@ -427,6 +445,33 @@ def _read_run_file(path: Path, now: float | None, set_aside: bool) -> Run:
               summary=summary, status=status, summary_source=source, notes=notes, earlier_grids=earlier_grids)
     run.attempts = [_attempt_of(run, len(steps), len(evals), rank_steps)]
     return run
+
+
+def running_window_s(config: dict, steps: pd.DataFrame, evals: pd.DataFrame) -> float:
+    """How long a file saying "running" may go unwritten and still read "running": RUNNING_WITHIN_FLUSHES of its
+    flush intervals (telemetry.flush_every_steps x the median step time of its rows, plus its longest evaluation,
+    which a flush may wait for), at least RUNNING_WITHIN_S."""
+    telemetry = config.get("telemetry") if isinstance(config.get("telemetry"), dict) else {}
+    try:
+        flush_every = max(1, int(telemetry.get("flush_every_steps", DEFAULT_FLUSH_EVERY_STEPS)))
+    except (TypeError, ValueError):
+        flush_every = DEFAULT_FLUSH_EVERY_STEPS
+    step_times = _column(steps, "step_time_s")
+    step_times = step_times[np.isfinite(step_times)]
+    eval_times = _column(evals, "eval_time_s")
+    eval_times = eval_times[np.isfinite(eval_times)]
+    interval = ((flush_every * float(np.median(step_times)) if step_times.size else 0.0)
+                + (float(eval_times.max()) if eval_times.size else 0.0))
+    return max(RUNNING_WITHIN_S, RUNNING_WITHIN_FLUSHES * interval)
+
+
+def _duration_text(seconds: float) -> str:
+    """12 s, 14 min, 1.5 h."""
+    if seconds < 120:
+        return f"{max(seconds, 0.0):.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _own_wall_time_s(run: Run) -> float:

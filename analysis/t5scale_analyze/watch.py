@@ -15,7 +15,8 @@ from .plots import smoothed
 from .report import analyze, write_report
 from .runfile import metric_label
 
-# A preempted run is not ended: Slurm requeues its job, which resumes it in the same file.
+# A preempted run is not ended: Slurm requeues its job, which resumes it in the same file. Nor is a running or an
+# incomplete one (silent beyond its flush interval): it is followed until it ends or turns stale.
 ENDED = ("completed", "failed", "diverged", "stale")
 
 

@@ -127,15 +127,41 @@ def by_setting(table: pd.DataFrame) -> pd.DataFrame:
     return table.set_index("setting")
 
 
+def wilson(q, n):
+    """Wilson's score interval at z = 1, written out: (q + 1/2n -+ sqrt(q (1 - q) / n + 1/4n^2)) / (1 + 1/n)."""
+    half = math.sqrt(q * (1 - q) / n + 1 / (4 * n * n))
+    return (q + 1 / (2 * n) - half) / (1 + 1 / n), (q + 1 / (2 * n) + half) / (1 + 1 / n)
+
+
+def test_an_accuracy_of_1_on_56_examples_has_an_interval_not_a_point():
+    # q +- sqrt(q (1 - q) / n) is the single point 1 at q = 1; Wilson's interval at one standard error is
+    # n/(n + 1) ... 1 there (and 0 ... 1/(n + 1) at q = 0)
+    from t5scale_analyze.pareto import pareto_table, sampling_interval, wilson_interval
+    assert sampling_interval("accuracy", 1.0, 56) == pytest.approx((56 / 57, 1.0))
+    assert sampling_interval("exact_match", 0.0, 56) == pytest.approx((0.0, 1 / 57))
+    assert wilson_interval(0.5, 100) == pytest.approx(wilson(0.5, 100))
+    assert sampling_interval("loss", 0.3, 56) == (0.3, 0.3)  # not a score in [0, 1]: no sampling interval
+    # two settings, both at accuracy 1.0 on 56 examples, one cheaper: the dearer one is not better beyond the noise
+    runs = pd.DataFrame({"run_id": ["a", "b"], "study": ["s"] * 2, "status": ["completed"] * 2,
+                         "price_per_node_hour_usd": [1.0] * 2, "cost_usd": [1.0, 2.0], "node_hours": [1.0, 2.0],
+                         "best_accuracy": [1.0, 1.0], "eval_examples": [56.0, 56.0], "cfg.run.name": ["a", "b"],
+                         "cfg.run.seed": [1, 1], "cfg.train.global_batch": [8, 16]})
+    table = by_setting(pareto_table(runs, "accuracy"))
+    assert table.loc["a", "quality_low"] == pytest.approx(56 / 57) and table.loc["a", "quality_high"] == 1.0
+    assert list(table["on_front"]) == [True, False] and table.loc["b", "dominated_by"] == "a"
+
+
 def test_pareto_front_of_cost_against_best_rougeL_does_not_rank_within_the_noise(analysis):
     # cost, best rougeL: none-w4 0.0967 0.35, sqrt-w4 0.0967 0.39, none-w8 0.1333 0.31, sqrt-w8 0.1333 0.37,
     # none-w2 0.1467 0.395, none-w1 0.28 0.40, sqrt-w1 0.28 0.41, each run once, each evaluated on 64 examples:
-    # one standard error is sqrt(q (1 - q) / 64) = 0.0596 at 0.35 ... 0.0615 at 0.41, so every two runs are within
-    # the noise of each other, and the two cheapest (w4) are as good as any: they alone are on the front.
+    # Wilson's interval at one standard error is about +-0.059 at 0.35 ... +-0.061 at 0.41, so every two runs are
+    # within the noise of each other, and the two cheapest (w4) are as good as any: they alone are on the front.
     pareto = by_setting(analysis.pareto)
     assert set(pareto.index[pareto["on_front"]]) == {"none-w4", "sqrt-w4"}
-    assert pareto.loc["none-w4", "sampling_se"] == pytest.approx(math.sqrt(0.35 * 0.65 / 64))
-    assert pareto.loc["none-w4", "quality_low"] == pytest.approx(0.35 - math.sqrt(0.35 * 0.65 / 64))
+    low, high = wilson(0.35, 64)
+    assert low == pytest.approx(0.2931, abs=1e-4) and high == pytest.approx(0.4115, abs=1e-4)
+    assert pareto.loc["none-w4", ["sampling_low", "sampling_high"]].tolist() == pytest.approx([low, high])
+    assert pareto.loc["none-w4", "quality_low"] == pytest.approx(low)
     assert set(pareto.loc["sqrt-w1", "dominated_by"].split(",")) == {"none-w4", "sqrt-w4", "none-w8", "sqrt-w8", "none-w2"}
     assert set(pareto["cost_axis"]) == {"cost_usd"} and set(pareto["runs"]) == {1}
     assert pareto.loc["none-w8", "best_metric"] == pytest.approx(0.31)  # best (after step 5), not final (0.30)
@@ -148,7 +174,8 @@ def test_pareto_front_with_eval_loss_lower_is_better(study_dir):
     pareto = by_setting(analyze(study_dir, "eval_loss").pareto)
     assert set(pareto.index[pareto["on_front"]]) == {"sqrt-w4", "none-w2", "sqrt-w1"}
     assert pareto.loc["none-w8", "best_metric"] == pytest.approx(1.69)
-    assert set(pareto["sampling_se"]) == {0.0}
+    assert (pareto["sampling_low"] == pareto["best_metric"]).all()
+    assert (pareto["sampling_high"] == pareto["best_metric"]).all()
 
 
 def test_non_dominated_with_ties_and_missing_values():
@@ -183,10 +210,11 @@ def test_pareto_groups_the_repeats_of_a_setting_and_ranks_only_beyond_the_noise(
     assert table.loc["baseline", "runs"] == 2 and table.loc["baseline", "run_ids"] == "baseline-s0,baseline-s1"
     assert table.loc["baseline", "cost"] == pytest.approx(10.5)
     assert table.loc["baseline", "best_metric"] == pytest.approx(0.81)
-    # one standard error, sqrt(0.81 x 0.19 / 1000) = 0.0124, reaches beyond the seeds' range (0.80 ... 0.82)
-    se = math.sqrt(0.81 * 0.19 / 1000)
-    assert table.loc["baseline", "quality_low"] == pytest.approx(0.81 - se)
-    assert table.loc["baseline", "quality_high"] == pytest.approx(0.81 + se)
+    # the sampling interval, about 0.81 +- 0.0124 (one standard error), reaches beyond the seeds' range (0.80 ... 0.82)
+    low, high = wilson(0.81, 1000)
+    assert low == pytest.approx(0.7973, abs=1e-4) and high == pytest.approx(0.8221, abs=1e-4)
+    assert table.loc["baseline", "quality_low"] == pytest.approx(low)
+    assert table.loc["baseline", "quality_high"] == pytest.approx(high)
     assert table.loc["sequential", "quality_low"] == pytest.approx(0.94)  # there the seeds' range is wider
     # sortish: cheaper beyond the noise (7 ... 8 against 10 ... 11), its F1 within it: it dominates the baseline
     # although its mean F1 is lower; sequential is better beyond the noise, and stays on the front

@@ -231,11 +231,12 @@ def test_the_command_notes_the_joined_run_and_warns_of_the_unreadable_file(resum
 
 def test_a_later_attempt_without_rows_counts_nothing_and_cuts_at_its_checkpoint(tmp_path):
     # world 1: steps 1-6 of 1 s (6 s, 36 USD per node-hour: 0.06 USD); world 2, resumed from step 4, killed
-    # before its first flush: no rows. The run holds steps 1-4; its time is the world-1 file's.
+    # before its first flush: no rows. The run holds steps 1-4; its time is the world-1 file's. Read an hour later,
+    # the silent file of world 2 is incomplete.
     w.synthetic_run(tmp_path / "r.h5", n_steps=6, step_time_s=1.0, run_id="r", price=36.0)
     w.RunWriter(tmp_path / "r.h5", w.root_attributes(run_id="r", gpus_per_node=2, price=36.0),
                 resume_through_step=4).close()
-    run = read_run(tmp_path / "r.h5")
+    run = read_run(tmp_path / "r.h5", now=(tmp_path / "r.h5").stat().st_mtime + 3600)
     assert list(run.steps["step"]) == [1, 2, 3, 4] and run.status == "incomplete"
     assert run.summary["wall_time_s"] == pytest.approx(6.0) and run.summary["cost_usd"] == pytest.approx(0.06)
     assert run.summary["gpu_energy_kwh"] == pytest.approx(300 * 6 / 3.6e6)
@@ -258,3 +259,20 @@ def test_a_run_file_after_an_unreadable_one_is_one_file_and_two_attempts(tmp_pat
     assert [s.path.name for s in analysis.skipped] == ["r.h5.unreadable.20261125T180102Z"]
     assert "| Attempts | 2 attempt(s) in 1 run file(s): world size 1 on 1 node(s), steps 11-15; not joined: " \
            "r.h5.unreadable.20261125T180102Z |" in card_markdown(row, None)
+
+
+def test_the_card_numbers_the_attempt_as_the_runs_table_counts_it(tmp_path):
+    # steps 1-6, killed; a second attempt on the same grid from the checkpoint of step 4 (the file's attribute
+    # `attempt` 1, counted from 0), killed after step 8: the runs table says 2 attempts, and so does the card
+    path = tmp_path / "r.h5"
+    w.synthetic_run(path, n_steps=6, step_time_s=1.0, run_id="r", status=None).close()
+    w.synthetic_run(path, first_step=5, n_steps=4, step_time_s=1.0, run_id="r", status=None).close()
+    row = analyze(tmp_path).table.iloc[0]
+    assert row["attempts"] == 2 and row["attempt_files"] == 1
+    assert "| Status | running (attempt 2) |" in card_markdown(row, None)
+    # the third attempt, on another grid from the checkpoint of step 8, to the end: two files, attempt 3
+    resume_on_another_grid(path, "r.h5.world1.20261125T090000Z", first_step=9, n_steps=2, step_time_s=1.0,
+                           run_id="r", gpus_per_node=2)
+    row = analyze(tmp_path).table.iloc[0]
+    assert row["attempts"] == 3 and row["attempt_files"] == 2
+    assert "| Status | completed (attempt 3) |" in card_markdown(row, None)

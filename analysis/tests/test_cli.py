@@ -1,5 +1,6 @@
 """The t5scale-analyze command through its bash wrapper: outputs, the self-contained report, exit codes."""
 
+import html.parser
 import json
 import math
 import os
@@ -7,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import h5py
@@ -40,6 +42,8 @@ def results(study_dir, tmp_path_factory):
     writer = w.synthetic_run(live / "killed.h5", n_steps=12, step_time_s=0.5, status=None, run_id="killed",
                              study="live", nodes=1, gpus_per_node=2, global_batch=16, price=8.0)
     writer.close()  # as a killed job leaves it: status "running", no /summary
+    an_hour_ago = time.time() - 3600  # and nothing has written it since: incomplete (not running, not yet stale)
+    os.utime(live / "killed.h5", (an_hour_ago, an_hour_ago))
     with h5py.File(folder / "tokens.h5", "w") as f:
         w.set_attr(f, "format", "t5scale-tokenized-dataset")
     return folder
@@ -100,7 +104,42 @@ def test_report_is_self_contained(report_run):
     for heading in ("Training curves and steps", "Scaling", "Learning-rate scaling", "Cost/quality Pareto front",
                     "Generations", "Resource cards", "Skipped files"):
         assert f">{heading}</h2>" in page
-    assert "tokens.h5" in page and "still writing this file or was killed" in page
+    assert "tokens.h5" in page and "the job was killed or is stuck" in page
+
+
+class _TableNesting(html.parser.HTMLParser):
+    """Each <table> of a page with the classes of the <div>s around it."""
+
+    def __init__(self):
+        super().__init__()
+        self.open_divs, self.tables = [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "div":
+            self.open_divs.append(dict(attrs).get("class", ""))
+        elif tag == "table":
+            self.tables.append(list(self.open_divs))
+
+    def handle_endtag(self, tag):
+        if tag == "div":
+            self.open_divs.pop()
+
+
+def test_wide_tables_scroll_inside_the_page_and_the_markdown_tables_stay_whole(report_run):
+    _, out = report_run
+    page = (out / "report.html").read_text(encoding="utf-8")
+    nesting = _TableNesting()
+    nesting.feed(page)
+    # every table (the runs table has 24 columns) sits in a box that scrolls sideways, so the page never does
+    assert len(nesting.tables) >= 10 and all("wide" in divs for divs in nesting.tables), nesting.tables
+    assert re.search(r"\.wide \{[^}]*overflow-x: auto", page)
+    # column names break after their underscores, so a column is as wide as its values
+    assert "<th>step_<wbr>time_<wbr>vs_<wbr>predicted</th>" in page
+    # cards.md: every row of a table has as many cells as its header (a "|" inside a value is escaped)
+    for card in (out / "cards.md").read_text(encoding="utf-8").split("\n### ")[1:]:
+        rows = [line for line in card.splitlines() if line.startswith("|")]
+        cells = [len(re.findall(r"(?<!\\)\|", line)) for line in rows]
+        assert rows and set(cells) == {3}, card
 
 
 def test_cards_only_prints_and_writes_nothing(results, tmp_path):
@@ -223,3 +262,25 @@ def test_phase_means_split_the_step_time():
         means = phase_means(read_run(path))
     # step rows: data 0.1, forward 0.3, backward 0.5, optimizer 0.1 of the step; exposed communication not measured
     assert means == pytest.approx({"data": 0.2, "forward": 0.6, "backward": 1.0, "optimizer": 0.2, "other": 0.0})
+
+
+def test_the_loss_curves_draw_the_eval_loss_by_step_beside_the_train_loss(study_dir):
+    import matplotlib.pyplot as plt
+    from t5scale_analyze import plots, read_folder
+    runs, _ = read_folder(study_dir)
+    fig = plots.loss_curves_figure(runs, "rougeL", "scale")
+    try:
+        by_step = fig.axes[0]
+        for run in runs:  # a line through each run's evaluations, at their steps, in the train loss's colour
+            evals = run.evals
+            drawn = [line for line in by_step.lines
+                     if list(line.get_xdata()) == list(evals["step"]) and
+                     list(line.get_ydata()) == pytest.approx(list(evals["loss"]))]
+            assert len(drawn) == 1, run.run_id
+            # drawn after the run's train loss (smoothed, then the logged points), in its colour
+            smoothed_train = by_step.lines[by_step.lines.index(drawn[0]) - 2]
+            assert list(smoothed_train.get_ydata()) == pytest.approx(list(plots.smoothed(run.steps["loss"])))
+            assert drawn[0].get_color() == smoothed_train.get_color()
+        assert "eval" in by_step.get_ylabel()
+    finally:
+        plt.close(fig)

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from t5scale_analyze import read_folder, read_run
+from t5scale_analyze.runfile import RUNNING_WITHIN_S
 
 WRITER = Path(__file__).resolve().parent / "swmr_writer_process.py"
 
@@ -27,11 +28,11 @@ def expect_line(process, expected):
     assert line == expected, f"writer said {line!r}, expected {expected!r} (exit {process.poll()})"
 
 
-def check_first_20_flushed_steps(run):
+def check_first_20_flushed_steps(run, status="running"):
     """20 steps of 0.5 s, 16 samples, 640 tokens each; an evaluation of 1 s after step 10; 2 GPUs at 200 W and
     the node's CPUs at 40 W over the training time; 1 node at 8 USD/hour, PUE 1.5, 400 g/kWh."""
     s = run.summary
-    assert run.status == "incomplete" and run.summary_source == "flush"
+    assert run.status == status and run.summary_source == "flush"
     assert list(run.steps["step"]) == list(range(1, 21))
     assert s["steps_completed"] == 20
     assert s["wall_time_s"] == pytest.approx(11.0)  # 20 * 0.5 + 1
@@ -48,7 +49,8 @@ def check_first_20_flushed_steps(run):
     assert s["total_flops"] == pytest.approx(20 * 16e12)
     assert s["final_rougeL"] == pytest.approx(0.3) and s["best_rougeL_step"] == 10
     assert s["final_loss"] == pytest.approx(2.0)
-    assert any("still writing this file or was killed" in note for note in run.notes)
+    note = "its job is writing it" if status == "running" else "the job was killed or is stuck"
+    assert any(note in n for n in run.notes), run.notes
 
 
 def test_a_file_still_being_written_is_read_up_to_its_last_flush(tmp_path):
@@ -88,7 +90,10 @@ def kill_after_ready(path, extra_rows):
 def test_a_file_whose_writer_was_killed_after_its_flushes_holds_every_flushed_step(tmp_path):
     path = tmp_path / "live-run.h5"
     kill_after_ready(path, 0)
-    check_first_20_flushed_steps(read_run(path))
+    # read at once, the file cannot tell its job was killed: it was written within its flush interval
+    check_first_20_flushed_steps(read_run(path), "running")
+    # silent for longer than its flushes take: incomplete
+    check_first_20_flushed_steps(read_run(path, now=path.stat().st_mtime + RUNNING_WITHIN_S + 60), "incomplete")
 
 
 def test_a_file_killed_with_unflushed_rows_reads_a_consistent_prefix(tmp_path):
@@ -101,7 +106,7 @@ def test_a_file_killed_with_unflushed_rows_reads_a_consistent_prefix(tmp_path):
     assert 20 <= n <= 320
     assert np.array_equal(run.steps["step"].to_numpy(), np.arange(1, n + 1))
     assert run.rank_steps["gpu_energy_j"].shape == (n, 2)
-    assert run.status == "incomplete" and run.summary["steps_completed"] == n
+    assert run.status == "running" and run.summary["steps_completed"] == n
 
 
 def test_a_file_locked_while_its_job_writes_the_summary_is_skipped_with_the_reason(tmp_path, monkeypatch):
@@ -141,7 +146,8 @@ def test_watch_follows_a_running_job_and_stops_when_it_has_ended(tmp_path):
             seen.append(line)
             if "live-run" in line and "step 20/40" in line:
                 break
-        assert "incomplete" in seen[-1] and "rougeL 0.3 (step 10)" in seen[-1], "".join(seen)
+        # the job is writing the file: "running", not "incomplete"
+        assert "  running  " in seen[-1] and "rougeL 0.3 (step 10)" in seen[-1], "".join(seen)
         assert watcher.poll() is None  # still following
         assert (out / "report.html").is_file()
         writer.stdin.write("finish\n")

@@ -10,6 +10,7 @@ import pytest
 import runfile_writer as w
 from t5scale_analyze import read_folder, read_run
 from t5scale_analyze import schema
+from t5scale_analyze.runfile import RUNNING_WITHIN_S
 from t5scale_analyze.schema import summary_figures
 
 
@@ -155,7 +156,7 @@ def _running_file(path, n_steps=4):
 def test_a_running_file_with_a_failure_note_is_failed_with_its_error(tmp_path):
     _running_file(tmp_path / "r.h5")
     run = read_run(tmp_path / "r.h5")
-    assert run.status == "incomplete"
+    assert run.status == "running"
     (tmp_path / "r.failed.json").write_text(json.dumps(
         {"rank": 3, "error": "token id 53 is outside the vocabulary [0, 48)", "step": 4, "host": "node0",
          "time_utc": "2025-01-01T00:01:00Z"}))
@@ -177,12 +178,28 @@ def test_a_failure_recorded_by_rank_0_is_read_from_the_file(tmp_path):
     assert run.summary["error"].startswith("all_reduce(sum)")
 
 
-def test_a_running_file_that_nothing_wrote_for_two_hours_is_stale(tmp_path):
-    _running_file(tmp_path / "r.h5")
+def test_a_running_file_is_running_while_written_incomplete_when_silent_and_stale_after_two_hours(tmp_path):
+    _running_file(tmp_path / "r.h5")  # 4 steps of 1 s, flushed every 10 steps: RUNNING_WITHIN_S
     written = (tmp_path / "r.h5").stat().st_mtime
-    assert read_run(tmp_path / "r.h5", now=written + 60).status == "incomplete"
+    run = read_run(tmp_path / "r.h5", now=written + 60)
+    assert run.status == "running" and any("written 60 s ago, within its flush interval" in n for n in run.notes)
+    assert read_run(tmp_path / "r.h5", now=written + RUNNING_WITHIN_S - 1).status == "running"
+    run = read_run(tmp_path / "r.h5", now=written + RUNNING_WITHIN_S + 60)
+    assert run.status == "incomplete"
+    assert any("nothing written for 11 min, longer than its flushes take (10 min)" in n for n in run.notes), run.notes
     run = read_run(tmp_path / "r.h5", now=written + 3 * 3600)
     assert run.status == "stale" and any("nothing written for 3.0 h" in note for note in run.notes)
+
+
+def test_a_slow_run_reads_running_for_three_of_its_flush_intervals(tmp_path):
+    # steps of 100 s flushed every 10 steps (the config's default), evaluations of 2 s: a flush every 1002 s, so the
+    # file may be silent 3006 s (50 min) and still be written by its job
+    writer = w.synthetic_run(tmp_path / "r.h5", n_steps=4, step_time_s=100.0, evals=[(2, 0.3, 1.7)], status=None,
+                             run_id="r")
+    writer.close()
+    written = (tmp_path / "r.h5").stat().st_mtime
+    assert read_run(tmp_path / "r.h5", now=written + 3000).status == "running"
+    assert read_run(tmp_path / "r.h5", now=written + 3020).status == "incomplete"
 
 
 def _write_raw(path, columns: dict, rank_columns: dict, **attributes):
@@ -223,7 +240,7 @@ def test_rows_extended_but_never_written_are_dropped(tmp_path):
     run = read_run(tmp_path / "r.h5")
     assert list(run.steps["step"]) == [1, 2, 3] and list(run.steps["samples"]) == [8, 8, 8]
     assert run.rank_steps["gpu_energy_j"].tolist() == [[10.0], [20.0], [30.0]]
-    assert run.status == "incomplete"
+    assert run.status == "running"
     assert any("2 trailing rows hold no data" in note for note in run.notes)
 
     # killed after extending the first row and before writing it: no step at all
@@ -231,7 +248,7 @@ def test_rows_extended_but_never_written_are_dropped(tmp_path):
                                    "step_time_s": np.array([nan]), "samples": np.array([-1])},
                {"gpu_energy_j": np.array([[nan]])})
     run = read_run(tmp_path / "r.h5")
-    assert len(run.steps) == 0 and run.status == "incomplete"
+    assert len(run.steps) == 0 and run.status == "running"
 
 
 def _write_steps(path, columns: dict, **attributes):

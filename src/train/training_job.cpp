@@ -284,10 +284,16 @@ void TrainingJob::resolve() {
     throw Error(msg(source_, ": this run cannot start:\n  ",
                     memory_refusal(world.device_share_bytes, NodeGroup().local_size())));
   }
-  log(msg("[t5scale] memory per rank, predicted: ", resolved_.checkpointing.memory.describe(),
-          world.device_share_bytes > 0
-              ? msg(" of ", gib_text(static_cast<double>(world.device_share_bytes)), " (fits with 5% to spare)")
-              : std::string()));
+  std::string against_device;  // " of 23.54 GiB (0.4%; fits: the limit is 95%)"
+  if (world.device_share_bytes > 0) {
+    const double share = static_cast<double>(world.device_share_bytes);
+    char text[96];
+    std::snprintf(text, sizeof(text), " of %s (%.1f%%; fits: the limit is %.0f%%)", gib_text(share).c_str(),
+                  100.0 * static_cast<double>(resolved_.checkpointing.memory.total_bytes()) / share,
+                  100.0 * kUsableMemoryFraction);
+    against_device = text;
+  }
+  log(msg("[t5scale] memory per rank, predicted: ", resolved_.checkpointing.memory.describe(), against_device));
   if (resolved_.step_time) {
     log(msg("[t5scale] step time, predicted (", world.rates->name, "): ", resolved_.step_time->describe()));
   }
