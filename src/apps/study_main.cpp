@@ -47,7 +47,9 @@ options
   --out DIR          scripts and configs (default slurm/<study>)
   --results-dir DIR  run files and logs, i.e. run.output_dir of every run (default: the spec's results_dir,
                      or results/<study>)
-  --set KEY=VALUE    override a run-config or launch key in every run (repeatable)
+  --set KEY=VALUE    override a run-config or launch key in every run, or one of the spec's own keys
+                     (slurm.gpu=H100, slurm.modules="[gcc, openmpi]", repeats=3, results_dir=...; its value
+                     read as YAML), repeatable
   --base-config FILE the run config every run starts from, instead of the spec's base_config (which names a
                      file inside the spec's folder, since a spec travels between users)
   --bin DIR          the folder of t5scale-train (default: the folder of this program)
@@ -137,10 +139,16 @@ struct Context {
 Context prepare(const Arguments& args) {
   Context c;
   c.args = args;
-  const StudySpec spec = load_study_spec(args.spec, args.base_config);
+  // --set of the spec's own keys (slurm.gpu=H100) goes into the spec; the others into every run.
+  std::vector<std::string> spec_overrides, run_overrides;
+  for (const std::string& o : args.overrides) {
+    (is_spec_key(o.substr(0, o.find('='))) && o.find('=') != std::string::npos ? spec_overrides : run_overrides)
+        .push_back(o);
+  }
+  const StudySpec spec = load_study_spec(args.spec, args.base_config, spec_overrides);
   PlanOptions options;
   options.expand.results_dir = args.results_dir;
-  options.expand.overrides = args.overrides;
+  options.expand.overrides = run_overrides;
   options.allow_over_memory = args.allow_over_memory;
   c.plan = plan_study(spec, options);
   c.out_dir = fs::absolute(args.out_dir.empty() ? fs::path("slurm") / spec.name : fs::path(args.out_dir));

@@ -593,9 +593,52 @@ std::string filesystem_safe(const std::string& text) {
   return out;
 }
 
+bool is_spec_key(const std::string& key) {
+  const std::string first = key.substr(0, key.find('.'));
+  if (first == "slurm") return key.size() > first.size() + 1;
+  return key == "repeats" || key == "results_dir" || key == "study" || key == "description";
+}
+
+namespace {
+
+// Sets one `--set KEY=VALUE` of the spec's own keys in the parsed file: the mappings on the way are made where the
+// file has none; one that holds something else is a problem named by the option.
+void apply_spec_override(YAML::Node root, const std::string& text, Problems& problems) {
+  const size_t equals = text.find('=');
+  const std::string key = text.substr(0, equals);
+  T5S_CHECK(equals != std::string::npos && is_spec_key(key), "apply_spec_override: '", text, "' is not a spec key");
+  YAML::Node value;
+  try {
+    value = YAML::Load(text.substr(equals + 1));
+  } catch (const YAML::ParserException& e) {
+    problems.add(0, msg("--set ", key, ": the value is not YAML: ", e.msg));
+    return;
+  }
+  std::vector<std::string> path;
+  for (size_t start = 0;;) {
+    const size_t dot = key.find('.', start);
+    path.push_back(key.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  YAML::Node node = root;
+  for (size_t i = 0; i + 1 < path.size(); ++i) {
+    YAML::Node child = node[path[i]];
+    if (child.IsDefined() && !child.IsNull() && !child.IsMap()) {
+      problems.add(child, msg("--set ", key, ": '", path[i], "' holds ", yaml_node_kind(child), ", not a mapping"));
+      return;
+    }
+    if (!child.IsDefined() || child.IsNull()) node[path[i]] = YAML::Node(YAML::NodeType::Map);
+    node.reset(node[path[i]]);  // reset: move to the child (operator= would overwrite this node with it)
+  }
+  node[path.back()] = value;
+}
+
+}  // namespace
+
 StudySpec parse_study_spec(const std::string& yaml_text, const std::string& source, const std::string& base_dir,
-                           const std::string& base_config_override) {
-  const YAML::Node root = load_yaml(yaml_text, source);
+                           const std::string& base_config_override, const std::vector<std::string>& spec_overrides) {
+  YAML::Node root = load_yaml(yaml_text, source);
   Problems problems(source);
   StudySpec spec;
   spec.source = source;
@@ -604,6 +647,7 @@ StudySpec parse_study_spec(const std::string& yaml_text, const std::string& sour
                  msg("a study spec is a mapping (study:, base:, axes:, slurm:, ...), got ", yaml_node_kind(root)));
     problems.throw_if_any();
   }
+  for (const std::string& text : spec_overrides) apply_spec_override(root, text, problems);
   check_top_level_keys(root, problems);
 
   if (!root["study"]) {
@@ -636,9 +680,10 @@ StudySpec parse_study_spec(const std::string& yaml_text, const std::string& sour
   return spec;
 }
 
-StudySpec load_study_spec(const std::string& path, const std::string& base_config_override) {
+StudySpec load_study_spec(const std::string& path, const std::string& base_config_override,
+                          const std::vector<std::string>& spec_overrides) {
   return parse_study_spec(read_text_file(path, "the study spec"), path, fs::path(path).parent_path().string(),
-                          base_config_override);
+                          base_config_override, spec_overrides);
 }
 
 }  // namespace t5scale

@@ -132,13 +132,22 @@ std::string sbatch_value_problem(const std::string& value, bool token);
 // value, a command substitution (`$(...)`, backticks) or a `${...}` that is more than a variable's name.
 std::string env_value_problem(const std::string& value, bool expand);
 
+// Whether a `--set KEY=VALUE` of t5scale-study names one of the spec's own keys (slurm.gpu, slurm.modules,
+// slurm.env.NAME, repeats, results_dir, study, description) rather than a run-config or launch key, which it sets
+// in every run. cost.* stays a run-config key: every run's cost keys, as the spec's cost: block sets them.
+bool is_spec_key(const std::string& key);
+
 // Loads and checks a spec; a t5scale::Error lists every problem as "<file>:<line>: <key>: <reason>". The spec's
 // base_config names a file inside the spec's folder; `base_config_override` (t5scale-study --base-config), when
-// not "", is used instead, as given.
-StudySpec load_study_spec(const std::string& path, const std::string& base_config_override = "");
+// not "", is used instead, as given. `spec_overrides` ("slurm.gpu=H100", keys for which is_spec_key holds) replace
+// or add those keys of the file before it is checked, each value read as YAML ("[a, b]" is a list), so that what
+// the command line sets is checked as the file's own keys are; a problem with one names it as --set KEY.
+StudySpec load_study_spec(const std::string& path, const std::string& base_config_override = "",
+                          const std::vector<std::string>& spec_overrides = {});
 // The same from text; `base_dir` is the folder that base_config is relative to.
 StudySpec parse_study_spec(const std::string& yaml_text, const std::string& source, const std::string& base_dir,
-                           const std::string& base_config_override = "");
+                           const std::string& base_config_override = "",
+                           const std::vector<std::string>& spec_overrides = {});
 
 // One run of an expanded study.
 struct StudyRun {

@@ -332,6 +332,41 @@ slurm: {launcher: ssh, env: {"1BAD": x}}
   EXPECT_TRUE(contains(e, "slurm.env: '1BAD' is not an environment variable name")) << e;
 }
 
+TEST(StudySpec, CommandLineSetsOfTheSpecsOwnKeysAreCheckedAsTheFilesAre) {
+  EXPECT_TRUE(is_spec_key("slurm.gpu"));
+  EXPECT_TRUE(is_spec_key("slurm.env.HF_HUB_CACHE"));
+  EXPECT_TRUE(is_spec_key("repeats"));
+  EXPECT_FALSE(is_spec_key("slurm"));
+  EXPECT_FALSE(is_spec_key("train.global_batch"));
+  EXPECT_FALSE(is_spec_key("cost.price_per_gpu_hour_usd"));  // every run's cost key, as the spec's cost: block
+  EXPECT_FALSE(is_spec_key("nodes"));
+
+  const std::string yaml = "study: s\nslurm: {gpu: A100-80GB, time_limit: \"01:00:00\"}\n";
+  const StudySpec spec = parse_study_spec(yaml, "spec.yaml", "", "",
+                                          {"slurm.gpu=H100", "slurm.modules=[gcc/12, openmpi/4.1]",
+                                           "slurm.env.HF_HUB_CACHE=/shared/hf", "repeats=2"});
+  EXPECT_EQ(spec.slurm.gpu, "H100");
+  EXPECT_EQ(spec.slurm.time_limit, "01:00:00");  // the file's other keys stay
+  EXPECT_EQ(spec.slurm.modules, (std::vector<std::string>{"gcc/12", "openmpi/4.1"}));
+  ASSERT_EQ(spec.slurm.env.size(), 1u);
+  EXPECT_EQ(spec.slurm.env[0].name, "HF_HUB_CACHE");
+  EXPECT_EQ(spec.slurm.env[0].value, "/shared/hf");
+  EXPECT_EQ(spec.repeats, 2);
+  // A spec without a slurm: block gets one.
+  EXPECT_EQ(parse_study_spec("study: s\n", "spec.yaml", "", "", {"slurm.gpu=V100"}).slurm.gpu, "V100");
+
+  const std::string e = error_of([&] {
+    parse_study_spec(yaml, "spec.yaml", "", "", {"slurm.gpux=H100", "slurm.launcher=ssh", "repeats=0"});
+  });
+  EXPECT_TRUE(contains(e, "unknown key 'slurm.gpux' (did you mean 'gpu'?)")) << e;
+  EXPECT_TRUE(contains(e, "slurm.launcher: must be srun or mpirun, got 'ssh'")) << e;
+  EXPECT_TRUE(contains(e, "repeats: must be an integer >= 1, got '0'")) << e;
+  const std::string not_a_map = error_of([] {
+    parse_study_spec("study: s\nslurm: {gpu: H100}\n", "spec.yaml", "", "", {"slurm.gpu.memory=80"});
+  });
+  EXPECT_TRUE(contains(not_a_map, "--set slurm.gpu.memory: 'gpu' holds a scalar, not a mapping")) << not_a_map;
+}
+
 TEST(StudySpec, MissingStudyNameAndBadModeAreRefused) {
   const std::string e = error_of([] { spec_from("mode: table\nruns: []\n"); });
   EXPECT_TRUE(contains(e, "study: missing")) << e;

@@ -1,5 +1,5 @@
 // The memory planner against a measurement: the peak of live tensor bytes of real training steps on the CPU
-// (CpuMemoryTracker counts every tensor LibTorch allocates), for t5-small and t5-v1_1-base shapes, fp32 and bf16, tp
+// (CpuMemoryTracker counts every tensor LibTorch allocates), for t5-small and t5-v1_1-small shapes, fp32 and bf16, tp
 // 1 and 2 (one rank's share, as t5scale-bench --tp-shard builds it), activation checkpointing off, every block,
 // selective recomputation (t5-small) and the planner's own choice for a device between none and every block (stepped
 // where it is none of those: otherwise that step was just measured), two batch sizes (t5-small), with and without
@@ -45,7 +45,9 @@ TEST(MemoryModel, PredictedPeakIsWithinFivePercentOfTheMeasuredOne) {
   const std::vector<Shape> shapes = {
       {"t5-small", 256, 64, {1, 4}, -1.0},
       {"t5-small", 128, 32, {2}, 0.0},
-      {"t5-v1_1-base", 64, 16, {2}, -1.0},  // its compute is what costs time here
+      // T5 v1.1's own terms (gated GELU, an untied LM head, d_kv apart from d_model / heads) on its smallest shape:
+      // the same terms as t5-v1_1-base's, at a quarter of its compute, which was half of this test's time.
+      {"t5-v1_1-small", 64, 16, {2}, -1.0},
   };
   double worst = 0.0;
   std::string worst_case;
