@@ -69,11 +69,21 @@ Arguments parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   end_process(run_mpi_program(argc, argv, "t5scale-train", [](int argc_, char** argv_) {
     const Arguments args = parse(argc_, argv_);
-    const RunConfig config = load_run_config(args.config_path, args.overrides, [&](RunConfig& c) {
+    auto complete = [&](RunConfig& c) {
       if (args.config_path.empty() && c.train.max_steps == 0 && c.train.epochs == 0.0 && !c.eval.only) {
         c.train.max_steps = kStepsWithoutConfig;
       }
-    });
+    };
+    // Every problem the config, this world and the files show, in one list before the resolved config is printed
+    // (the job checks them again: --print-config prints without them).
+    auto world_and_files = [&](const RunConfig& c) {
+      std::vector<ConfigError> errors = validate_for_world(c, size_of(MPI_COMM_WORLD));
+      for (ConfigError& e : check_files(c)) errors.push_back(std::move(e));
+      return errors;
+    };
+    const RunConfig config = args.print_config ? load_run_config(args.config_path, args.overrides, complete)
+                                               : load_run_config(args.config_path, args.overrides, complete,
+                                                                 world_and_files);
     const std::string source = args.config_path.empty() ? "the default config" : args.config_path;
     if (world_rank() == 0) {
       if (args.print_config) {

@@ -123,9 +123,59 @@ std::optional<ConfigKeyInfo> find_config_key(const std::string& key) {
 }
 
 
+namespace {
+
+// The names the Hugging Face Trainer (TrainingArguments), Megatron-LM and DeepSpeed give to what a key here sets:
+// what a user coming from them types first, matched by the unknown key's last part ("optimizer.learning_rate"). The
+// names that are a key's own last part here (weight_decay, max_grad_norm, output_dir) need no entry.
+const std::vector<std::pair<std::string, std::string>>& names_elsewhere() {
+  static const std::vector<std::pair<std::string, std::string>> names = {
+      {"learning_rate", "optimizer.lr"},
+      {"adam_beta1", "optimizer.beta1"},
+      {"adam_beta2", "optimizer.beta2"},
+      {"adam_epsilon", "optimizer.eps"},
+      {"adam_eps", "optimizer.eps"},
+      {"optim", "optimizer.name"},
+      {"clip_grad", "train.max_grad_norm"},
+      {"num_train_epochs", "train.epochs"},
+      {"train_iters", "train.max_steps"},
+      {"per_device_train_batch_size", "train.micro_batch"},
+      {"micro_batch_size", "train.micro_batch"},
+      {"global_batch_size", "train.global_batch"},
+      {"train_batch_size", "train.global_batch"},
+      {"gradient_accumulation_steps", "train.grad_accumulation"},
+      {"logging_steps", "train.log_every"},
+      {"lr_scheduler_type", "lr_schedule.decay"},
+      {"lr_decay_style", "lr_schedule.decay"},
+      {"lr_warmup_iters", "lr_schedule.warmup_steps"},
+      {"eval_steps", "eval.every_steps"},
+      {"eval_interval", "eval.every_steps"},
+      {"per_device_eval_batch_size", "eval.batch_size"},
+      {"predict_with_generate", "eval.generate"},
+      {"generation_max_length", "eval.max_new_tokens"},
+      {"save_steps", "checkpoint.every_steps"},
+      {"save_interval", "checkpoint.every_steps"},
+      {"save_total_limit", "checkpoint.keep_last"},
+      {"resume_from_checkpoint", "checkpoint.resume"},
+      {"run_name", "run.name"},
+      {"model_name_or_path", "model.init_from"},
+      {"tensor_model_parallel_size", "parallel.tp"},
+      {"gradient_checkpointing", "parallel.activation_checkpointing"},
+      {"recompute_granularity", "parallel.activation_checkpointing"},
+      {"bf16", "precision"},
+      {"fp16", "precision"},
+  };
+  return names;
+}
+
+}  // namespace
+
 std::string suggest_config_key(const std::string& unknown) {
   // A known key in the wrong section ("optimizer.warmup_steps", "max_steps" at the top level) is found by its leaf.
   const std::string leaf = split_key(unknown).second;
+  for (const auto& [name, key] : names_elsewhere()) {
+    if (leaf == name && key != unknown) return key;
+  }
   for (const Entry& e : registry()) {
     if (split_key(e.info.key).second == leaf && e.info.key != unknown) return e.info.key;
   }
@@ -289,7 +339,8 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
 }
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
-                          const std::function<void(RunConfig&)>& complete) {
+                          const std::function<void(RunConfig&)>& complete,
+                          const std::function<std::vector<ConfigError>(const RunConfig&)>& more_checks) {
   const std::string source = path.empty() ? "the default config" : path;
   RunConfig config;
   std::vector<std::string> errors;
@@ -306,7 +357,13 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     }
   }
   if (complete) complete(config);
-  const std::vector<ConfigError> invalid = validate(config);
+  std::vector<ConfigError> invalid = validate(config);
+  if (more_checks) {
+    for (ConfigError& e : more_checks(config)) {
+      const bool listed = std::any_of(invalid.begin(), invalid.end(), [&](const ConfigError& x) { return x.text() == e.text(); });
+      if (!listed) invalid.push_back(std::move(e));
+    }
+  }
   if (errors.empty()) {
     throw_if_errors(invalid, source);
     return config;

@@ -262,6 +262,14 @@ std::string enum_name(TelemetrySettings::CpuEnergy value);
 
 // ---- Loading and overrides (types and key names; ranges are validate()'s) ----
 
+// One problem of a config: the key and why.
+struct ConfigError {
+  std::string key;      // "train.max_steps"; for checks across keys, the key to change first
+  std::string message;  // the reason, without the key
+  std::string text() const { return key + ": " + message; }
+};
+
+
 // Reads a YAML file; keys not in it keep their defaults. Throws t5scale::Error listing every problem, each as
 // "<file>:<line>: <key>: <reason>": an unknown key (with the nearest known key), a value of the wrong type (the
 // value and the expected type), a value that is not one of an enum's names, a duplicate key, a YAML syntax
@@ -275,23 +283,20 @@ void apply_override(RunConfig& config, const std::string& assignment);
 // All of them, reporting every bad one at once.
 void apply_overrides(RunConfig& config, const std::vector<std::string>& assignments);
 // A program's config: the file at `path` (empty: every default) with `overrides` applied, then `complete` (the
-// program's own defaults, such as a step count when nothing sets one), then validate(). Throws one Error with every
-// problem at once: what did not load (types, names, keys) and every check, per key and across keys, on what did (a
-// check that concerns a key that did not load is left out: that key holds its default, not what was written).
+// program's own defaults, such as a step count when nothing sets one), then validate() and the program's
+// `more_checks` (t5scale-train: the world's and the files'; a problem both report is listed once). Throws one
+// Error with every problem at once: what did not load (types, names, keys) and every check, per key and across
+// keys, on what did (a check that concerns a key that did not load is left out: that key holds its default, not
+// what was written).
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
-                          const std::function<void(RunConfig&)>& complete = {});
+                          const std::function<void(RunConfig&)>& complete = {},
+                          const std::function<std::vector<ConfigError>(const RunConfig&)>& more_checks = {});
 
 // Every key, resolved, in the schema's order, as YAML that load_run_config reads back to an equal config
 // (floats in their shortest round-trip form; strings quoted).
 std::string to_yaml(const RunConfig& config);
 
 // ---- Validation ----
-
-struct ConfigError {
-  std::string key;      // "train.max_steps"; for checks across keys, the key to change first
-  std::string message;  // the reason, without the key
-  std::string text() const { return key + ": " + message; }
-};
 
 // Every problem that the config alone shows: each key's range or allowed values, and the checks across keys
 // (exactly one of max_steps / epochs, the model name, tp dividing the model, adafactor with zero1, early

@@ -374,6 +374,40 @@ TEST(RunConfigLoad, KeyInTheWrongSectionNamesItsSection) {
             "cfg.yaml:1: unknown key 'max_steps' (did you mean 'train.max_steps'?)");
 }
 
+TEST(RunConfigLoad, AKeyNamedAsOtherToolsNameItSuggestsOurs) {
+  // The Hugging Face Trainer's and Megatron-LM's names for what a key here sets, in any section or none.
+  EXPECT_EQ(error_of([] { parse_run_config("optimizer:\n  learning_rate: 0.001\n", "cfg.yaml"); }),
+            "cfg.yaml:2: unknown key 'optimizer.learning_rate' (did you mean 'optimizer.lr'?)");
+  EXPECT_EQ(error_of([] { parse_run_config("gradient_accumulation_steps: 4\n", "cfg.yaml"); }),
+            "cfg.yaml:1: unknown key 'gradient_accumulation_steps' (did you mean 'train.grad_accumulation'?)");
+  EXPECT_EQ(error_of([] { parse_run_config("train:\n  per_device_train_batch_size: 8\n", "cfg.yaml"); }),
+            "cfg.yaml:2: unknown key 'train.per_device_train_batch_size' (did you mean 'train.micro_batch'?)");
+  EXPECT_EQ(error_of([] { parse_run_config("tensor_model_parallel_size: 2\n", "cfg.yaml"); }),
+            "cfg.yaml:1: unknown key 'tensor_model_parallel_size' (did you mean 'parallel.tp'?)");
+  // Every name the table suggests is a key.
+  for (const char* name : {"learning_rate", "num_train_epochs", "save_total_limit", "bf16", "model_name_or_path"}) {
+    const std::string suggestion = suggest_config_key(name);
+    EXPECT_NO_THROW(config_value_text(RunConfig{}, suggestion)) << name << " -> " << suggestion;
+  }
+}
+
+TEST(RunConfigLoad, AProgramsOwnChecksAreListedWithTheConfigsInOnePass) {
+  // A shape key beside init_from (the config's own check), and what t5scale-train adds: the world and the files.
+  const std::string e = error_of([] {
+    load_run_config("", {"model.init_from=/no/such/folder", "model.num_heads=7", "train.max_steps=1", "parallel.tp=2"},
+                    {}, [](const RunConfig& c) {
+                      std::vector<ConfigError> errors = validate_for_world(c, 1);
+                      for (ConfigError& f : check_files(c)) errors.push_back(f);
+                      return errors;
+                    });
+  });
+  EXPECT_NE(e.find("model.num_heads: is set (7) with model.init_from"), std::string::npos) << e;
+  EXPECT_NE(e.find("parallel.tp: world size 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.init_from: '/no/such/folder' is neither a folder"), std::string::npos) << e;
+  // validate_for_world repeats validate()'s problems: each is listed once.
+  EXPECT_EQ(e.find("model.num_heads"), e.rfind("model.num_heads")) << e;
+}
+
 TEST(RunConfigLoad, FarFromEveryKeyHasNoSuggestion) {
   EXPECT_EQ(error_of([] { parse_run_config("train:\n  completely_different: 1\n", "cfg.yaml"); }),
             "cfg.yaml:2: unknown key 'train.completely_different'");

@@ -438,7 +438,16 @@ def scenario_refuse(job):
         printed = output.count("t5scale-train: error:")
         check(printed == 1, f"{sets}: the error is printed {printed} times:\n{output[-2000:]}")
         check(not os.path.exists(job.run_file("refused")), f"{sets}: a run file was written before refusing")
-    print(f"refuse: {len(cases)} bad configs refused before any compute")
+        # What the config, the world and the files show comes first, not after the resolved config's hundred lines.
+        check("resolved config" not in output, f"{sets}: the resolved config was printed before the refusal:\n"
+              f"{output[:2000]}")
+    # Problems of the config, the world and the files, in one list.
+    sets = ["train.max_steps=5", "parallel.tp=4", "model.num_heads=3", "data.dataset=/nonexistent/data.h5"]
+    result = subprocess.run(job.command(2, "refused", *sets), capture_output=True, text=True)
+    output = result.stdout + result.stderr
+    for expected in ["(3 problems)", "parallel.tp: world size 2", "num_heads 3", "data.dataset"]:
+        check(expected in output, f"{sets}: the one list of problems does not hold {expected!r}:\n{output[-2000:]}")
+    print(f"refuse: {len(cases) + 1} bad configs refused before any compute, before the resolved config")
 
 
 SENTENCES = ["the meeting moved to friday at noon", "anna will bring the slides and the coffee",
