@@ -229,7 +229,8 @@ bool config_change_needs_permission(const std::string& key) {
   // train.micro_batch and grad_accumulation split the global batch over the grid: what they change in the data
   // order is the global batch, which the resuming job compares as resolved (on another grid it may stay the same).
   static const std::vector<std::string> free_keys = {"run.name",         "run.study",         "run.output_dir",
-                                                      "run.planned_world_size", "train.log_every", "train.micro_batch",
+                                                      "run.planned_world_size", "train.log_every", "train.log_every_s",
+                                                      "train.micro_batch",
                                                       "train.grad_accumulation"};
   for (const auto& section : free_sections) {
     if (key.rfind(section, 0) == 0) return false;

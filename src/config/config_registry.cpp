@@ -526,6 +526,10 @@ const std::vector<Entry>& registry() {
     k.push_back(float_key(T5S_KEY(train, max_grad_norm), at_least(0),
                           "Clip the global gradient norm to this; 0 = no clipping."));
     k.push_back(int_key(T5S_KEY(train, log_every), at_least(1), "A log line every this many steps."));
+    k.push_back(float_key(T5S_KEY(train, log_every_s), at_least(0),
+                          "Also a step line, with the time left, when this many seconds have passed since the last "
+                          "one (and after the first step): slow steps show that the job lives. 0: only every "
+                          "log_every steps."));
     k.push_back(bool_key(T5S_KEY(train, freeze_embeddings), "Do not train the token embeddings."));
     k.push_back(bool_key(T5S_KEY(train, freeze_encoder), "Do not train the encoder stack."));
     k.push_back(string_key(

@@ -91,6 +91,7 @@ struct TrainSettings {
   BatchMode batch_mode = BatchMode::kFixedGlobal;
   double max_grad_norm = 1.0;  // 0 = no clipping
   int64_t log_every = 10;
+  double log_every_s = 30.0;  // also a step line when this long has passed since the last one (0: steps only)
   bool freeze_embeddings = false;
   bool freeze_encoder = false;
   std::string freeze_pattern;  // ECMAScript regex over parameter names; "" = none

@@ -29,6 +29,8 @@ int TrainingJob::run() {
   resolve();
   set_up_sampler();
   phase_ = "building the model and the optimizer";
+  log(msg("[t5scale] building the model and the optimizer",
+          config_.model.init_from.empty() ? std::string() : msg(", the weights from ", init_from_folder(config_))));
   set_up_model_and_trainer();
   set_up_records();
   install_preemption_handlers();
@@ -46,6 +48,8 @@ int TrainingJob::run() {
   }
 
   log(msg("[t5scale] training: ", lr_plan_.describe(), "; ", total_steps_ - step_, " steps to go"));
+  first_step_ = step_;
+  last_step_line_ = Clock::now();
   while (step_ < total_steps_) {
     // All ranks agree, once per step, on a signal and on a checkpoint that is due by the clock. The flags as they
     // stand before the step are reduced beside it and read after it, when the step's own read-back has waited for
@@ -53,14 +57,20 @@ int TrainingJob::run() {
     // starts after it came (and of that step's evaluation).
     const bool checkpoint_due_by_time =
         config_.checkpoint.every_minutes > 0 && seconds_since(last_checkpoint_) >= config_.checkpoint.every_minutes * 60;
+    // A step line due by the clock: rank 0's clock, since the line gathers every rank's telemetry. The first step's
+    // line is always due: with slow steps it is the first sign that training runs, with the time left.
+    const bool step_line_due_by_time =
+        step_ == first_step_ ||
+        (config_.train.log_every_s > 0 && seconds_since(last_step_line_) >= config_.train.log_every_s);
     torch::Tensor flags = torch::tensor({static_cast<int64_t>(preemption_signal() != 0),
-                                         static_cast<int64_t>(rank0() && checkpoint_due_by_time)},
+                                         static_cast<int64_t>(rank0() && checkpoint_due_by_time),
+                                         static_cast<int64_t>(rank0() && step_line_due_by_time)},
                                         torch::kInt64)
                               .to(device_);  // NCCL carries device tensors only
     grid_.world->all_reduce_max(flags);
 
     phase_ = msg("in training step ", step_ + 1);
-    if (!train_step()) {
+    if (!train_step(flags)) {
       log(msg("[t5scale] the loss is not finite at step ", step_ + 1, ": stopping (diverged); the last good "
               "checkpoint is kept"));
       return finish("diverged");
@@ -434,7 +444,7 @@ int64_t TrainingJob::device_share_bytes() const {
 
 // config_changes, carried from checkpoint to checkpoint) with the step from which it holds.
 
-bool TrainingJob::train_step() {
+bool TrainingJob::train_step(torch::Tensor& flags) {
   const auto step_start = Clock::now();
   // Data: this replica's micro-batches on the host, collated while the previous step ran (identical on the TP
   // ranks of the replica); the trainer copies them to the device. The data time is the wait for them.
@@ -457,8 +467,10 @@ bool TrainingJob::train_step() {
   observation.step_time_s = step_time_s;
   observation.data_time_s = data_time_s;
   observation.model_flops = data.model_flops;      // likewise, on the examples' own lengths
-  // The buffered telemetry is gathered for a log line and at each run-file flush.
-  const bool log_now = step_ % config_.train.log_every == 0 || step_ == total_steps_;
+  // The buffered telemetry is gathered for a log line and at each run-file flush. The flags were reduced beside the
+  // step: reading them now waits for nothing the step had not waited for.
+  flags = flags.cpu();
+  const bool log_now = step_ % config_.train.log_every == 0 || step_ == total_steps_ || flags[2].item<int64_t>() != 0;
   const bool gather_now = log_now || step_ % config_.telemetry.flush_every_steps == 0;
   const auto telemetry_start = Clock::now();
   const StepSummary summary = record_->observe_step(observation, gather_now);
@@ -475,6 +487,7 @@ bool TrainingJob::train_step() {
                   summary.mfu_text.c_str(), summary.memory_text.c_str(), format_duration(remaining_s).c_str(),
                   result.skipped ? " | skipped (fp16 overflow)" : "");
     log(line);
+    last_step_line_ = Clock::now();
   }
   return true;
 }
@@ -490,6 +503,12 @@ void TrainingJob::evaluate_now(bool final_evaluation) {
   options.pad_to_multiple_of = padded_length_multiple(config_);
   options.data_vocab_size = vocab_size_;
   auto& model = *trainer_->model();
+  // Said as it starts: an evaluation that generates may take minutes, with nothing else printed meanwhile.
+  const int64_t examples = options.max_examples > 0 ? std::min(options.max_examples, eval_examples_->size())
+                                                    : eval_examples_->size();
+  log(msg("[t5scale] evaluating at step ", step_, ": ", examples, " examples (", config_.eval.metrics,
+          options.generate ? msg("; greedy generations of up to ", options.max_new_tokens, " tokens") : std::string(),
+          ")"));
   const EvaluationResult result =
       evaluate(model, grid_, *eval_examples_, options, [this](const std::vector<int32_t>& ids) { return decode(ids); },
                device_);

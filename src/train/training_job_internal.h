@@ -142,7 +142,9 @@ class TrainingJob {
   bool resume_or_start();
   void accept_config_changes(const LoadedCheckpoint& loaded);
   void restore_rng(const LoadedCheckpoint& loaded);
-  bool train_step();  // false: stop (diverged)
+  // One optimizer step, its log line when due (every log_every steps, or when the step's agreed flags say the clock
+  // has made one due: flags[2]). False: stop (diverged).
+  bool train_step(torch::Tensor& flags);
   void evaluate_now(bool final_evaluation);
   void save_checkpoint();
   int finish(const std::string& status);  // the exit code of that ending
@@ -193,6 +195,8 @@ class TrainingJob {
   double telemetry_time_s_ = 0.0;  // the recording's cost over every attempt (the checkpoint carries it)
   std::optional<EarlyStopping> early_stopping_;
   Clock::time_point last_checkpoint_ = Clock::now();
+  Clock::time_point last_step_line_ = Clock::now();  // rank 0's last step line (or the training's start)
+  int64_t first_step_ = 0;                           // the step this attempt's training starts from
   int64_t last_checkpoint_step_ = -1;
 
   std::vector<std::string> config_changes_;  // "step N: key: before -> after", every attempt's, oldest first

@@ -381,11 +381,23 @@ def scenario_signal(job):
     check(text(attrs["status"]) == "preempted", f"status {text(attrs['status'])}")
     check(int(steps["step"].max()) == stopped_at, f"run file ends at {steps['step'].max()}, checkpoint {stopped_at}")
     print(f"signal: stopped at step {stopped_at} with exit code {code}")
-    job.run(4, "preempted", *settings)  # the requeued job
+    # The requeued job logs by the clock alone (a line every 0.3 s, and its first step's), as slow steps would.
+    started = time.time()
+    requeued_log = job.run(4, "preempted", *settings, "train.log_every=1000", "train.log_every_s=0.3")
+    elapsed_s = time.time() - started
     steps, attrs = read_steps(job.run_file("preempted"))
     check(text(attrs["status"]) == "completed" and int(attrs["resumed_from_step"]) == stopped_at,
           f"after the requeue: status {text(attrs['status'])}, resumed from {attrs['resumed_from_step']}")
     check(np.array_equal(steps["step"], np.arange(1, 121)), "steps after the requeue")
+    with open(requeued_log) as f:
+        requeued = f.read().split("preemption signal")[-1]
+    lines = re.findall(r"^step (\d+)/120 .*\| ETA \d+:\d\d:\d\d", requeued, re.M)
+    logged = [int(step) for step in lines]
+    check(logged[:1] == [stopped_at + 1], f"the requeued job's first step was not logged as it came: {logged}")
+    by_clock = [step for step in logged[1:] if step != 120]
+    check(len(by_clock) >= 1 and len(logged) <= elapsed_s / 0.3 + 3,
+          f"step lines by the clock (every 0.3 s of a {elapsed_s:.1f} s job): {logged}")
+    print(f"signal: the requeued job logged steps {logged} by the clock, each with the time left")
 
 
 def scenario_early_stop(job):
