@@ -118,6 +118,7 @@ class StepActivations {
         tied_(c.tie_word_embeddings),
         fused_norms_(in.on_gpu),
         fused_attention_(in.on_gpu && in.fused_attention),
+        padded_(in.padded),
         // A dropout's mask: one byte per element (at::native_dropout, on every device).
         mask_(dropout_ ? 1.0 : 0.0),
         every_(in.checkpoint_every_blocks),
@@ -193,11 +194,15 @@ class StepActivations {
   }
 
   // One attention's saved tensors for `queries` x `keys` tokens per row, besides its normed input: q, k, v and the
-  // heads' context for the output projection, and what its core keeps (none under selective recomputation).
+  // heads' context for the output projection, and what its core keeps (none under selective recomputation). A fused
+  // kernel writes its output in the (B, T, H, D) layout already, so the context is that same tensor (its
+  // contiguous() a view): counted once, the kernel adding only its log-sum-exp.
   double attention(double queries, double keys) const {
     const double q = e_ * rows_ * queries * inner_, kv = 2.0 * e_ * rows_ * keys * inner_;
     const double context = e_ * rows_ * queries * inner_;
-    return q + kv + context + (selective_ ? 0.0 : core(queries, keys));
+    if (selective_) return q + kv + context;
+    if (fused_attention_) return q + kv + core(queries, keys);
+    return q + kv + context + core(queries, keys);
   }
 
   // What an attention core keeps for backward: explicitly (the CPU, or a GPU's explicit path) the fp32 softmax, the
@@ -257,14 +262,15 @@ class StepActivations {
     double bytes = 2.0 * mask_ * held * d_model_ + e_ * (lm_head_input ? held : tokens) * d_model_ + norm(held) +
                    (lm_head_input ? e_ * held * d_model_ : 0.0);
     if (fused_attention_) {
-      // The encoder's bias carries the padding mask of each row, (B, H, S, S); the decoder's is (1, H, T, T).
-      bytes += e_ * heads_ * length * length * (lm_head_input ? 1.0 : rows_);
+      // The encoder's bias carries the padding mask of each row, (B, H, S, S), where a row is padded; the decoder's,
+      // and the encoder's of a batch without padding, are (1, H, L, L).
+      bytes += e_ * heads_ * length * length * (lm_head_input || !padded_ ? 1.0 : rows_);
     }
     return bytes;
   }
 
   double e_, rows_, source_, target_, d_model_, heads_, inner_, d_ff_, vocab_, split_;
-  bool dropout_, gated_, tied_, fused_norms_, fused_attention_;
+  bool dropout_, gated_, tied_, fused_norms_, fused_attention_, padded_;
   double mask_;
   int64_t every_;
   bool selective_;

@@ -51,6 +51,10 @@ struct MemoryInputs {
   // On a GPU, SDPA's fused attention kernel (the model's default there); false: the explicit path, whose scores the
   // step keeps as the CPU's do (t5scale-bench --attention explicit). The CPU always runs the explicit path.
   bool fused_attention = true;
+  // A micro-batch with padding (rows shorter than the longest, the usual case): the encoder's position bias carries
+  // each row's mask, (B, H, S, S), and the cross-attention a mask; false: every row of the full lengths (the trainer
+  // then passes no mask, the bias stays (1, H, S, S) and the cross-attention runs SDPA's flash kernel).
+  bool padded = true;
   int64_t frozen_parameters_per_rank = 0;  // of this rank's shard: no gradients, no optimizer state
 };
 

@@ -68,13 +68,51 @@ const std::vector<Interconnect>& interconnects() {
   return table;
 }
 
-// What reaches the hardware's figures: large bf16 GEMMs with cuBLAS 55-72% of the dense peak and attention-shaped
-// (64-wide) products 30-45% (the H100 step model's ranges, and on an H200 one TP=8 shard of T5-v1.1-XXL ran at 36.8%
-// MFU inside its predicted 34-42%: docs/BENCHMARKS.md); bandwidth-bound kernels 80-90% of HBM; NCCL's bus bandwidth
-// about 80% of a link's; a step of NCCL's tree 2 us on NVLink.
-constexpr double kMatmulEfficiencyBySmallestDim[][2] = {{16, 0.05}, {64, 0.37}, {256, 0.50}, {1024, 0.65},
-                                                        {4096, 0.72}};
-constexpr double kBandwidthEfficiency = 0.85;
+// What t5scale's own step reached on one H200 (results/gpu/NVIDIA_H200/2026-11-26/, its README), per kernel class
+// as a share of the H200's datasheet figures: the GPU whose figures are measured. Another GPU gets its own
+// datasheet's figures at the same shares (scaled, not measured: its kernels may reach other shares).
+constexpr const char* kMeasuredGpu = "H200";
+constexpr const char* kMeasuredSource =
+    "t5scale-bench on one H200, 2026-11-26 (results/gpu/NVIDIA_H200/2026-11-26/: the T5-3B 147/26 step's kernel "
+    "profile by class, 2-bench-profile/bench/t5-3b-147-26.log and 5-attention-and-rows/t5-3b-147-26-explicit.log; "
+    "the biased attention timed alone, attention_kernels.json; the optimizer phase of the eight rows)";
+// Matrix products (cuBLAS's nvjet kernels) by their smallest dimension, of the dense peak: 76% for T5-3B's, whose
+// smallest is 1024 (124.8 ms for 94 TFLOP; none wider was measured); 50% for the 512 of a T5-v1.1-XXL TP=8 shard's
+// attention projections (its two rows' steps, the rest of them timed as above); the narrower classes, which the
+// explicit path's per-head products fall in, as the explicit rows' steps hold them.
+constexpr double kMatmulEfficiencyBySmallestDim[][2] = {{16, 0.05}, {64, 0.37}, {256, 0.45}, {512, 0.50},
+                                                        {1024, 0.76}};
+// Elementwise kernels, norms, dropout and copies of the step, of HBM: their bytes as the model counts them against
+// the profile's 42.1 ms of them.
+constexpr double kElementwiseBandwidthEfficiency = 0.75;
+// The optimizer phase: 46 bytes per parameter (fp32 gradient, master, two moments, the bf16 copy back) at 12.7 ps
+// per parameter in every row, 3.62 TB/s.
+constexpr double kOptimizerBandwidthEfficiency = 0.755;
+// The explicit path (t5-3b-147-26-explicit.log against the SDPA profile): its heads' strided copies (71 ms more of
+// copies: the q, k, v views and their gradients), and its products over 147 keys on cuBLAS's align1 kernels (55 ms
+// more of products, for 2 TFLOP).
+constexpr double kStridedCopyBandwidthEfficiency = 0.2;
+constexpr double kUnalignedMatmulEfficiency = 0.135;
+// SDPA's fused kernels, of the dense peak, on the FLOPs of their padded tiles (the tiles are the kernels' own,
+// PyTorch 2.11: memory-efficient forward 64 x 64 up to d 64, 64 x 128 up to 128; backward 64 x 64, 128 x 128; flash
+// forward 128 x 64 or 128 x 32, backward 128 x 128 or 64 x 128). d 128: the profile's kernels (the memory-efficient
+// forward 14.7 ms, backward 62.9 ms; flash 2.7 and 7.4 ms); d 64: the memory-efficient kernel timed alone at
+// 64 x 8 x 512 x 64 and 256 x 12 x 512 x 64, at the share of the step's rate the kernel timed alone reached at d 128.
+struct FusedAttentionShare {
+  const char* kernel;
+  int64_t max_head_dim, forward_query_tile, forward_key_tile, backward_query_tile, backward_key_tile;
+  double forward_share, backward_share;
+};
+constexpr FusedAttentionShare kFusedAttentionShares[] = {
+    {"memory_efficient", 64, 64, 64, 64, 64, 0.085, 0.070},
+    {"memory_efficient", 128, 64, 128, 128, 128, 0.0996, 0.0828},
+    {"flash", 64, 128, 64, 128, 128, 0.17, 0.12},
+    {"flash", 128, 128, 32, 64, 128, 0.196, 0.141},
+};
+// The step's idle device time: the T5-3B step's kernels kept the H200 busy 286.0 of its 294.5 ms, over the 45,630
+// operators the step dispatches (operators_per_step).
+constexpr double kDeviceIdlePerOperatorS = 0.186e-6;
+// Not measured here: NCCL's bus bandwidth about 80% of a link's, a step of NCCL's tree 2 us on NVLink.
 constexpr double kLinkEfficiency = 0.80;
 constexpr double kNvlinkLatencyS = 2e-6;
 // LibTorch's host time per profiled operator (the dispatch of each ATen call, nested calls included), as
@@ -122,6 +160,36 @@ double MachineRates::matmul_rate(double min_dim) const {
     }
   }
   return matmul.back().flops_per_s;
+}
+
+namespace {
+
+double padded(double length, int64_t tile) {
+  const double t = static_cast<double>(std::max<int64_t>(tile, 1));
+  return std::ceil(length / t) * t;
+}
+
+}  // namespace
+
+double FusedAttentionRate::forward_seconds(double batched_heads, double queries, double keys, double head_dim) const {
+  if (batched_heads <= 0 || queries <= 0 || keys <= 0) return 0.0;
+  return 4.0 * batched_heads * padded(queries, forward_query_tile) * padded(keys, forward_key_tile) * head_dim /
+         forward_flops_per_s;
+}
+
+double FusedAttentionRate::backward_seconds(double batched_heads, double queries, double keys, double head_dim) const {
+  if (batched_heads <= 0 || queries <= 0 || keys <= 0) return 0.0;
+  return 10.0 * batched_heads * padded(queries, backward_query_tile) * padded(keys, backward_key_tile) * head_dim /
+         backward_flops_per_s;
+}
+
+const FusedAttentionRate* MachineRates::fused_attention_rate(const std::string& kernel, int64_t head_dim) const {
+  const FusedAttentionRate* best = nullptr;
+  for (const FusedAttentionRate& r : fused_attention) {
+    if (r.kernel != kernel || r.max_head_dim < head_dim) continue;
+    if (best == nullptr || r.max_head_dim < best->max_head_dim) best = &r;
+  }
+  return best;
 }
 
 double MachineRates::matmul_seconds(double m, double n, double k) const {
@@ -183,7 +251,26 @@ std::vector<std::string> MachineRates::problems() const {
     }
   }
   if (!(memory_bandwidth_bytes_per_s > 0)) out.push_back("memory_bandwidth_bytes_per_s: must be > 0");
+  if (!(optimizer_bandwidth_bytes_per_s >= 0)) out.push_back("optimizer_bandwidth_bytes_per_s: must be >= 0");
+  if (!(strided_copy_bandwidth_bytes_per_s >= 0)) out.push_back("strided_copy_bandwidth_bytes_per_s: must be >= 0");
+  if (!(unaligned_matmul_efficiency > 0 && unaligned_matmul_efficiency <= 1)) {
+    out.push_back("unaligned_matmul_efficiency: must be in (0, 1]");
+  }
+  for (size_t i = 0; i < fused_attention.size(); ++i) {
+    const FusedAttentionRate& a = fused_attention[i];
+    if (a.kernel != "memory_efficient" && a.kernel != "flash") {
+      out.push_back(msg("fused_attention[", i, "].kernel: '", a.kernel, "' is not memory_efficient or flash"));
+    }
+    if (a.max_head_dim < 1) out.push_back(msg("fused_attention[", i, "].max_head_dim: must be >= 1"));
+    if (a.forward_query_tile < 1 || a.forward_key_tile < 1 || a.backward_query_tile < 1 || a.backward_key_tile < 1) {
+      out.push_back(msg("fused_attention[", i, "]: every tile must be >= 1"));
+    }
+    if (!(a.forward_flops_per_s > 0 && a.backward_flops_per_s > 0)) {
+      out.push_back(msg("fused_attention[", i, "]: forward_flops_per_s and backward_flops_per_s must be > 0"));
+    }
+  }
   if (!(op_latency_s >= 0)) out.push_back("op_latency_s: must be >= 0");
+  if (!(device_idle_per_operator_s >= 0)) out.push_back("device_idle_per_operator_s: must be >= 0");
   if (!(compute_efficiency > 0 && compute_efficiency <= 1.5)) out.push_back("compute_efficiency: must be in (0, 1.5]");
   if (cores_per_node < 0) out.push_back("cores_per_node: must be >= 0");
   if (threads_per_rank < 1) out.push_back("threads_per_rank: must be >= 1");
@@ -243,15 +330,27 @@ std::optional<MachineRates> published_machine_rates(const std::string& gpu, cons
       throw Error(msg("interconnect '", link_name, "' has no published figures (known: ", join(names, ", "), ")"));
     }
     MachineRates r;
-    r.name = g.names.front() + " + " + ic->name + " (published)";
-    r.source = g.source + "; between nodes " + ic->what +
-               "; at the efficiencies large GEMMs, attention-shaped products, HBM-bound kernels and NCCL reach "
-               "(plan/machine_rates.cpp)";
+    const bool measured = std::find(g.names.begin(), g.names.end(), kMeasuredGpu) != g.names.end();
+    r.name = g.names.front() + " + " + ic->name +
+             (measured ? std::string(" (measured on an H200)") : " (scaled from the H200's measurements)");
+    r.source = g.source + "; between nodes " + ic->what + "; kernel classes at the shares of the datasheet figures " +
+               (measured ? std::string("measured: ") : "measured on an H200 and scaled by the datasheets: ") +
+               kMeasuredSource + " (plan/machine_rates.cpp)";
     for (const auto& [dim, efficiency] : kMatmulEfficiencyBySmallestDim) {
       r.matmul.push_back({static_cast<int64_t>(dim), efficiency * g.dense_peak_flops});
     }
-    r.memory_bandwidth_bytes_per_s = kBandwidthEfficiency * g.hbm_bytes_per_s;
+    r.memory_bandwidth_bytes_per_s = kElementwiseBandwidthEfficiency * g.hbm_bytes_per_s;
+    r.optimizer_bandwidth_bytes_per_s = kOptimizerBandwidthEfficiency * g.hbm_bytes_per_s;
+    r.strided_copy_bandwidth_bytes_per_s = kStridedCopyBandwidthEfficiency * g.hbm_bytes_per_s;
+    r.unaligned_matmul_efficiency = kUnalignedMatmulEfficiency;
+    for (const FusedAttentionShare& a : kFusedAttentionShares) {
+      r.fused_attention.push_back({a.kernel, a.max_head_dim, a.forward_query_tile, a.forward_key_tile,
+                                   a.backward_query_tile, a.backward_key_tile, a.forward_share * g.dense_peak_flops,
+                                   a.backward_share * g.dense_peak_flops,
+                                   measured ? "measured" : "scaled from the H200's by the dense peak"});
+    }
     r.op_latency_s = kGpuHostOpLatencyS;
+    r.device_idle_per_operator_s = kDeviceIdlePerOperatorS;
     r.asynchronous_device = true;
     r.power_w_per_device = g.power_w;
     LinkRates nvlink;
@@ -324,7 +423,23 @@ std::string machine_rates_json(const MachineRates& r) {
   j["matmul"] = nlohmann::ordered_json::array();
   for (const MatmulRate& m : r.matmul) j["matmul"].push_back({{"min_dim", m.min_dim}, {"flops_per_s", m.flops_per_s}});
   j["memory_bandwidth_bytes_per_s"] = r.memory_bandwidth_bytes_per_s;
+  j["optimizer_bandwidth_bytes_per_s"] = r.optimizer_bandwidth_bytes_per_s;
+  j["strided_copy_bandwidth_bytes_per_s"] = r.strided_copy_bandwidth_bytes_per_s;
+  j["unaligned_matmul_efficiency"] = r.unaligned_matmul_efficiency;
+  j["fused_attention"] = nlohmann::ordered_json::array();
+  for (const FusedAttentionRate& a : r.fused_attention) {
+    j["fused_attention"].push_back({{"kernel", a.kernel},
+                                    {"max_head_dim", a.max_head_dim},
+                                    {"forward_query_tile", a.forward_query_tile},
+                                    {"forward_key_tile", a.forward_key_tile},
+                                    {"backward_query_tile", a.backward_query_tile},
+                                    {"backward_key_tile", a.backward_key_tile},
+                                    {"forward_flops_per_s", a.forward_flops_per_s},
+                                    {"backward_flops_per_s", a.backward_flops_per_s},
+                                    {"source", a.source}});
+  }
   j["op_latency_s"] = r.op_latency_s;
+  j["device_idle_per_operator_s"] = r.device_idle_per_operator_s;
   j["compute_efficiency"] = r.compute_efficiency;
   j["asynchronous_device"] = r.asynchronous_device;
   j["cores_per_node"] = r.cores_per_node;
@@ -371,7 +486,10 @@ MachineRates read_machine_rates(const std::string& path) {
     throw Error(msg("machine rates file ", path, ": not JSON (", e.what(), ")"));
   }
   const std::string where = "machine rates file " + path;
-  check_keys(j, {"schema", "name", "source", "matmul", "memory_bandwidth_bytes_per_s", "op_latency_s", "compute_efficiency",
+  check_keys(j, {"schema", "name", "source", "matmul", "memory_bandwidth_bytes_per_s", "optimizer_bandwidth_bytes_per_s",
+                 "strided_copy_bandwidth_bytes_per_s", "unaligned_matmul_efficiency", "fused_attention", "op_latency_s",
+                 "device_idle_per_operator_s",
+                 "compute_efficiency",
                  "asynchronous_device", "cores_per_node", "threads_per_rank", "nodes_per_host", "busy_host",
                  "power_w_per_device", "links"},
              where);
@@ -388,7 +506,41 @@ MachineRates read_machine_rates(const std::string& path) {
     r.matmul.push_back({static_cast<int64_t>(number(j["matmul"][i], "min_dim", at)), number(j["matmul"][i], "flops_per_s", at)});
   }
   r.memory_bandwidth_bytes_per_s = number(j, "memory_bandwidth_bytes_per_s", where);
+  // Keys a rates file of an earlier version lacks keep their defaults: the model as it timed such a machine.
+  if (j.contains("optimizer_bandwidth_bytes_per_s")) {
+    r.optimizer_bandwidth_bytes_per_s = number(j, "optimizer_bandwidth_bytes_per_s", where);
+  }
+  if (j.contains("strided_copy_bandwidth_bytes_per_s")) {
+    r.strided_copy_bandwidth_bytes_per_s = number(j, "strided_copy_bandwidth_bytes_per_s", where);
+  }
+  if (j.contains("unaligned_matmul_efficiency")) {
+    r.unaligned_matmul_efficiency = number(j, "unaligned_matmul_efficiency", where);
+  }
+  if (j.contains("fused_attention")) {
+    if (!j["fused_attention"].is_array()) throw Error(msg(where, ": fused_attention: expected a list"));
+    for (size_t i = 0; i < j["fused_attention"].size(); ++i) {
+      const std::string at = msg(where, ": fused_attention[", i, "]");
+      const auto& o = j["fused_attention"][i];
+      check_keys(o, {"kernel", "max_head_dim", "forward_query_tile", "forward_key_tile", "backward_query_tile",
+                     "backward_key_tile", "forward_flops_per_s", "backward_flops_per_s", "source"}, at);
+      if (!o.contains("kernel") || !o["kernel"].is_string()) throw Error(msg(at, ": kernel: expected a name"));
+      FusedAttentionRate a;
+      a.kernel = o["kernel"].get<std::string>();
+      a.max_head_dim = static_cast<int64_t>(number(o, "max_head_dim", at));
+      a.forward_query_tile = static_cast<int64_t>(number(o, "forward_query_tile", at));
+      a.forward_key_tile = static_cast<int64_t>(number(o, "forward_key_tile", at));
+      a.backward_query_tile = static_cast<int64_t>(number(o, "backward_query_tile", at));
+      a.backward_key_tile = static_cast<int64_t>(number(o, "backward_key_tile", at));
+      a.forward_flops_per_s = number(o, "forward_flops_per_s", at);
+      a.backward_flops_per_s = number(o, "backward_flops_per_s", at);
+      a.source = o.value("source", std::string());
+      r.fused_attention.push_back(a);
+    }
+  }
   r.op_latency_s = number(j, "op_latency_s", where);
+  if (j.contains("device_idle_per_operator_s")) {
+    r.device_idle_per_operator_s = number(j, "device_idle_per_operator_s", where);
+  }
   if (j.contains("compute_efficiency")) r.compute_efficiency = number(j, "compute_efficiency", where);
   if (j.contains("asynchronous_device")) {
     if (!j["asynchronous_device"].is_boolean()) throw Error(msg(where, ".asynchronous_device: expected true or false"));

@@ -1,8 +1,9 @@
 // What a machine does per second, as the step-time model (plan/step_time_model.h) needs it: matrix products by
 // shape class, memory bandwidth, the host's time per dispatched operator, and each link's latency and bandwidth for
 // collectives. Two origins: `t5scale-bench --calibrate` measures the machine at hand into a rates file (JSON, schema
-// t5scale-machine-rates/1), and published figures for H100, H200, A100 and V100 with NVLink and InfiniBand ship as
-// defaults, each with its source, for planning machines that are not at hand.
+// t5scale-machine-rates/1), and figures for H100, H200, A100 and V100 with NVLink and InfiniBand ship as defaults for
+// planning machines that are not at hand: the kernel classes t5scale's step reached on an H200 (measured there),
+// as shares of the datasheet figures that scale them to the other GPUs (scaled, and named so).
 //
 //   MachineRates rates = read_machine_rates("rates.json");           // or published_machine_rates("A100-80GB")
 //   double s = rates.matmul_seconds(m, n, k);                        // one product, at its shape class's rate
@@ -44,12 +45,41 @@ struct BusyHostSlowdown {
   std::string source;
 };
 
+// A fused attention kernel's rate (SDPA's on a GPU): the FLOPs of the tiles it computes, queries and keys each
+// padded up to the kernel's tile, per second; forward (4 q k d per row and head: scores and weighted values) and
+// backward (10 q k d: the scores made again and four products) apart. Padding matters at T5's lengths: 147 keys
+// fill two tiles of 128. Of a kernel's entries the one for the smallest max_head_dim at or above d_kv serves.
+struct FusedAttentionRate {
+  std::string kernel;        // "memory_efficient" (a bias with its gradient: T5's self-attention) or "flash" (none)
+  int64_t max_head_dim = 0;  // d_kv this entry serves up to
+  int64_t forward_query_tile = 1, forward_key_tile = 1;
+  int64_t backward_query_tile = 1, backward_key_tile = 1;
+  double forward_flops_per_s = 0.0;
+  double backward_flops_per_s = 0.0;
+  std::string source;
+
+  double forward_seconds(double batched_heads, double queries, double keys, double head_dim) const;
+  double backward_seconds(double batched_heads, double queries, double keys, double head_dim) const;
+};
+
 struct MachineRates {
   std::string name;    // "A100-80GB (published)", "calibrated on host x"
   std::string source;  // where the figures come from
   std::vector<MatmulRate> matmul;      // in the compute dtype, ascending min_dim
   double memory_bandwidth_bytes_per_s = 0.0;  // elementwise kernels and the optimizer: bytes read + written
+  // The optimizer's one fused pass over the parameters' streams, where it was measured apart (0: the memory bandwidth).
+  double optimizer_bandwidth_bytes_per_s = 0.0;
+  // The explicit attention path's head-layout copies (a strided read, 0: the memory bandwidth).
+  double strided_copy_bandwidth_bytes_per_s = 0.0;
+  // The share of its shape class's rate a product reaches when a dimension is not a multiple of 8 elements (cuBLAS
+  // falls back to its unaligned kernels; 1: no difference, as on a CPU).
+  double unaligned_matmul_efficiency = 1.0;
+  // A GPU's fused attention kernels (empty: the attention core is timed as its two products).
+  std::vector<FusedAttentionRate> fused_attention;
   double op_latency_s = 0.0;           // host time per dispatched operator (LibTorch's dispatch, a kernel launch)
+  // A GPU's idle time per dispatched operator while the host keeps ahead: the gaps between the step's kernels and
+  // their tails, which no kernel class holds (0: none counted, as on a CPU, whose rates hold them).
+  double device_idle_per_operator_s = 0.0;
   // The share of the matmul and bandwidth rates above that a training step's own kernels reach (their shapes,
   // transposed operands, cache misses; not the optimizer's one fused pass): 1 for published figures, whose
   // efficiencies are in the rates; --calibrate measures it on the tiny T5's step (machine_calibration.h).
@@ -68,6 +98,14 @@ struct MachineRates {
   // Seconds of one (m x k) @ (k x n) product at its shape class's rate (2 m n k FLOPs).
   double matmul_seconds(double m, double n, double k) const;
   double matmul_rate(double min_dim) const;
+  // The entry of `kernel` serving heads of head_dim; nullptr when there is none.
+  const FusedAttentionRate* fused_attention_rate(const std::string& kernel, int64_t head_dim) const;
+  double optimizer_bandwidth() const {
+    return optimizer_bandwidth_bytes_per_s > 0 ? optimizer_bandwidth_bytes_per_s : memory_bandwidth_bytes_per_s;
+  }
+  double strided_copy_bandwidth() const {
+    return strided_copy_bandwidth_bytes_per_s > 0 ? strided_copy_bandwidth_bytes_per_s : memory_bandwidth_bytes_per_s;
+  }
   // The link entry for a collective: the scope's entry measured with the nearest ranks per node, then the nearest
   // group size. Throws an Error naming the scope when the rates have none.
   const LinkRates& link(const std::string& scope, int64_t ranks_per_node, int64_t group_size) const;

@@ -20,11 +20,16 @@ struct Work {
   double bytes = 0.0;  // elementwise: read + written
   double operators = 0.0;
   double tp_s = 0.0;   // TP collectives
+  double attention_s = 0.0;  // the attention cores' own kernels: fused ones, or the explicit path's head copies
   Work& operator+=(const Work& o) {
-    matmul_s += o.matmul_s, bytes += o.bytes, operators += o.operators, tp_s += o.tp_s;
+    matmul_s += o.matmul_s, bytes += o.bytes, operators += o.operators, tp_s += o.tp_s, attention_s += o.attention_s;
     return *this;
   }
-  Work times(double k) const { return Work{matmul_s * k, bytes * k, operators * k, tp_s * k}; }
+  Work operator-(const Work& o) const {
+    return Work{matmul_s - o.matmul_s, bytes - o.bytes, operators - o.operators, tp_s - o.tp_s,
+                attention_s - o.attention_s};
+  }
+  Work times(double k) const { return Work{matmul_s * k, bytes * k, operators * k, tp_s * k, attention_s * k}; }
 };
 
 class StepWork {
@@ -45,7 +50,9 @@ class StepWork {
         vocab_(static_cast<double>(c.vocab_size / tp_)),
         split_(in.memory.sequence_parallel && tp_ > 1 ? static_cast<double>(tp_) : 1.0),
         dropout_(c.dropout_rate > 0.0),
-        fused_attention_(in.memory.on_gpu && in.memory.fused_attention) {
+        on_gpu_(in.memory.on_gpu),
+        fused_attention_(in.memory.on_gpu && in.memory.fused_attention),
+        padded_(in.memory.padded) {
     if (tp_ > 1) tp_link_ = &rates.link("intra_node", in.ranks_per_node, tp_);
   }
 
@@ -63,19 +70,26 @@ class StepWork {
     w += feed_forward(t_);
     return w;
   }
-  // Backward: twice the forward's products (the fused attention kernel recomputes its probabilities: 2.5x its
-  // core), about twice its bytes, its operators at the backward's count, its collectives again (the entries'
-  // input gradients; the cross-attention's keys and values add one over the source).
-  Work encoder_backward() const { return backward_of(encoder_forward(), encoder_core(), 2); }
+  // Backward: twice the forward's products and 1.5 times its bytes outside the attention cores, the cores' own
+  // backward, its operators at the backward's count, its collectives again (the entries' input gradients; the
+  // cross-attention's keys and values add one over the source).
+  Work encoder_backward() const { return backward_of(encoder_forward(), encoder_core(), encoder_core_backward(), 2); }
   Work decoder_backward() const {
-    Work w = backward_of(decoder_forward(), decoder_cores(), 3);
+    Work w = backward_of(decoder_forward(), decoder_cores(), decoder_cores_backward(), 3);
     w.tp_s += tp_collective(rows_ * s_ * d_ * e_);  // the cross-attention keys' and values' input, over the source
     return w;
   }
-  Work encoder_core() const { return core(s_, s_); }
+  // The self-attentions carry the position bias; the cross-attention a mask only where rows are padded.
+  Work encoder_core() const { return core(s_, s_, true); }
   Work decoder_cores() const {
-    Work w = core(t_, t_);
-    w += core(t_, s_);
+    Work w = core(t_, t_, true);
+    w += core(t_, s_, padded_);
+    return w;
+  }
+  Work encoder_core_backward() const { return core_backward(s_, s_, true); }
+  Work decoder_cores_backward() const {
+    Work w = core_backward(t_, t_, true);
+    w += core_backward(t_, s_, padded_);
     return w;
   }
 
@@ -134,7 +148,7 @@ class StepWork {
     const double m = rows_ * tokens;
     w.matmul_s = 4.0 * rates_.matmul_seconds(m, inner_, d_);
     w.bytes = 2.0 * e_ * m * inner_;
-    w += core(tokens, tokens);
+    w += core(tokens, tokens, true);
     return w;
   }
   // q and o over the target, k and v over the source.
@@ -142,19 +156,72 @@ class StepWork {
     Work w;
     w.matmul_s = 2.0 * rates_.matmul_seconds(rows_ * t_, inner_, d_) + 2.0 * rates_.matmul_seconds(rows_ * s_, inner_, d_);
     w.bytes = 2.0 * e_ * rows_ * t_ * inner_;
-    w += core(t_, s_);
+    w += core(t_, s_, padded_);
     return w;
   }
-  // Scores and weighted values of `queries` against `keys` per row and head; the explicit path also writes the
-  // scores with the bias, the softmax and the dropout over them.
-  Work core(double queries, double keys) const {
+
+  // The fused kernel SDPA runs for an attention with a bias or mask (the memory-efficient one, the only one that
+  // takes a bias needing its gradient) or without (flash, where the rates have it); nullptr: the rates time no fused
+  // kernels (a CPU's, or a rates file without them), and the core is timed as its two products.
+  const FusedAttentionRate* fused_kernel(bool biased) const {
+    if (!fused_attention_) return nullptr;
+    const int64_t head_dim = c_.d_kv;
+    if (!biased) {
+      if (const FusedAttentionRate* flash = rates_.fused_attention_rate("flash", head_dim)) return flash;
+    }
+    return rates_.fused_attention_rate("memory_efficient", head_dim);
+  }
+  // A product over `keys` in one of its leading dimensions: cuBLAS's unaligned kernels when that is not a multiple
+  // of 8 elements (147 keys: a third of the aligned rate, t5-3b-147-26-explicit.log).
+  double aligned_share(double keys) const {
+    return std::fmod(keys, 8.0) == 0.0 ? 1.0 : rates_.unaligned_matmul_efficiency;
+  }
+  // Scores and weighted values of `queries` against `keys` per row and head, forward. Fused: the kernel's padded
+  // tiles at its measured rate, and the bias it reads. Explicit: the two batched products, the scores written with
+  // the bias, the softmax and the dropout over them, and the heads' copies.
+  Work core(double queries, double keys, bool biased) const {
     Work w;
     const double batched = rows_ * heads_;
-    w.matmul_s = batched * (rates_.matmul_seconds(queries, keys, d_kv_) + rates_.matmul_seconds(queries, d_kv_, keys));
+    if (const FusedAttentionRate* kernel = fused_kernel(biased)) {
+      w.attention_s = kernel->forward_seconds(batched, queries, keys, d_kv_);
+      if (biased) w.bytes = e_ * batched * queries * keys;
+      return w;
+    }
+    w.matmul_s = batched * (rates_.matmul_seconds(queries, keys, d_kv_) + rates_.matmul_seconds(queries, d_kv_, keys)) /
+                 aligned_share(keys);
     if (!fused_attention_) {
-      w.bytes = batched * queries * keys * (3.0 * e_ + 2.0 * e_ + (dropout_ ? 2.0 * e_ + 1.0 : 0.0));
+      w.bytes = batched * queries * keys * explicit_bytes_per_score(false);
+      // On a GPU the heads' transposed views of q, k and v made contiguous for the products, read and written.
+      if (on_gpu_) w.attention_s = 2.0 * e_ * rows_ * inner_ * (queries + 2.0 * keys) / rates_.strided_copy_bandwidth();
     }
     return w;
+  }
+  // Its backward. Fused: the kernel's backward tiles; it reads the bias and writes the bias's gradient, which the
+  // stack sums in fp32 over its blocks. Explicit: twice the products (four of them), 1.5 times the bytes and twice
+  // the copies. A fused kernel the rates do not time: its products made again, 2.5 times the forward's.
+  Work core_backward(double queries, double keys, bool biased) const {
+    Work w;
+    const double batched = rows_ * heads_;
+    if (const FusedAttentionRate* kernel = fused_kernel(biased)) {
+      w.attention_s = kernel->backward_seconds(batched, queries, keys, d_kv_);
+      if (biased) w.bytes = (2.0 * e_ + e_ + 8.0) * batched * queries * keys;
+      return w;
+    }
+    const Work forward = core(queries, keys, biased);
+    w.matmul_s = (fused_attention_ ? 2.5 : 2.0) * forward.matmul_s;
+    w.bytes = fused_attention_ ? 0.0 : batched * queries * keys * explicit_bytes_per_score(true);
+    w.attention_s = 2.0 * forward.attention_s;
+    return w;
+  }
+  // The explicit path's bytes per score, read and written. On a GPU the kernels as the profile lists them: the
+  // bias added (3e), the cast to fp32 and back (e + 4, 4 + e), the softmax (8) and the dropout (2e + 1); backward
+  // the same in reverse with the softmax's gradient reading two (12) and the bias's gradient summed (e + 4). On a CPU
+  // (fp32, no casts) as its calibration measured them: 5e forward and dropout, 1.5 times that backward.
+  double explicit_bytes_per_score(bool backward) const {
+    const double dropout = dropout_ ? 2.0 * e_ + 1.0 : 0.0;
+    if (!on_gpu_) return (backward ? 1.5 : 1.0) * (5.0 * e_ + dropout);
+    const double casts = e_ == 4.0 ? 0.0 : 2.0 * (e_ + 4.0);
+    return backward ? (e_ + 4.0) + casts + 12.0 + dropout : 3.0 * e_ + casts + 8.0 + dropout;
   }
   Work feed_forward(double tokens) const {
     Work w;
@@ -162,13 +229,16 @@ class StepWork {
     const bool gated = c_.feed_forward == FeedForwardKind::kGatedGelu;
     w.matmul_s = (gated ? 3.0 : 2.0) * rates_.matmul_seconds(m, ff_, d_);
     w.bytes = m * ff_ * (gated ? 6.0 : 2.0) * e_;
+    // On a GPU the dropout between the two projections is a kernel of its own (the CPU's measured rates hold it).
+    if (on_gpu_ && dropout_) w.bytes += m * ff_ * (2.0 * e_ + 1.0);
     return w;
   }
-  Work backward_of(const Work& forward, const Work& cores, int sublayers) const {
+  Work backward_of(const Work& forward, const Work& cores, const Work& cores_backward, int sublayers) const {
+    const Work outside_cores = forward - cores;
     Work w;
-    const double core_extra = fused_attention_ ? 0.5 : 0.0;
-    w.matmul_s = 2.0 * forward.matmul_s + core_extra * cores.matmul_s;
-    w.bytes = 1.5 * forward.bytes;
+    w.matmul_s = 2.0 * outside_cores.matmul_s + cores_backward.matmul_s;
+    w.bytes = 1.5 * outside_cores.bytes + cores_backward.bytes;
+    w.attention_s = cores_backward.attention_s;
     w.operators = static_cast<double>(kOperatorsPerSublayerBackward * sublayers);
     w.tp_s = forward.tp_s;
     return w;
@@ -178,7 +248,7 @@ class StepWork {
   const MachineRates& rates_;
   const int tp_;
   const double e_, rows_, s_, t_, d_, inner_, heads_, d_kv_, ff_, vocab_, split_;
-  const bool dropout_, fused_attention_;
+  const bool dropout_, on_gpu_, fused_attention_, padded_;
   const LinkRates* tp_link_ = nullptr;
 };
 
@@ -242,7 +312,9 @@ StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs&
     p.compute_share_factor = rates.ranks_per_core(ranks_per_host) * rates.busy_host_slowdown(ranks_per_host);
   }
   auto phase_seconds = [&](const Work& w) {
-    const double device = (w.matmul_s + w.bytes / rates.memory_bandwidth_bytes_per_s) / rates.compute_efficiency;
+    const double device =
+        (w.matmul_s + w.bytes / rates.memory_bandwidth_bytes_per_s + w.attention_s) / rates.compute_efficiency +
+        w.operators * rates.device_idle_per_operator_s;
     const double host = w.operators * rates.op_latency_s;
     const double busy = rates.asynchronous_device ? std::max(device, host) : (device + host) * p.compute_share_factor;
     return busy + w.tp_s;
@@ -253,10 +325,12 @@ StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs&
   p.forward_s = accumulation * phase_seconds(forward);
   p.backward_s = accumulation * phase_seconds(backward_all);
   p.matmul_s = accumulation * (forward.matmul_s + backward_all.matmul_s) / rates.compute_efficiency;
+  p.attention_s = accumulation * (forward.attention_s + backward_all.attention_s) / rates.compute_efficiency;
   p.elementwise_s =
       accumulation * (forward.bytes + backward_all.bytes) / rates.memory_bandwidth_bytes_per_s / rates.compute_efficiency;
-  p.recompute_s = accumulation * (recompute.matmul_s + recompute.bytes / rates.memory_bandwidth_bytes_per_s) /
-                  rates.compute_efficiency;
+  p.recompute_s =
+      accumulation * (recompute.matmul_s + recompute.bytes / rates.memory_bandwidth_bytes_per_s + recompute.attention_s) /
+      rates.compute_efficiency;
   p.tp_collectives_s = accumulation * (forward.tp_s + backward_all.tp_s);
   p.operators = operators_per_step(c, m, in.grad_accumulation);
   p.host_s = static_cast<double>(p.operators) * rates.op_latency_s;
@@ -296,7 +370,7 @@ StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs&
   // The optimizer over this rank's parameters (ZeRO-1: its 1 / dp of them).
   const double owned = m.zero1 ? trainable / static_cast<double>(m.dp) : trainable;
   // One fused pass over the parameters' streams: at the copy bandwidth as measured, not a step kernel's efficiency.
-  const double optimizer_device = owned * optimizer_bytes_per_parameter(m) / rates.memory_bandwidth_bytes_per_s;
+  const double optimizer_device = owned * optimizer_bytes_per_parameter(m) / rates.optimizer_bandwidth();
   const double optimizer_host = kOperatorsPerStepOptimizer * rates.op_latency_s;
   p.optimizer_s = rates.asynchronous_device ? std::max(optimizer_device, optimizer_host)
                                             : (optimizer_device + optimizer_host) * p.compute_share_factor;
@@ -318,6 +392,7 @@ StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs&
     sum.backward_s += p.backward_s;
     sum.matmul_s += p.matmul_s;
     sum.elementwise_s += p.elementwise_s;
+    sum.attention_s += p.attention_s;
     sum.recompute_s += p.recompute_s;
     sum.tp_collectives_s += p.tp_collectives_s;
     sum.compute_share_factor = p.compute_share_factor;

@@ -1,6 +1,9 @@
 // How long a training step takes, predicted by phase from what the step does, on a machine given by its rates
-// (plan/machine_rates.h): every matrix product of every block at its shape class's rate; every elementwise kernel's
-// and the optimizer's bytes at the memory bandwidth; the host's time per dispatched operator; TP collectives (all-
+// (plan/machine_rates.h): every matrix product of every block at its shape class's rate; on a GPU SDPA's fused
+// attention kernels on their padded tiles (the memory-efficient kernel where there is a bias or mask, flash where
+// there is none), or the explicit path's products, score kernels and head copies; every elementwise kernel's bytes
+// at the step's bandwidth and the optimizer's at its own; the device's idle time between kernels; the host's time
+// per dispatched operator; TP collectives (all-
 // reduces, or all-gathers and reduce-scatters under sequence parallelism) and the DP gradient reduction by the
 // alpha-beta model of their link. Overlap is what the code overlaps: on a GPU the host queues ahead of the device (a
 // phase takes the longer of the two) and gradient buckets are reduced while backward goes on; on a CPU everything
@@ -42,6 +45,7 @@ struct StepTimePrediction {
   // What the phases hold (seconds per step, before overlap): device work and host dispatch.
   double matmul_s = 0.0;          // matrix products, recomputed ones included
   double elementwise_s = 0.0;     // forward and backward: the other kernels' bytes at the memory bandwidth
+  double attention_s = 0.0;       // the attention cores' fused kernels, or the explicit path's head copies (GPU)
   double host_s = 0.0;            // operators dispatched x op latency
   double recompute_s = 0.0;       // of matmul_s + elementwise_s: the recomputed forward
   double tp_collectives_s = 0.0;  // in forward_s and backward_s (and the norms' gradient sum in comm_exposed_s)

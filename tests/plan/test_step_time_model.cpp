@@ -62,8 +62,29 @@ TEST(MachineRates, MatmulRateFollowsTheSmallestDimensionInLogBetweenMeasuredClas
   EXPECT_NEAR(r.matmul_seconds(1000, 2000, 64), 2.0 * 1000 * 2000 * 64 / 4e9, 1e-12);
 }
 
+TEST(MachineRates, FusedAttentionIsTimedOnItsPaddedTilesAndChosenByHeadDimension) {
+  MachineRates r = flat_rates();
+  r.fused_attention = {{"memory_efficient", 64, 64, 64, 64, 64, 1e12, 5e11, "d 64"},
+                       {"memory_efficient", 128, 64, 128, 128, 128, 2e12, 1e12, "d 128"}};
+  const FusedAttentionRate* d128 = r.fused_attention_rate("memory_efficient", 128);
+  ASSERT_NE(d128, nullptr);
+  EXPECT_EQ(r.fused_attention_rate("memory_efficient", 64)->source, "d 64");
+  EXPECT_EQ(r.fused_attention_rate("memory_efficient", 96), d128);  // the smallest entry that holds it
+  EXPECT_EQ(r.fused_attention_rate("memory_efficient", 256), nullptr);
+  EXPECT_EQ(r.fused_attention_rate("flash", 64), nullptr);
+  // 147 queries fill three forward tiles of 64 (192), 147 keys two of 128 (256): as long as 192 x 256.
+  EXPECT_DOUBLE_EQ(d128->forward_seconds(10, 147, 147, 128), d128->forward_seconds(10, 192, 256, 128));
+  EXPECT_DOUBLE_EQ(d128->forward_seconds(10, 192, 256, 128), 4.0 * 10 * 192 * 256 * 128 / 2e12);
+  EXPECT_DOUBLE_EQ(d128->backward_seconds(10, 147, 147, 128), 10.0 * 10 * 256 * 256 * 128 / 1e12);
+}
+
 TEST(MachineRates, FileRoundTripsAndNamesTheFileAndTheKeyOfEveryProblem) {
   MachineRates r = flat_rates();
+  r.optimizer_bandwidth_bytes_per_s = 3e10;
+  r.strided_copy_bandwidth_bytes_per_s = 2e9;
+  r.unaligned_matmul_efficiency = 0.25;
+  r.device_idle_per_operator_s = 2e-7;
+  r.fused_attention = {{"flash", 128, 128, 32, 64, 128, 1e12, 5e11, "measured"}};
   r.compute_efficiency = 0.8;
   r.cores_per_node = 2;
   r.nodes_per_host = 3;
@@ -75,6 +96,14 @@ TEST(MachineRates, FileRoundTripsAndNamesTheFileAndTheKeyOfEveryProblem) {
   EXPECT_EQ(back.matmul.size(), 2u);
   EXPECT_DOUBLE_EQ(back.matmul[1].flops_per_s, 16e9);
   EXPECT_DOUBLE_EQ(back.compute_efficiency, 0.8);
+  EXPECT_DOUBLE_EQ(back.optimizer_bandwidth(), 3e10);
+  EXPECT_DOUBLE_EQ(back.strided_copy_bandwidth(), 2e9);
+  EXPECT_DOUBLE_EQ(back.unaligned_matmul_efficiency, 0.25);
+  EXPECT_DOUBLE_EQ(back.device_idle_per_operator_s, 2e-7);
+  ASSERT_EQ(back.fused_attention.size(), 1u);
+  EXPECT_EQ(back.fused_attention[0].kernel, "flash");
+  EXPECT_EQ(back.fused_attention[0].forward_key_tile, 32);
+  EXPECT_DOUBLE_EQ(back.fused_attention[0].backward_flops_per_s, 5e11);
   EXPECT_EQ(back.cores_per_node, 2);
   EXPECT_EQ(back.nodes_per_host, 3);
   ASSERT_EQ(back.busy_host.size(), 2u);
@@ -109,15 +138,26 @@ TEST(MachineRates, FileRoundTripsAndNamesTheFileAndTheKeyOfEveryProblem) {
                  broken.find(',', broken.find("\"memory_bandwidth_bytes_per_s\"")) - broken.find("\"memory_bandwidth_bytes_per_s\""),
                  negative);
   expect_error(broken, "memory_bandwidth_bytes_per_s");
+  expect_error(std::string(json).replace(json.find("\"flash\""), 7, "\"cudnn\""), "fused_attention[0].kernel");
+  expect_error(std::string(json).replace(json.find("\"forward_key_tile\""), 18, "\"forward_keys_tile\""),
+               "forward_keys_tile");
   EXPECT_THROW(read_machine_rates(temp_path("missing.json")), Error);
   std::filesystem::remove(path);
 }
 
 TEST(MachineRates, PublishedFiguresByGpuNameWithTheirSources) {
   const auto a100 = published_machine_rates("A100-80GB");
-  ASSERT_TRUE(a100.has_value());
-  EXPECT_NEAR(a100->matmul.back().flops_per_s, 0.72 * 312e12, 1e9);
+  const auto h200 = published_machine_rates("H200");
+  ASSERT_TRUE(a100.has_value() && h200.has_value());
   EXPECT_NE(a100->source.find("datasheet"), std::string::npos);
+  // The H200's figures are measured; another GPU's are its datasheet's at the H200's measured shares, and say so.
+  EXPECT_NE(h200->name.find("measured"), std::string::npos) << h200->name;
+  EXPECT_NE(a100->name.find("scaled"), std::string::npos) << a100->name;
+  EXPECT_NEAR(a100->matmul.back().flops_per_s / 312e12, h200->matmul.back().flops_per_s / 989.4e12, 1e-12);
+  EXPECT_NEAR(a100->optimizer_bandwidth() / 2.039e12, h200->optimizer_bandwidth() / 4.8e12, 1e-12);
+  ASSERT_NE(a100->fused_attention_rate("memory_efficient", 64), nullptr);
+  EXPECT_NEAR(a100->fused_attention_rate("flash", 128)->forward_flops_per_s / 312e12,
+              h200->fused_attention_rate("flash", 128)->forward_flops_per_s / 989.4e12, 1e-12);
   EXPECT_TRUE(a100->asynchronous_device);
   EXPECT_GT(a100->power_w_per_device, 0.0);
   EXPECT_TRUE(a100->link("inter_node", 8, 4).shared_by_node);
@@ -147,6 +187,37 @@ TEST(StepTimeModel, PhasesAddUpAndAccumulationMultipliesTheMicroBatches) {
   const StepTimePrediction c = predict_step_time(model, one, rates, std::vector<BatchShape>(4, one.memory.micro_batch));
   EXPECT_NEAR(c.total_s, b.total_s, 1e-12);
   EXPECT_EQ(c.operators, b.operators);
+}
+
+TEST(StepTimeModel, FusedAttentionRunsTheKernelSdpaPicksOnTheGpu) {
+  // A padded batch gives the cross-attention a mask: the memory-efficient kernel for every attention. Unpadded, the
+  // cross-attention has none and runs flash, here timed slower to tell them apart.
+  const ModelConfig model = named_model_config("t5-v1_1-base");
+  MachineRates rates = *published_machine_rates("H200");
+  for (FusedAttentionRate& a : rates.fused_attention) {
+    if (a.kernel == "flash") a.forward_flops_per_s /= 10.0, a.backward_flops_per_s /= 10.0;
+  }
+  StepTimeInputs padded = inputs(1, 1, 16);
+  padded.memory.compute_bytes_per_element = 2;
+  padded.memory.on_gpu = true;
+  StepTimeInputs unpadded = padded;
+  unpadded.memory.padded = false;
+  const StepTimePrediction p = predict_step_time(model, padded, rates), u = predict_step_time(model, unpadded, rates);
+  EXPECT_GT(u.attention_s, p.attention_s);
+  EXPECT_EQ(u.matmul_s, p.matmul_s);  // the cores' products are the kernels' own, not products at GEMM rates
+  // Without fused kernels in the rates (a rates file of an earlier version) the cores are products again.
+  MachineRates bare = rates;
+  bare.fused_attention.clear();
+  const StepTimePrediction b = predict_step_time(model, padded, bare);
+  EXPECT_EQ(b.attention_s, 0.0);
+  EXPECT_GT(b.matmul_s, p.matmul_s);
+  // The explicit path: the cores' products, and the heads' copies on the GPU's strided bandwidth.
+  StepTimeInputs explicit_path = padded;
+  explicit_path.memory.fused_attention = false;
+  const StepTimePrediction e = predict_step_time(model, explicit_path, rates);
+  EXPECT_GT(e.matmul_s, p.matmul_s);
+  EXPECT_GT(e.attention_s, 0.0);
+  EXPECT_GT(e.elementwise_s, p.elementwise_s);
 }
 
 TEST(StepTimeModel, RecomputationCostsTheRecomputedForward) {
