@@ -282,6 +282,7 @@ std::vector<std::string> MachineRates::problems() const {
     }
   }
   if (!(power_w_per_device >= 0)) out.push_back("power_w_per_device: must be >= 0");
+  if (!(peak_flops_per_device >= 0)) out.push_back("peak_flops_per_device: must be >= 0");
   for (size_t i = 0; i < links.size(); ++i) {
     const LinkRates& l = links[i];
     if (l.scope != "intra_node" && l.scope != "inter_node") {
@@ -353,6 +354,7 @@ std::optional<MachineRates> published_machine_rates(const std::string& gpu, cons
     r.device_idle_per_operator_s = kDeviceIdlePerOperatorS;
     r.asynchronous_device = true;
     r.power_w_per_device = g.power_w;
+    r.peak_flops_per_device = g.dense_peak_flops;
     LinkRates nvlink;
     nvlink.scope = "intra_node";
     nvlink.latency_s = kNvlinkLatencyS;
@@ -450,6 +452,7 @@ std::string machine_rates_json(const MachineRates& r) {
     j["busy_host"].push_back({{"ranks_per_host", b.ranks_per_host}, {"slowdown", b.slowdown}, {"source", b.source}});
   }
   j["power_w_per_device"] = r.power_w_per_device;
+  j["peak_flops_per_device"] = r.peak_flops_per_device;
   j["links"] = nlohmann::ordered_json::array();
   for (const LinkRates& l : r.links) {
     j["links"].push_back({{"scope", l.scope},
@@ -491,7 +494,7 @@ MachineRates read_machine_rates(const std::string& path) {
                  "device_idle_per_operator_s",
                  "compute_efficiency",
                  "asynchronous_device", "cores_per_node", "threads_per_rank", "nodes_per_host", "busy_host",
-                 "power_w_per_device", "links"},
+                 "power_w_per_device", "peak_flops_per_device", "links"},
              where);
   if (!j.contains("schema") || j["schema"] != kSchema) {
     throw Error(msg(where, ": schema: expected \"", kSchema, "\", got ", j.contains("schema") ? j["schema"].dump() : "nothing"));
@@ -560,6 +563,7 @@ MachineRates read_machine_rates(const std::string& path) {
     }
   }
   if (j.contains("power_w_per_device")) r.power_w_per_device = number(j, "power_w_per_device", where);
+  if (j.contains("peak_flops_per_device")) r.peak_flops_per_device = number(j, "peak_flops_per_device", where);
   if (j.contains("links")) {
     if (!j["links"].is_array()) throw Error(msg(where, ": links: expected a list"));
     for (size_t i = 0; i < j["links"].size(); ++i) {

@@ -93,6 +93,9 @@ struct MachineRates {
   int64_t nodes_per_host = 1;
   std::vector<BusyHostSlowdown> busy_host;  // CPU, by ranks per host: --calibrate under mpirun measures them
   double power_w_per_device = 0.0;     // for energy: the device's power under training load (0: unknown)
+  // The datasheet's dense peak in the half-precision compute dtype (bf16; V100 fp16), which a planned MFU is taken
+  // against as t5scale-bench's is (0: unknown, as for a CPU).
+  double peak_flops_per_device = 0.0;
   std::vector<LinkRates> links;
 
   // Seconds of one (m x k) @ (k x n) product at its shape class's rate (2 m n k FLOPs).

@@ -124,53 +124,89 @@ void resolve_model(const RunConfig& c, const RunData& data, ResolvedRun& r) {
   }
 }
 
-// The step time on world.rates. With the data's sampler: the median over the first steps it serves of the slowest
-// replica's micro-batches, each padded as the collation pads it; without it: micro-batches padded to the maximum
-// lengths (what the memory model plans for).
+// The steps the prediction is made on: with the data's sampler, the first kStepsPredicted optimizer steps it serves.
 constexpr int64_t kStepsPredicted = 32;
 
-void resolve_step_time(const RunConfig& c, const RunWorld& world, const RunData& data,
-                       const std::optional<DistributedBatchSampler>& sampler, const MemoryInputs& m, ResolvedRun& r) {
+// One optimizer step the sampler serves: each replica's micro-batches as the collation pads them, and what the
+// trainer counts of it: the model FLOPs and the source and target tokens of its examples, padding not counted.
+struct SampledStep {
+  std::vector<std::vector<BatchShape>> replicas;  // [dp rank][micro-batch], data/batch_sampler.h's layout
+  std::vector<std::vector<bool>> padded;          // the micro-batch has a row shorter than its source length
+  double flops = 0.0;
+  double tokens = 0.0;
+};
+
+std::vector<SampledStep> sampled_steps(const RunConfig& c, const RunData& data, const DistributedBatchSampler& sampler,
+                                       const ModelConfig& model, const BatchPlan& batch) {
+  const int64_t multiple = padded_length_multiple(c);
+  auto padded = [multiple](int64_t length) { return (std::max<int64_t>(length, 1) + multiple - 1) / multiple * multiple; };
+  const std::vector<std::vector<int64_t>> micro_batches = sampler.epoch_micro_batches(0, kStepsPredicted);
+  const int64_t per_step = batch.dp * batch.grad_accumulation;
+  std::vector<SampledStep> steps;
+  for (int64_t step = 0; step < kStepsPredicted && (step + 1) * per_step <= static_cast<int64_t>(micro_batches.size()); ++step) {
+    SampledStep s;
+    std::vector<int64_t> sources, targets;
+    for (int64_t replica = 0; replica < batch.dp; ++replica) {
+      std::vector<BatchShape> shapes;
+      std::vector<bool> with_padding;
+      for (int64_t k = 0; k < batch.grad_accumulation; ++k) {
+        const std::vector<int64_t>& rows = micro_batches[step * per_step + k * batch.dp + replica];
+        BatchShape shape{static_cast<int64_t>(rows.size()), 1, 1};
+        for (int64_t i : rows) {
+          shape.source_length = std::max(shape.source_length, padded(data.source_lengths[i]));
+          shape.target_length = std::max(shape.target_length, padded(data.target_lengths[i]));
+          sources.push_back(data.source_lengths[i]);
+          targets.push_back(data.target_lengths[i]);
+        }
+        bool any_shorter = false;
+        for (int64_t i : rows) any_shorter = any_shorter || data.source_lengths[i] < shape.source_length;
+        shapes.push_back(shape);
+        with_padding.push_back(any_shorter);
+      }
+      s.replicas.push_back(shapes);
+      s.padded.push_back(with_padding);
+    }
+    s.flops = unpadded_training_flops(model, sources, targets);
+    for (size_t i = 0; i < sources.size(); ++i) s.tokens += static_cast<double>(sources[i] + targets[i]);
+    steps.push_back(std::move(s));
+  }
+  return steps;
+}
+
+// The step time on world.rates, and the FLOPs and tokens of the same step. With the sampler's steps: the median of
+// their times, each step the slowest replica's micro-batches; without them: micro-batches padded to the maximum
+// lengths (what the memory model plans for), with the FLOPs of that global batch.
+void resolve_step_time(const RunWorld& world, const std::vector<SampledStep>& sampled, const MemoryInputs& m,
+                       ResolvedRun& r) {
   StepTimeInputs in;
   in.memory = m;
   in.grad_accumulation = r.batch->grad_accumulation;
   in.nodes = world.nodes;
   in.ranks_per_node = world.ranks_per_node;
   try {
-    if (!sampler || r.steps_per_epoch <= 0) {
+    if (sampled.empty()) {
       r.step_time = predict_step_time(*r.model, in, *world.rates);
       return;
     }
-    const int64_t multiple = padded_length_multiple(c);
-    auto padded = [multiple](int64_t length) { return (std::max<int64_t>(length, 1) + multiple - 1) / multiple * multiple; };
-    const std::vector<std::vector<int64_t>> micro_batches = sampler->epoch_micro_batches(0, kStepsPredicted);
-    const int64_t per_step = r.batch->dp * r.batch->grad_accumulation;
-    std::vector<StepTimePrediction> steps;
-    for (int64_t step = 0; step < kStepsPredicted && (step + 1) * per_step <= static_cast<int64_t>(micro_batches.size()); ++step) {
+    std::vector<std::pair<StepTimePrediction, const SampledStep*>> steps;
+    for (const SampledStep& step : sampled) {
       std::optional<StepTimePrediction> slowest;
-      for (int64_t replica = 0; replica < r.batch->dp; ++replica) {
-        std::vector<BatchShape> shapes;
-        for (int64_t k = 0; k < r.batch->grad_accumulation; ++k) {
-          const std::vector<int64_t>& rows = micro_batches[step * per_step + k * r.batch->dp + replica];
-          BatchShape shape{static_cast<int64_t>(rows.size()), 1, 1};
-          for (int64_t i : rows) {
-            shape.source_length = std::max(shape.source_length, padded(data.source_lengths[i]));
-            shape.target_length = std::max(shape.target_length, padded(data.target_lengths[i]));
-          }
-          shapes.push_back(shape);  // micro-batch k of this replica (data/batch_sampler.h's layout)
-        }
-        const StepTimePrediction p = predict_step_time(*r.model, in, *world.rates, shapes);
+      for (size_t replica = 0; replica < step.replicas.size(); ++replica) {
+        // One padding flag for the replica's micro-batches: padded where any of them is (the kernels of the larger
+        // part decide).
+        StepTimeInputs replica_in = in;
+        replica_in.memory.padded = std::any_of(step.padded[replica].begin(), step.padded[replica].end(),
+                                               [](bool p) { return p; });
+        const StepTimePrediction p = predict_step_time(*r.model, replica_in, *world.rates, step.replicas[replica]);
         if (!slowest || p.total_s > slowest->total_s) slowest = p;
       }
-      steps.push_back(*slowest);
+      steps.emplace_back(*slowest, &step);
     }
-    if (steps.empty()) {
-      r.step_time = predict_step_time(*r.model, in, *world.rates);
-      return;
-    }
-    std::sort(steps.begin(), steps.end(),
-              [](const StepTimePrediction& a, const StepTimePrediction& b) { return a.total_s < b.total_s; });
-    r.step_time = steps[steps.size() / 2];
+    std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.first.total_s < b.first.total_s; });
+    const auto& median = steps[steps.size() / 2];
+    r.step_time = median.first;
+    r.flops_per_step = median.second->flops;
+    r.tokens_per_step = median.second->tokens;
   } catch (const Error& e) {
     r.notes.push_back(msg("no step time predicted: ", e.what()));
   }
@@ -207,13 +243,25 @@ void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, const R
     m.checkpoint_every_blocks = r.checkpointing.checkpoint_every_blocks;
     m.selective_recomputation = r.checkpointing.selective_recomputation;
     r.memory_inputs = m;
+    // One global batch at the planned lengths; with the data's steps, the FLOPs of the step the time is for.
     r.flops_per_step =
         training_flops(*r.model, m.micro_batch) * static_cast<double>(r.batch->grad_accumulation * r.batch->dp);
   } catch (const Error& e) {
     r.errors.push_back(e.what());
     return;
   }
-  if (world.rates) resolve_step_time(c, world, data, sampler, m, r);
+  std::vector<SampledStep> sampled;
+  if (sampler && r.steps_per_epoch > 0) sampled = sampled_steps(c, data, *sampler, *r.model, *r.batch);
+  if (!sampled.empty()) {
+    // Without rates, the FLOPs and tokens of the step of median FLOPs (with rates, resolve_step_time's median step
+    // replaces them).
+    std::vector<const SampledStep*> by_flops;
+    for (const SampledStep& s : sampled) by_flops.push_back(&s);
+    std::sort(by_flops.begin(), by_flops.end(), [](const SampledStep* a, const SampledStep* b) { return a->flops < b->flops; });
+    r.flops_per_step = by_flops[by_flops.size() / 2]->flops;
+    r.tokens_per_step = by_flops[by_flops.size() / 2]->tokens;
+  }
+  if (world.rates) resolve_step_time(world, sampled, m, r);
 }
 
 }  // namespace

@@ -64,8 +64,14 @@ struct ResolvedRun {
   // set with the model and the batch.
   std::optional<MemoryInputs> memory_inputs;
   CheckpointingChoice checkpointing;  // its memory: the prediction; fits: against world.device_share_bytes
-  double flops_per_step = std::numeric_limits<double>::quiet_NaN();  // model FLOPs of one optimizer step
-  // The step time on world.rates for the micro-batch above (padded to the maximum lengths); set with the memory.
+  // Model FLOPs of one optimizer step, as the trainer counts them (padding not counted), of the step step_time is
+  // for: with the data's lengths, the sampled step of median predicted time (of median FLOPs without rates); else
+  // one global batch at the planned lengths.
+  double flops_per_step = std::numeric_limits<double>::quiet_NaN();
+  // Source and target tokens of that step (padding not counted); NaN without the data's lengths.
+  double tokens_per_step = std::numeric_limits<double>::quiet_NaN();
+  // The step time on world.rates: with the data's lengths the median of the first sampled steps, each as the
+  // collation pads it; else the micro-batch above (padded to the maximum lengths). Set with the memory.
   std::optional<StepTimePrediction> step_time;
 };
 

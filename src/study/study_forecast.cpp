@@ -118,8 +118,27 @@ RunForecast forecast_run(const RunPlan& p, const StudyPlan& plan) {
   if (!r.step_time || !r.batch) return f;
   f.known = true;
   f.step_time_s = r.step_time->total_s;
-  f.tokens_per_step = static_cast<double>(r.batch->global_batch) * (p.mean_source_tokens + p.mean_target_tokens);
+  // The tokens of the step the time is for; without the data's lengths, a global batch of the mean example.
+  f.tokens_per_step = std::isfinite(r.tokens_per_step)
+                          ? r.tokens_per_step
+                          : static_cast<double>(r.batch->global_batch) * (p.mean_source_tokens + p.mean_target_tokens);
   f.tokens_per_s = f.tokens_per_step / f.step_time_s;
+  const double configured_peak = p.run.config.telemetry.peak_flops_per_device;
+  const bool half_precision = r.memory_inputs && r.memory_inputs->compute_bytes_per_element == 2;
+  const double peak = configured_peak > 0 ? configured_peak
+                      : p.rates && half_precision ? p.rates->peak_flops_per_device
+                                                  : 0.0;
+  if (peak > 0) {
+    f.mfu = r.flops_per_step / (f.step_time_s * peak * static_cast<double>(p.run.world()));
+    if (!(f.mfu <= kHighestCredibleMfu)) {
+      f.warnings.push_back(msg("the predicted step (", duration(f.step_time_s), " for ", figure(r.flops_per_step, "%.3g"),
+                               " model FLOPs on ", p.run.world(), " device(s)) would be ", figure(f.mfu * 100.0, "%.0f"),
+                               "% MFU, above the ", figure(kHighestCredibleMfu * 100.0, "%.0f"),
+                               "% any run reaches: the step-time model is wrong here, so the plan gives no time, "
+                               "throughput or cost for this run (a bug: please report it with the spec)"));
+      f.step_time_s = f.tokens_per_s = f.mfu = kNaN;
+    }
+  }
   if (r.steps_known) f.train_time_s = static_cast<double>(r.total_steps) * f.step_time_s;
   f.eval_examples = p.eval_examples;
   f.eval_time_s = f.evaluations == 0 ? 0.0 : static_cast<double>(f.evaluations) * evaluation_seconds(p, p.eval_examples);
@@ -222,6 +241,7 @@ std::string format_forecast(const StudyPlan& plan) {
     any = true;
     if (p.rates && basis.find(p.rates->name) == std::string::npos) basis += (basis.empty() ? "" : "; ") + p.rates->name;
     rows.push_back({p.run.name, duration(f.step_time_s), figure(f.tokens_per_s, "%.4g"),
+                    std::isfinite(f.mfu) ? figure(f.mfu * 100.0, "%.1f") + "%" : "?",
                     std::isfinite(f.scaling_efficiency) ? figure(f.scaling_efficiency * 100.0, "%.0f") + "%" : "-",
                     duration(f.train_time_s),
                     msg(f.evaluations, " x ", figure(f.eval_examples, "%.0f")), duration(f.eval_time_s),
@@ -239,11 +259,12 @@ std::string format_forecast(const StudyPlan& plan) {
   if (!any) return "";
   std::string out = "\npredicted time and cost (step-time model on " + basis + "; eff: tokens/s per device against "
                     "the study's run of the same model, lengths, steps and global batch on the fewest devices, - "
-                    "where no other number of devices runs it; cost: " +
+                    "where no other number of devices runs it; tokens/s and MFU: the model FLOPs and tokens of the "
+                    "step the time is for, padding not counted; cost: " +
                     (plan.spec.slurm.cpu_only() ? std::string("whole nodes, the plan does not know a node's CPUs")
                                                 : std::string("the GPUs held, or their share of cost.node_gpus")) +
                     "):\n";
-  out += text_table({"run", "step", "tokens/s", "eff", "train", "evals x examples", "eval", "run / limit",
+  out += text_table({"run", "step", "tokens/s", "MFU", "eff", "train", "evals x examples", "eval", "run / limit",
                      "node-h / reserved", "cost", "kWh", "checkpoint"},
                     rows, {0});
   out += msg("study: ", duration(run_s), " of runs, ", figure(node_hours, "%.3g"), " node-hours predicted of ",

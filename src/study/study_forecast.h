@@ -21,8 +21,12 @@ struct RunForecast {
   static constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
   bool known = false;                 // a step time was predicted
   double step_time_s = kUnknown;
-  double tokens_per_step = kUnknown;  // source + target tokens, as t5scale-train counts them (padding not counted)
+  // Source + target tokens of the step the time is for, as t5scale-train counts them (padding not counted).
+  double tokens_per_step = kUnknown;
   double tokens_per_s = kUnknown;
+  // Model FLOPs of that step against the time and every device's peak (the rates' datasheet peak, or
+  // telemetry.peak_flops_per_device); unknown without a peak.
+  double mfu = kUnknown;
   // tokens/s per device against the reference run's: the run of the same model, data, lengths, steps and global
   // batch on the fewest devices (1.0 for itself); unknown where the study runs that on one number of devices only.
   double scaling_efficiency = kUnknown;
@@ -41,6 +45,11 @@ struct RunForecast {
   double checkpoint_bytes = kUnknown;    // fp32 weights and the optimizer's state, all ranks together
   std::vector<std::string> warnings;     // the run will not fit its time limit, or reserves far more
 };
+
+// The highest MFU a prediction may show: above it (and above the device's peak) the step-time model is wrong for the
+// run, and the plan prints no time, throughput or cost for it. Megatron-LM's best published large-model runs reach
+// about 55-60%; t5scale's measured H200 rows 25-38%.
+inline constexpr double kHighestCredibleMfu = 0.70;
 
 // Seconds of a Slurm time ("MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS"); NaN when it is none of them.
 double slurm_time_seconds(const std::string& time);

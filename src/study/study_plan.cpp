@@ -385,7 +385,8 @@ std::string plan_csv(const StudyPlan& plan) {
       "dp",          "micro_batch",  "grad_accumulation", "global_batch", "base_lr",   "effective_lr",
       "lr_scaling_rule", "warmup_steps", "total_steps", "steps_per_epoch", "epochs",   "train_examples",
       "model_name",  "parameter_count", "checkpoint_every_blocks", "predicted_memory_bytes_per_device", "device_memory_gib", "fits",
-      "predicted_flops_per_step", "predicted_step_time_s", "predicted_tokens_per_s", "predicted_scaling_efficiency",
+      "predicted_flops_per_step", "predicted_step_time_s", "predicted_tokens_per_s", "predicted_mfu",
+      "predicted_scaling_efficiency",
       "evaluations", "predicted_run_time_s", "time_limit_s", "predicted_node_hours", "reserved_node_hours",
       "predicted_cost_usd", "predicted_energy_kwh", "checkpoint_bytes", "seed", "varied", "valid", "errors"};
   std::string out = join(columns, ",") + "\n";
@@ -429,6 +430,7 @@ std::string plan_csv(const StudyPlan& plan) {
         num(p.resolved.flops_per_step),
         num(p.forecast.step_time_s),
         num(p.forecast.tokens_per_s),
+        num(p.forecast.mfu),
         num(p.forecast.scaling_efficiency),
         msg(p.forecast.evaluations),
         num(p.forecast.run_time_s),

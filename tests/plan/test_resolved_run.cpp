@@ -1,10 +1,13 @@
-// resolve_run's steps per epoch, from the sampler where the lengths are known and from the count where not, and the
-// key each problem names.
+// resolve_run's steps per epoch, from the sampler where the lengths are known and from the count where not, the
+// key each problem names, and the FLOPs and tokens of the step the time is predicted for.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
+#include "plan/cost_model.h"
+#include "plan/machine_rates.h"
 #include "plan/resolved_run.h"
 
 namespace t5scale {
@@ -71,6 +74,49 @@ TEST(ResolvedRun, APackingProblemNamesTheTokenBudget) {
   const ResolvedRun r = resolve_run(c, RunWorld{}, lengths_of(100));
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].rfind("data.max_tokens_per_micro_batch: ", 0), 0u) << r.errors[0];
+}
+
+// The FLOPs and tokens a plan shows are those of the step its time is for, counted as the trainer counts them
+// (padding not counted): on data of exactly a benchmark row's lengths, t5scale-bench's own figure for that row
+// (results/gpu/NVIDIA_H200/2026-11-26/5-attention-and-rows/t5-3b-147-26-sdpa.json: model_flops_per_step); on short
+// examples, theirs, not a batch at the maximum lengths.
+TEST(ResolvedRun, FlopsAndTokensAreThoseOfTheStepTheTimeIsFor) {
+  RunConfig c;
+  c.model.name = "t5-3b";
+  c.train.max_steps = 10;
+  c.train.global_batch = 64;
+  c.data.max_source_length = 147;
+  c.data.max_target_length = 26;
+  RunWorld world;
+  world.on_gpu = true;
+  world.rates = published_machine_rates("H200");
+  RunData data;
+  data.vocab_size = 32128;
+  data.train_examples = 640;
+  data.source_lengths.assign(640, 147);
+  data.target_lengths.assign(640, 26);
+  const ResolvedRun row = resolve_run(c, world, data);
+  ASSERT_TRUE(row.errors.empty() && row.step_time.has_value());
+  EXPECT_EQ(row.flops_per_step, 95921173954560.0);
+  EXPECT_EQ(row.tokens_per_step, 64.0 * (147 + 26));
+
+  c.data.max_source_length = 512;
+  c.data.max_target_length = 128;
+  data.source_lengths.assign(640, 3);
+  data.target_lengths.assign(640, 2);
+  const ResolvedRun short_examples = resolve_run(c, world, data);
+  ASSERT_TRUE(short_examples.errors.empty() && short_examples.step_time.has_value());
+  const ModelConfig model = named_model_config("t5-3b");
+  EXPECT_EQ(short_examples.flops_per_step,
+            unpadded_training_flops(model, std::vector<int64_t>(64, 3), std::vector<int64_t>(64, 2)));
+  EXPECT_LT(short_examples.flops_per_step, training_flops(model, BatchShape{64, 512, 128}) / 50.0);
+  EXPECT_EQ(short_examples.tokens_per_step, 64.0 * 5);
+  // Without the data's lengths: one global batch at the planned lengths, and no tokens of a sampled step.
+  RunData unknown;
+  unknown.vocab_size = 32128;
+  const ResolvedRun planned = resolve_run(c, world, unknown);
+  EXPECT_EQ(planned.flops_per_step, training_flops(model, BatchShape{64, 512, 128}));
+  EXPECT_TRUE(std::isnan(planned.tokens_per_step));
 }
 
 }  // namespace

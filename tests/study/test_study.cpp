@@ -757,7 +757,10 @@ slurm: {gpu: A100-80GB}
     in.checkpoint_every_blocks = requested_checkpoint_every_blocks(p.run.config.parallel);
     in.micro_batch = BatchShape{4, 512, 32};
     EXPECT_EQ(p.resolved.checkpointing.memory.total_bytes(), predict_memory(xxl, in).total_bytes()) << p.run.name;
-    EXPECT_DOUBLE_EQ(p.resolved.flops_per_step, training_flops(xxl, BatchShape{4, 512, 32}) * 2.0 * p.resolved.batch->dp);
+    // The FLOPs of the step the time is for, on its examples' own lengths (the synthetic task's are short): never
+    // above a global batch at the maximum lengths.
+    EXPECT_GT(p.resolved.flops_per_step, 0.0) << p.run.name;
+    EXPECT_LT(p.resolved.flops_per_step, training_flops(xxl, BatchShape{4, 512, 32}) * 2.0 * p.resolved.batch->dp);
     const double gib = static_cast<double>(p.resolved.checkpointing.memory.total_bytes()) / (1024.0 * 1024.0 * 1024.0);
     EXPECT_EQ(p.fits, gib <= 0.95 * 80.0 ? "yes" : "NO") << p.run.name;  // 5% left to the allocator
   }
