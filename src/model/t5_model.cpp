@@ -213,33 +213,43 @@ torch::Tensor T5ModelImpl::shift_right(const torch::Tensor& labels) const {
   return shifted.masked_fill(shifted == kIgnoreIndex, config_.pad_token_id);
 }
 
+std::vector<DecoderLayerCache> T5ModelImpl::generation_caches(const torch::Tensor& encoder_output, int64_t copies) {
+  std::vector<DecoderLayerCache> caches(decoder->blocks->size());
+  for (size_t i = 0; i < caches.size(); ++i) {
+    auto block = decoder->blocks[i]->as<T5BlockImpl>();
+    auto [key, value] = block->cross_attn->project_key_value(encoder_output);  // (B, Hl, S, D)
+    caches[i].cross_key = copies == 1 ? key : key.repeat_interleave(copies, 0);
+    caches[i].cross_value = copies == 1 ? value : value.repeat_interleave(copies, 0);
+  }
+  return caches;
+}
+
+torch::Tensor T5ModelImpl::decode_step(const torch::Tensor& last_tokens, int64_t step,
+                                       std::vector<DecoderLayerCache>& caches, const torch::Tensor& cross_mask) {
+  const auto dtype = caches.front().cross_key.scalar_type();
+  // This position attends to itself and every earlier one: no causal mask is needed.
+  const torch::Tensor self_bias = decoder->relative_attention_bias(1, step + 1, /*query_offset=*/step).to(dtype);
+  torch::Tensor hidden = fused_dropout(shared(last_tokens), decoder->dropout_rate, is_training());
+  for (size_t i = 0; i < caches.size(); ++i) {
+    hidden = decoder->blocks[i]->as<T5BlockImpl>()->forward_step(hidden, self_bias, caches[i], cross_mask);
+  }
+  hidden = fused_dropout(decoder->final_norm(hidden), decoder->dropout_rate, is_training());
+  return lm_logits(hidden).select(1, 0).to(torch::kFloat32);  // (N, V / tp)
+}
+
 torch::Tensor T5ModelImpl::generate_greedy(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                            int64_t max_new_tokens) {
   torch::NoGradGuard no_grad;
   const int64_t batch = input_ids.size(0);
   const torch::Tensor encoder_output = encode(input_ids, attention_mask);
-  const auto dtype = encoder_output.scalar_type();
-  const torch::Tensor cross_mask = padding_additive_mask(attention_mask, dtype);
-
-  std::vector<DecoderLayerCache> caches(decoder->blocks->size());
-  for (size_t i = 0; i < caches.size(); ++i) {
-    auto block = decoder->blocks[i]->as<T5BlockImpl>();
-    std::tie(caches[i].cross_key, caches[i].cross_value) = block->cross_attn->project_key_value(encoder_output);
-  }
+  const torch::Tensor cross_mask = padding_additive_mask(attention_mask, encoder_output.scalar_type());
+  std::vector<DecoderLayerCache> caches = generation_caches(encoder_output, 1);
 
   const auto long_options = input_ids.options().dtype(torch::kLong);
   torch::Tensor sequences = torch::full({batch, 1}, config_.decoder_start_token_id, long_options);
   torch::Tensor unfinished = torch::ones({batch}, long_options);
   for (int64_t step = 0; step < max_new_tokens; ++step) {
-    const torch::Tensor last = sequences.narrow(1, step, 1);  // (B, 1)
-    // This position attends to itself and every earlier one: no causal mask is needed.
-    const torch::Tensor self_bias = decoder->relative_attention_bias(1, step + 1, /*query_offset=*/step).to(dtype);
-    torch::Tensor hidden = fused_dropout(shared(last), decoder->dropout_rate, is_training());
-    for (size_t i = 0; i < caches.size(); ++i) {
-      hidden = decoder->blocks[i]->as<T5BlockImpl>()->forward_step(hidden, self_bias, caches[i], cross_mask);
-    }
-    hidden = fused_dropout(decoder->final_norm(hidden), decoder->dropout_rate, is_training());
-    const torch::Tensor logits = lm_logits(hidden).select(1, 0).to(torch::kFloat32);  // (B, V / tp)
+    const torch::Tensor logits = decode_step(sequences.narrow(1, step, 1), step, caches, cross_mask);
     torch::Tensor next = vocab_parallel_argmax(logits, vocab_start(), *tp_);
     next = next * unfinished + config_.pad_token_id * (1 - unfinished);
     sequences = torch::cat({sequences, next.unsqueeze(1)}, 1);
@@ -247,6 +257,110 @@ torch::Tensor T5ModelImpl::generate_greedy(const torch::Tensor& input_ids, const
     if (unfinished.max().item<int64_t>() == 0) break;
   }
   return sequences;
+}
+
+namespace {
+
+// transformers' stand-in for minus infinity in beam search: a score it adds to what may no longer be chosen.
+constexpr double kExcludedScore = -1.0e9;
+
+// tensor (B, K, ...) -> the rows' entries at index (B, N): (B, N, ...).
+torch::Tensor gather_beams(const torch::Tensor& tensor, const torch::Tensor& index) {
+  torch::Tensor expanded = index;
+  while (expanded.dim() < tensor.dim()) expanded = expanded.unsqueeze(-1);
+  std::vector<int64_t> shape = tensor.sizes().vec();
+  shape[1] = index.size(1);
+  return tensor.gather(1, expanded.expand(shape));
+}
+
+}  // namespace
+
+torch::Tensor T5ModelImpl::generate_beam(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                         int64_t max_new_tokens, int64_t num_beams, double length_penalty) {
+  T5S_CHECK(num_beams >= 1, "beam search needs at least one beam, got ", num_beams);
+  T5S_CHECK(max_new_tokens >= 0, "max_new_tokens must be >= 0, got ", max_new_tokens);
+  torch::NoGradGuard no_grad;
+  const int64_t batch = input_ids.size(0), beams = num_beams;
+  const int64_t kept = 2 * beams;  // continuations kept a step: N may end in eos, N others still run on
+  const int64_t max_length = 1 + max_new_tokens;
+  const auto long_options = input_ids.options().dtype(torch::kLong);
+  const auto score_options = input_ids.options().dtype(torch::kFloat32);
+  if (max_new_tokens == 0) return torch::full({batch, 1}, config_.decoder_start_token_id, long_options);
+
+  const torch::Tensor encoder_output = encode(input_ids, attention_mask);
+  const torch::Tensor beam_mask =
+      attention_mask.defined() ? attention_mask.repeat_interleave(beams, 0) : torch::Tensor();  // (B * N, S)
+  const torch::Tensor cross_mask = padding_additive_mask(beam_mask, encoder_output.scalar_type());
+  std::vector<DecoderLayerCache> caches = generation_caches(encoder_output, beams);
+
+  // Running hypotheses (B, N, 1 + max_new_tokens) with their summed log-probabilities: beam 0 alone at first (the
+  // others start excluded, so that the first step does not pick the same token N times).
+  torch::Tensor running = torch::full({batch, beams, max_length}, config_.pad_token_id, long_options);
+  running.select(2, 0).fill_(config_.decoder_start_token_id);
+  torch::Tensor running_scores = torch::zeros({batch, beams}, score_options);
+  running_scores.narrow(1, 1, beams - 1).fill_(kExcludedScore);
+  // Finished hypotheses (B, N, ...), best first, their length-normalised scores and generated lengths.
+  torch::Tensor finished = running.clone();
+  torch::Tensor finished_scores = torch::full({batch, beams}, kExcludedScore, score_options);
+  torch::Tensor finished_lengths = torch::zeros({batch, beams}, long_options);
+  torch::Tensor is_finished = torch::zeros({batch, beams}, long_options.dtype(torch::kBool));
+  torch::Tensor improvable = torch::ones({batch, 1}, long_options.dtype(torch::kBool));  // a row still takes some
+  const torch::Tensor among_best = torch::arange(kept, long_options) < beams;  // (2N): the best N may finish
+  const torch::Tensor beam_of_candidate =
+      torch::arange(beams, long_options).view({1, beams, 1}).expand({batch, beams, kept});  // (B, N, 2N)
+  const torch::Tensor row_offset = torch::arange(batch, long_options).unsqueeze(1) * beams;  // (B, 1)
+
+  for (int64_t length = 1; length < max_length; ++length) {  // length: tokens in each running hypothesis
+    const torch::Tensor last = running.select(2, length - 1).reshape({batch * beams, 1});
+    const torch::Tensor logits = decode_step(last, length - 1, caches, cross_mask);  // (B * N, V / tp)
+    const torch::Tensor scores =
+        vocab_parallel_log_softmax(logits, *tp_).view({batch, beams, -1}) + running_scores.unsqueeze(-1);
+    // The 2N best continuations over every beam and token: each beam's own 2N best, then the best of those.
+    auto [beam_best, beam_best_ids] = vocab_parallel_topk(scores, kept, vocab_start(), *tp_);  // (B, N, 2N)
+    auto [top_scores, pick] = beam_best.reshape({batch, beams * kept}).topk(kept, -1);      // (B, 2N)
+    const torch::Tensor top_ids = beam_best_ids.reshape({batch, beams * kept}).gather(1, pick);
+    const torch::Tensor top_beams = beam_of_candidate.reshape({batch, beams * kept}).gather(1, pick);
+    torch::Tensor top_sequences = gather_beams(running, top_beams);  // (B, 2N, max_length)
+    top_sequences.select(2, length).copy_(top_ids);
+    // A continuation ends in eos, or at the last length (then all do).
+    const torch::Tensor ends =
+        length + 1 >= max_length ? torch::ones_like(top_ids, torch::kBool) : top_ids == config_.eos_token_id;
+
+    // The N best that have not ended run on.
+    const torch::Tensor open_scores = top_scores + ends.to(torch::kFloat32) * kExcludedScore;
+    const torch::Tensor next = std::get<1>(open_scores.topk(beams, -1));  // (B, N)
+    running = gather_beams(top_sequences, next);
+    running_scores = open_scores.gather(1, next);
+    const torch::Tensor source_beams = (top_beams.gather(1, next) + row_offset).reshape({-1});  // (B * N)
+
+    // Those of the best N that ended join the finished ones, scored by length; the N best of both are kept.
+    const torch::Tensor ended = ends.logical_and(among_best.unsqueeze(0));
+    torch::Tensor ended_scores = top_scores / std::pow(static_cast<double>(length), length_penalty);
+    ended_scores = ended_scores + improvable.logical_not().to(torch::kFloat32) * kExcludedScore;
+    ended_scores = ended_scores + ended.logical_not().to(torch::kFloat32) * kExcludedScore;
+    const torch::Tensor keep = std::get<1>(torch::cat({finished_scores, ended_scores}, 1).topk(beams, -1));
+    finished = gather_beams(torch::cat({finished, top_sequences}, 1), keep);
+    finished_scores = torch::cat({finished_scores, ended_scores}, 1).gather(1, keep);
+    finished_lengths =
+        torch::cat({finished_lengths, torch::full({batch, kept}, length, long_options)}, 1).gather(1, keep);
+    is_finished = torch::cat({is_finished, ended}, 1).gather(1, keep);
+
+    for (DecoderLayerCache& cache : caches) {
+      cache.self_key = cache.self_key.index_select(0, source_beams);
+      cache.self_value = cache.self_value.index_select(0, source_beams);
+    }
+    // A row stops taking hypotheses when it holds N finished ones and its best running hypothesis, at the length
+    // reached, scores no better than the worst of them (transformers' rule with early_stopping=False).
+    const torch::Tensor best_running =
+        running_scores.narrow(1, 0, 1) / std::pow(static_cast<double>(length), length_penalty);
+    const torch::Tensor worst_finished =
+        torch::where(is_finished, std::get<0>(finished_scores.min(1, /*keepdim=*/true)),
+                     torch::full({}, kExcludedScore, score_options));
+    improvable = improvable.logical_and((best_running > worst_finished).any(-1, /*keepdim=*/true));
+    if (!improvable.any().item<bool>() || ends.all().item<bool>()) break;
+  }
+  const torch::Tensor generated = finished_lengths.select(1, 0);  // (B)
+  return finished.select(1, 0).narrow(1, 0, 1 + generated.max().item<int64_t>()).contiguous();
 }
 
 std::vector<ParameterLayout> T5ModelImpl::parameter_layouts() {

@@ -89,6 +89,18 @@ class T5ModelImpl : public torch::nn::Module {
   // has produced eos is continued with pad; stops after max_new_tokens or when every row has finished.
   torch::Tensor generate_greedy(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                 int64_t max_new_tokens);
+  // Beam search with a key/value cache, as transformers' generate(num_beams=N, do_sample=False, length_penalty=L,
+  // early_stopping=False) does it for T5: each row keeps N running hypotheses scored by the sum of their tokens'
+  // log-probabilities; at each step the 2N best continuations over every beam and token are taken, those of the
+  // best N that end in eos (or reach max_new_tokens) become finished hypotheses scored by sum / length ** L (length:
+  // generated tokens, eos included), and the N best others run on. A row stops taking hypotheses once it holds N
+  // finished ones and its best running score divided by the current length ** L is no better than its worst
+  // finished score; generation stops when every row has stopped or at max_new_tokens. Returns (B, 1 + n) as
+  // generate_greedy does: the decoder start token, each row's best finished hypothesis, pad after its eos; n is the
+  // longest of them. num_beams 1 is greedy decoding. Under TP the beams' bookkeeping is the same on every rank: it
+  // works on candidates gathered from the vocabulary slices (vocab_parallel_topk).
+  torch::Tensor generate_beam(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                              int64_t max_new_tokens, int64_t num_beams, double length_penalty = 1.0);
 
   // Every parameter's full name, full shape and split dimension.
   std::vector<ParameterLayout> parameter_layouts();
@@ -107,6 +119,13 @@ class T5ModelImpl : public torch::nn::Module {
  private:
   // (B, T, V / tp) from the decoder's final hidden states, whole or (layout kSplit) this rank's split.
   torch::Tensor lm_logits(const torch::Tensor& decoder_hidden, SequenceLayout layout = SequenceLayout::kReplicated);
+  // Generation: each decoder block's cache with the cross-attention keys and values of encoder_output (B, S, C),
+  // every row repeated `copies` times (the beams of a row, next to each other).
+  std::vector<DecoderLayerCache> generation_caches(const torch::Tensor& encoder_output, int64_t copies);
+  // One generation step: the decoder on the last tokens (N, 1) at position `step`, extending the caches; returns
+  // this rank's slice of the next-token logits, (N, V / tp) in fp32. cross_mask: additive, (N, 1, 1, S) or undefined.
+  torch::Tensor decode_step(const torch::Tensor& last_tokens, int64_t step, std::vector<DecoderLayerCache>& caches,
+                            const torch::Tensor& cross_mask);
   // The layout forward() runs: kSplit with sequence parallelism on and more than one TP rank.
   SequenceLayout training_layout() const;
 

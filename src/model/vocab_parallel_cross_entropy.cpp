@@ -75,4 +75,30 @@ torch::Tensor vocab_parallel_argmax(const torch::Tensor& local_logits, int64_t v
   return all_index.gather(0, best_rank).squeeze(0);
 }
 
+torch::Tensor vocab_parallel_log_softmax(const torch::Tensor& local_logits, Communicator& tp) {
+  if (tp.size() == 1) return torch::log_softmax(local_logits, -1);
+  torch::Tensor row_max = std::get<0>(local_logits.max(-1, /*keepdim=*/true));  // (..., 1)
+  tp.all_reduce_max(row_max);
+  const torch::Tensor shifted = local_logits - row_max;
+  torch::Tensor sum_exp = shifted.exp().sum(-1, /*keepdim=*/true);
+  tp.all_reduce_sum(sum_exp);
+  return shifted - sum_exp.log();
+}
+
+std::tuple<torch::Tensor, torch::Tensor> vocab_parallel_topk(const torch::Tensor& local_scores, int64_t k,
+                                                             int64_t vocab_start, Communicator& tp) {
+  const int64_t vocab_per_rank = local_scores.size(-1);
+  T5S_CHECK(k >= 1 && k <= vocab_per_rank * tp.size(), "top-", k, " of a vocabulary of ", vocab_per_rank * tp.size(),
+            " ids");
+  // A rank may hold fewer than k ids; the k largest of the whole are among the ranks' own largest.
+  auto [values, local_ids] = local_scores.topk(std::min(k, vocab_per_rank), -1);
+  torch::Tensor ids = local_ids + vocab_start;
+  if (tp.size() == 1) return {values, ids};
+  // (tp, ..., k') -> (..., tp * k'), in rank order
+  const torch::Tensor all_values = tp.all_gather(values.contiguous()).movedim(0, -2).flatten(-2);
+  const torch::Tensor all_ids = tp.all_gather(ids.contiguous()).movedim(0, -2).flatten(-2);
+  auto [best_values, best] = all_values.topk(k, -1);
+  return {best_values, all_ids.gather(-1, best)};
+}
+
 }  // namespace t5scale

@@ -19,17 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-ModelConfig model_config_of(const OpenedCheckpoint& checkpoint) {
-  const CheckpointIdentity& identity = checkpoint.loaded.saved;
-  return hf_config_from_json(identity.model_config, checkpoint.loaded.folder + "/manifest.json", identity.model_name);
-}
-
-RunConfig run_config_of(const OpenedCheckpoint& checkpoint) {
-  const nlohmann::json& state = checkpoint.loaded.state;
-  T5S_CHECK(state.contains("config_yaml"), checkpoint.loaded.folder, "/manifest.json has no run_state.config_yaml");
-  return parse_run_config(state.at("config_yaml").get<std::string>(), checkpoint.loaded.folder + "/manifest.json");
-}
-
 const nlohmann::json& layout_of(const OpenedCheckpoint& checkpoint) {
   T5S_CHECK(!checkpoint.loaded.optimizer_layout.is_null(), checkpoint.loaded.folder,
             " was written in checkpoint format 1, without the optimizer layout this needs");
@@ -44,10 +33,45 @@ std::string mib(int64_t bytes) {
 
 }  // namespace
 
+ModelConfig checkpoint_model_config(const OpenedCheckpoint& checkpoint) {
+  const CheckpointIdentity& identity = checkpoint.loaded.saved;
+  return hf_config_from_json(identity.model_config, checkpoint.loaded.folder + "/manifest.json", identity.model_name);
+}
+
+RunConfig checkpoint_run_config(const OpenedCheckpoint& checkpoint) {
+  const nlohmann::json& state = checkpoint.loaded.state;
+  T5S_CHECK(state.contains("config_yaml"), checkpoint.loaded.folder, "/manifest.json has no run_state.config_yaml");
+  return parse_run_config(state.at("config_yaml").get<std::string>(), checkpoint.loaded.folder + "/manifest.json");
+}
+
+T5Model checkpoint_model(const OpenedCheckpoint& checkpoint) {
+  const RunConfig run = checkpoint_run_config(checkpoint);
+  const SavedOptimizerState saved(checkpoint.loaded.folder, layout_of(checkpoint));
+  const ModelConfig model_config = checkpoint_model_config(checkpoint);
+  const ProcessGrid solo = ProcessGrid::solo();
+  T5Model model(model_config, solo.tp, torch::kFloat32);
+  auto params = model->named_parameters();
+  if (saved.parameters().size() < params.size()) {
+    // Frozen parameters never changed: they are what the run started from.
+    if (run.model.init_from.empty()) {
+      model->initialize_weights(static_cast<uint64_t>(run.run.seed));
+    } else {
+      load_hf_checkpoint(*model, run.model.init_from);
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (const ParameterLayout& layout : saved.parameters()) {
+    T5S_CHECK(params.contains(layout.name), checkpoint.loaded.folder, " holds state for '", layout.name,
+              "', which model '", model_config.name, "' does not have");
+    params[layout.name].copy_(saved.full_bucket_state("master", layout.name));
+  }
+  return model;
+}
+
 std::string describe_checkpoint(const OpenedCheckpoint& checkpoint) {
   const LoadedCheckpoint& loaded = checkpoint.loaded;
   const nlohmann::json& manifest = checkpoint.manifest;
-  const ModelConfig model = model_config_of(checkpoint);
+  const ModelConfig model = checkpoint_model_config(checkpoint);
   std::ostringstream out;
   out << "checkpoint  " << loaded.folder << " (format " << manifest.at("format_version").get<int>() << ", written "
       << manifest.value("created_utc", "?") << ")\n";
@@ -94,7 +118,7 @@ std::string describe_checkpoint(const OpenedCheckpoint& checkpoint) {
 ReshardResult reshard_checkpoint(const OpenedCheckpoint& checkpoint, const ReshardOptions& options) {
   const LoadedCheckpoint& loaded = checkpoint.loaded;
   const nlohmann::json& saved_layout = layout_of(checkpoint);
-  const ModelConfig model_config = model_config_of(checkpoint);
+  const ModelConfig model_config = checkpoint_model_config(checkpoint);
   T5S_CHECK(options.tp >= 1 && options.dp >= 1, "--tp and --dp must be at least 1, got ", options.tp, " and ",
             options.dp);
   const auto problems = ProcessGrid::validate(options.tp * options.dp, options.tp, model_config);
@@ -103,7 +127,7 @@ ReshardResult reshard_checkpoint(const OpenedCheckpoint& checkpoint, const Resha
     for (const auto& problem : problems) message += "\n  " + problem;
     throw Error(message);
   }
-  RunConfig run = run_config_of(checkpoint);
+  RunConfig run = checkpoint_run_config(checkpoint);
   run.parallel.tp = options.tp;
   run.parallel.zero1 = options.zero1 < 0 ? saved_layout.at("zero1").get<bool>() : options.zero1 == 1;
   run.parallel.zero2 = false;  // ZeRO-2 checkpoints are ZeRO-1's: the same owned ranges of the optimizer state
@@ -160,7 +184,7 @@ ExportResult export_checkpoint_hf(const OpenedCheckpoint& checkpoint, const std:
   std::error_code error;
   T5S_CHECK(!fs::exists(folder) || fs::is_empty(folder, error), folder,
             " exists and is not empty; it is left as it is (choose another folder)");
-  const RunConfig run = run_config_of(checkpoint);
+  const RunConfig run = checkpoint_run_config(checkpoint);
   RunTokenizer run_tokenizer;
   if (tokenizer == "none") {
     run_tokenizer.description = "--tokenizer none";
@@ -172,25 +196,9 @@ ExportResult export_checkpoint_hf(const OpenedCheckpoint& checkpoint, const std:
                                 "--tokenizer none"));
     }
   }
-  const SavedOptimizerState saved(checkpoint.loaded.folder, layout_of(checkpoint));
-  const ModelConfig model_config = model_config_of(checkpoint);
-  const ProcessGrid solo = ProcessGrid::solo();
-  T5Model model(model_config, solo.tp, torch::kFloat32);
-  auto params = model->named_parameters();
-  if (saved.parameters().size() < params.size()) {
-    // Frozen parameters never changed: they are what the run started from.
-    if (run.model.init_from.empty()) {
-      model->initialize_weights(static_cast<uint64_t>(run.run.seed));
-    } else {
-      load_hf_checkpoint(*model, run.model.init_from);
-    }
-  }
-  torch::NoGradGuard no_grad;
-  for (const ParameterLayout& layout : saved.parameters()) {
-    T5S_CHECK(params.contains(layout.name), checkpoint.loaded.folder, " holds state for '", layout.name,
-              "', which model '", model_config.name, "' does not have");
-    params[layout.name].copy_(saved.full_bucket_state("master", layout.name));
-  }
+  // Built before the folder is made: a checkpoint whose model cannot be built leaves nothing behind.
+  T5Model model = checkpoint_model(checkpoint);
+  const ModelConfig& model_config = model->config();
   ExportResult result;
   fs::create_directories(folder);
   if (!run_tokenizer.model_path.empty()) {

@@ -6,9 +6,22 @@
 #include <string>
 #include <vector>
 
+#include "config/run_config.h"
 #include "io/sharded_checkpoint.h"
+#include "model/t5_model.h"
 
 namespace t5scale {
+
+// The model's shape, as the manifest records it.
+ModelConfig checkpoint_model_config(const OpenedCheckpoint& checkpoint);
+
+// The run's config as resolved when the checkpoint was written (the manifest's run_state.config_yaml).
+RunConfig checkpoint_run_config(const OpenedCheckpoint& checkpoint);
+
+// The checkpoint's model whole, in fp32 on the CPU, in training mode as any new module: the trained parameters from
+// the fp32 master weights, frozen ones (which the optimizer does not hold) initialised as the run initialised them.
+// Refuses a format 1 checkpoint (no optimizer layout) and state for a parameter the model does not have.
+T5Model checkpoint_model(const OpenedCheckpoint& checkpoint);
 
 // Model, grid, step, optimizer state, sizes and every file's checksum (open_checkpoint() verified them), as text.
 std::string describe_checkpoint(const OpenedCheckpoint& checkpoint);

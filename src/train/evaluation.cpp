@@ -23,18 +23,6 @@ const std::vector<std::string>& generation_metric_names() {
   return names;
 }
 
-// Token ids of a generated row: after the decoder start token, up to (not including) the first eos.
-std::vector<int32_t> generated_ids(const torch::Tensor& row, int64_t eos_id, int64_t pad_id) {
-  std::vector<int32_t> ids;
-  const auto values = row.accessor<int64_t, 1>();
-  for (int64_t j = 1; j < values.size(0); ++j) {
-    if (values[j] == eos_id || values[j] < 0) break;
-    if (values[j] == pad_id) continue;
-    ids.push_back(static_cast<int32_t>(values[j]));
-  }
-  return ids;
-}
-
 std::vector<int32_t> without_eos(std::vector<int32_t> ids, int64_t eos_id) {
   if (!ids.empty() && ids.back() == eos_id) ids.pop_back();
   return ids;
@@ -248,6 +236,17 @@ EvaluationResult evaluate(T5ModelImpl& model, const ProcessGrid& grid, ExampleSo
   if (generate) score_generations(outputs.generated, model, grid, examples, options, decode, device, result);
   result.eval_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+std::vector<int32_t> generated_ids(const torch::Tensor& row, int64_t eos_id, int64_t pad_id) {
+  std::vector<int32_t> ids;
+  const auto values = row.accessor<int64_t, 1>();
+  for (int64_t j = 1; j < values.size(0); ++j) {
+    if (values[j] == eos_id || values[j] < 0) break;
+    if (values[j] == pad_id) continue;
+    ids.push_back(static_cast<int32_t>(values[j]));
+  }
+  return ids;
 }
 
 }  // namespace t5scale

@@ -42,6 +42,10 @@ struct EvaluationResult {
   int64_t generated_ids_beyond_vocab = 0;  // rank 0 only: generated ids >= data_vocab_size, over all generations
 };
 
+// Token ids of a generated row (1 + n): after the decoder start token, up to (not including) the first eos, pad
+// skipped.
+std::vector<int32_t> generated_ids(const torch::Tensor& row, int64_t eos_id, int64_t pad_id);
+
 // Text of token ids (pad and eos skipped): the tokenizer's decode, or the ids themselves for the synthetic task.
 using DecodeFunction = std::function<std::string(const std::vector<int32_t>&)>;
 
