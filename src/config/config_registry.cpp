@@ -440,6 +440,9 @@ const std::vector<Entry>& registry() {
     dimension(T5S_KEY(model, num_layers),
               "Encoder blocks, and decoder blocks unless num_decoder_layers is set (as T5Config does)");
     dimension(T5S_KEY(model, num_decoder_layers), "Decoder blocks");
+    dimension(T5S_KEY(model, vocab_size),
+              "Embedding rows, and the LM head's: at least the data's vocabulary (a tokenizer trained on the data "
+              "needs far fewer than a named shape's 32,128; a multiple of 128 keeps the products aligned)");
     // data
     k.push_back(string_key(T5S_KEY(data, dataset), "non-empty", non_empty,
                            "Training data: a tokenized dataset file written by t5scale-prep (HDF5), or synthetic "

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -84,7 +85,7 @@ std::vector<std::pair<std::string, int64_t>> set_model_dimensions(const ModelSet
   std::vector<std::pair<std::string, int64_t>> set;
   for (const auto& [name, value] : {std::pair<const char*, int64_t>{"d_model", m.d_model}, {"d_kv", m.d_kv},
                                     {"d_ff", m.d_ff}, {"num_heads", m.num_heads}, {"num_layers", m.num_layers},
-                                    {"num_decoder_layers", m.num_decoder_layers}}) {
+                                    {"num_decoder_layers", m.num_decoder_layers}, {"vocab_size", m.vocab_size}}) {
     if (value > 0) set.emplace_back(name, value);
   }
   return set;
@@ -407,6 +408,7 @@ void apply_model_settings(const RunConfig& config, ModelConfig& model) {
   if (m.num_heads > 0) model.num_heads = m.num_heads;
   if (m.num_layers > 0) model.num_layers = model.num_decoder_layers = m.num_layers;
   if (m.num_decoder_layers > 0) model.num_decoder_layers = m.num_decoder_layers;
+  if (m.vocab_size > 0) model.vocab_size = m.vocab_size;
 }
 
 int64_t evaluation_interval_steps(const EvalSettings& eval, int64_t steps_per_epoch) {
@@ -428,11 +430,30 @@ ModelConfig resolve_model_config(const RunConfig& config, int64_t vocab_size) {
     } catch (const Error& e) {
       throw Error(msg("model.name: ", e.what()));
     }
-    T5S_CHECK(vocab_size <= model.vocab_size, "the data's vocabulary of ", vocab_size, " tokens does not fit ",
-              model.name, "'s vocab_size ", model.vocab_size, " (model.name)");
   }
   apply_model_settings(config, model);
+  T5S_CHECK(vocab_size <= model.vocab_size, "the data's vocabulary of ", vocab_size, " tokens does not fit ",
+            model.name, "'s vocab_size ", model.vocab_size,
+            config.model.vocab_size > 0 ? " (model.vocab_size)" : " (model.name)");
   return model;
+}
+
+std::string unused_embedding_rows_note(const RunConfig& config, const ModelConfig& model, int64_t data_vocab_size) {
+  if (!config.model.init_from.empty() || config.model.name == "tiny" || config.model.vocab_size > 0 ||
+      data_vocab_size <= 0) {
+    return "";
+  }
+  const int64_t multiple = 128 % std::max<int64_t>(config.parallel.tp, 1) == 0 ? 128 : 128 * config.parallel.tp;
+  const int64_t rows = (data_vocab_size + multiple - 1) / multiple * multiple;
+  if (2 * rows > model.vocab_size) return "";
+  const int64_t unused = (model.vocab_size - rows) * model.d_model * (model.tie_word_embeddings ? 1 : 2);
+  char millions[32];
+  std::snprintf(millions, sizeof(millions), "%.1fM", static_cast<double>(unused) / 1e6);
+  return msg("the data's vocabulary has ", data_vocab_size, " ids and ", model.name, " keeps its ", model.vocab_size,
+             " embedding rows: ", millions, " parameters",
+             model.tie_word_embeddings ? "" : " (embedding and LM head)",
+             " that no id reaches, trained and stepped all the same; model.vocab_size=", rows,
+             " holds the data's ids (a multiple of 128)");
 }
 
 namespace {

@@ -44,6 +44,7 @@ struct ModelSettings {
   int64_t num_heads = 0;
   int64_t num_layers = 0;
   int64_t num_decoder_layers = 0;
+  int64_t vocab_size = 0;  // embedding rows (and the LM head's); 0 = the shape's own (tiny: the data's)
 };
 
 struct DataSettings {
@@ -344,6 +345,11 @@ void apply_model_settings(const RunConfig& config, ModelConfig& model);
 // vocabulary must hold the data's ids (vocab_size <= its vocab_size); then apply_model_settings. With
 // model.init_from set the shape is that folder's config.json, which io reads: this throws.
 ModelConfig resolve_model_config(const RunConfig& config, int64_t vocab_size);
+// Trained from scratch, a named shape keeps its own embedding rows (t5-small: 32,128) whatever the data's
+// vocabulary: where the data's ids reach less than half of them (a tokenizer trained on the data), what the rows no
+// id reaches cost and the model.vocab_size that would hold the data's ids (a multiple of 128, as Megatron-LM pads);
+// "" otherwise (model.vocab_size set, model.init_from set, tiny, or the vocabulary unknown).
+std::string unused_embedding_rows_note(const RunConfig& config, const ModelConfig& model, int64_t data_vocab_size);
 
 // Steps between evaluations during training: eval.every_steps, or eval.every_epochs x steps_per_epoch rounded to
 // the nearest step (at least 1); 0 = none during training, or every_epochs with steps_per_epoch unknown (<= 0).

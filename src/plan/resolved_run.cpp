@@ -111,6 +111,8 @@ void resolve_model(const RunConfig& c, const RunData& data, ResolvedRun& r) {
     } else {
       if (data.vocab_size > 0) {
         r.model = resolve_model_config(c, data.vocab_size);
+        const std::string note = unused_embedding_rows_note(c, *r.model, data.vocab_size);
+        if (!note.empty()) r.notes.push_back(note);
       } else {  // the data's vocabulary unknown yet: the named shape, with the model section's settings
         ModelConfig model = named_model_config(c.model.name);
         apply_model_settings(c, model);

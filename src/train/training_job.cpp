@@ -290,6 +290,8 @@ void TrainingJob::resolve() {
   T5S_CHECK(resolved_.batch && resolved_.model && resolved_.memory_inputs && (resolved_.lr || config_.eval.only),
             "the run resolved without ", !resolved_.batch ? "a batch split" : !resolved_.model ? "a model shape"
                                          : !resolved_.memory_inputs ? "a memory model" : "an LR plan");
+  const std::string rows_note = unused_embedding_rows_note(config_, *resolved_.model, vocab_size_);
+  if (!rows_note.empty()) log("[t5scale] note: " + rows_note);
   if (!resolved_.checkpointing.fits) {
     throw Error(msg(source_, ": this run cannot start:\n  ",
                     memory_refusal(world.device_share_bytes, NodeGroup().local_size())));

@@ -39,6 +39,7 @@ model:
   num_heads: 8
   num_layers: 6
   num_decoder_layers: 4
+  vocab_size: 4096
 data:
   dataset: /data/samsum.h5
   tokenizer: /data/spiece.model
@@ -198,6 +199,7 @@ TEST(RunConfigLoad, FullFileSetsEveryMember) {
   EXPECT_EQ(c.model.num_heads, 8);
   EXPECT_EQ(c.model.num_layers, 6);
   EXPECT_EQ(c.model.num_decoder_layers, 4);
+  EXPECT_EQ(c.model.vocab_size, 4096);
   EXPECT_EQ(c.data.dataset, "/data/samsum.h5");
   EXPECT_EQ(c.data.tokenizer, "/data/spiece.model");
   EXPECT_EQ(c.data.train_split, "train_small");
@@ -1086,6 +1088,37 @@ TEST(RunConfigBatch, ModelDimensionsOverTheShape) {
   EXPECT_EQ(small.d_model, 128);
 }
 
+TEST(RunConfigResolve, EmbeddingRowsNoIdReachesAreNamedAndModelVocabSizeSetsThem) {
+  RunConfig c;
+  apply_overrides(c, {"model.name=t5-small"});
+  // A 300-piece tokenizer on t5-small's 32,128 rows (tied): the rows beyond 384 are counted once.
+  const ModelConfig shape = resolve_model_config(c, 300);
+  EXPECT_EQ(shape.vocab_size, 32128);
+  EXPECT_EQ(unused_embedding_rows_note(c, shape, 300),
+            "the data's vocabulary has 300 ids and t5-small keeps its 32128 embedding rows: 16.3M parameters that no "
+            "id reaches, trained and stepped all the same; model.vocab_size=384 holds the data's ids (a multiple of "
+            "128)");
+  // Untied (v1.1): the LM head's rows too. Half the rows or more reached: no note.
+  apply_overrides(c, {"model.name=t5-v1_1-small"});
+  const ModelConfig untied = resolve_model_config(c, 300);
+  EXPECT_NE(unused_embedding_rows_note(c, untied, 300).find("32.5M parameters (embedding and LM head)"),
+            std::string::npos) << unused_embedding_rows_note(c, untied, 300);
+  EXPECT_EQ(unused_embedding_rows_note(c, untied, 20000), "");
+  // Set, the rows are the key's; fewer than the data's ids is refused, naming the key.
+  apply_overrides(c, {"model.vocab_size=384"});
+  EXPECT_EQ(resolve_model_config(c, 300).vocab_size, 384);
+  EXPECT_EQ(unused_embedding_rows_note(c, resolve_model_config(c, 300), 300), "");
+  const std::string e = error_of([&] { resolve_model_config(c, 500); });
+  EXPECT_NE(e.find("the data's vocabulary of 500 tokens does not fit t5-v1_1-small's vocab_size 384 (model.vocab_size)"),
+            std::string::npos) << e;
+  // tp must divide the rows; with init_from the folder's config.json gives them.
+  EXPECT_EQ(all_text(errors_after({"model.name=t5-small", "model.vocab_size=385", "parallel.tp=2"})),
+            "parallel.tp: model t5-small: vocab_size 385 is not divisible by tp 2\n");
+  EXPECT_NE(all_text(errors_after({"model.init_from=/m", "model.vocab_size=384"})).find(
+                "model.vocab_size: is set (384) with model.init_from"),
+            std::string::npos);
+}
+
 TEST(RunConfigValidate, ModelDimensions) {
   EXPECT_EQ(all_text(errors_after({"model.d_model=128", "model.num_layers=3", "model.num_heads=2"})), "");
   EXPECT_EQ(only_error_on(errors_after({"model.d_model=-1"}), "model.d_model"), "must be >= 0, got -1");
@@ -1121,7 +1154,7 @@ TEST(ConfigReference, EveryKeyHasARowWithItsDefaultAndDoc) {
   for (const auto& section : config_sections()) {
     EXPECT_NE(markdown.find("\n## " + section.name + "\n\n" + section.doc + "\n"), std::string::npos) << section.name;
   }
-  EXPECT_EQ(config_keys().size(), 107u);  // the schema's keys; a new key changes this and the reference
+  EXPECT_EQ(config_keys().size(), 108u);  // the schema's keys; a new key changes this and the reference
 }
 
 }  // namespace
