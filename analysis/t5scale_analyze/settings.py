@@ -34,7 +34,8 @@ REPEAT_SUFFIX = re.compile(r"[-_.]?(?:s|seed|r|rep|repeat)?[0-9]+$")
 LAYOUT_SECTIONS = ("cfg.parallel.", "cfg.eval.", "cfg.early_stopping.", "cfg.checkpoint.", "cfg.telemetry.",
                    "cfg.cost.", "cfg.export.")
 LAYOUT_KEYS = ("cfg.run.name", "cfg.run.study", "cfg.run.output_dir", "cfg.run.planned_world_size",
-               "cfg.train.log_every", "cfg.train.micro_batch", "cfg.train.grad_accumulation")
+               "cfg.train.log_every", "cfg.train.log_every_s", "cfg.train.micro_batch",
+               "cfg.train.grad_accumulation")
 # The batch keys' text differs between a fixed global batch and a fixed micro batch that give the same global batch:
 # the problem takes the global batch as run instead.
 GLOBAL_BATCH_KEYS = ("cfg.train.global_batch", "cfg.train.batch_mode")
