@@ -563,6 +563,37 @@ slurm: {gpu: A100-80GB, gpus_per_node: 8, interconnect: ib-hdr-1x, time_limit: "
   EXPECT_TRUE(contains(plan_csv(plan), "predicted_step_time_s,predicted_tokens_per_s")) << plan_csv(plan);
 }
 
+// A predicted MFU above what any run reaches is the step model's error, not a figure: no time, throughput or cost.
+TEST(StudyPlan, APredictionAboveTheCredibleMfuIsRefusedAsAFigure) {
+  const std::string yaml = R"(
+study: mfu
+base:
+  model: {name: t5-v1_1-base}
+  data: {dataset: data/absent.h5, max_source_length: 512, max_target_length: 128}
+  precision: bf16
+  parallel: {backend: nccl}
+  train: {max_steps: 100, global_batch: 64}
+  eval: {every_steps: 0, at_end: false}
+  cost: {price_per_gpu_hour_usd: 2.0}
+slurm: {gpu: H100, gpus_per_node: 1}
+)";
+  const RunForecast credible = plan_study(spec_from(yaml)).runs[0].forecast;
+  ASSERT_TRUE(credible.known);
+  EXPECT_GT(credible.mfu, 0.05);
+  EXPECT_LE(credible.mfu, kHighestCredibleMfu);
+  EXPECT_TRUE(std::isfinite(credible.cost_usd));
+  // The same run against a device said to have a hundredth of an H100's peak: far above 70% MFU.
+  StudySpec spec = spec_from(yaml);
+  spec.base.push_back({"telemetry.peak_flops_per_device", "9.894e12", 0});
+  const StudyPlan plan = plan_study(spec);
+  const RunForecast& refused = plan.runs[0].forecast;
+  EXPECT_TRUE(std::isnan(refused.step_time_s) && std::isnan(refused.tokens_per_s) && std::isnan(refused.mfu));
+  EXPECT_TRUE(std::isnan(refused.cost_usd));
+  ASSERT_FALSE(refused.warnings.empty());
+  EXPECT_TRUE(contains(refused.warnings[0], "% MFU, above the 70% any run reaches")) << refused.warnings[0];
+  EXPECT_TRUE(contains(format_plan(plan), "above the 70% any run reaches")) << format_plan(plan);
+}
+
 // Efficiency compares a run with the study's run of the same model, lengths, steps and global batch on the fewest
 // devices, whatever splits the batch (micro batch, accumulation, TP): two GPUs doing what one does are compared with
 // the one, and a run of another global batch or step count is no point of that series.
