@@ -346,19 +346,26 @@ int command_status(const Context& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Exit codes as the usage text gives them: 2 for a command line or a spec that cannot be used (nothing done), 1
+  // for a command that failed on its way; the message as every program prints it (command_line.h).
+  auto fail = [](const std::exception& e, int code) {
+    std::cerr << "t5scale-study: error: " << user_message(e) << "\n";
+    print_debug_text("t5scale-study", e);
+    return code;
+  };
   Arguments args;
   try {
     args = parse(argc, argv);
   } catch (const UsageError& e) {
-    std::cerr << "t5scale-study: " << e.what() << "\n" << kUsage;
-    return 1;
+    fail(e, 2);
+    std::cerr << kUsage;
+    return 2;
   }
   Context context;
   try {
     context = prepare(args);
   } catch (const Error& e) {
-    std::cerr << "t5scale-study: " << e.what() << "\n";
-    return 2;
+    return fail(e, 2);
   }
   try {
     if (args.command == "plan") return command_plan(context);
@@ -366,7 +373,6 @@ int main(int argc, char** argv) {
     if (args.command == "submit") return command_submit(context);
     return command_status(context);
   } catch (const std::exception& e) {
-    std::cerr << "t5scale-study: " << e.what() << "\n";
-    return 1;
+    return fail(e, 1);
   }
 }
