@@ -233,10 +233,12 @@ int main(int argc, char** argv) {
     std::cerr << "t5scale-prep: error: " << e.what() << "\n\n" << kUsage;
     return 2;
   } catch (const t5scale::Error& e) {
-    std::cerr << "t5scale-prep: error: " << e.what() << "\n";
+    std::cerr << "t5scale-prep: error: " << t5scale::user_message(e) << "\n";
+    t5scale::print_debug_text("t5scale-prep", e);  // with T5SCALE_DEBUG: the failed check behind the message
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "t5scale-prep: internal error: " << e.what() << "\n";
+    std::cerr << "t5scale-prep: internal error: " << t5scale::user_message(e) << "\n";
+    t5scale::print_debug_text("t5scale-prep", e);
     return 1;
   }
 }
