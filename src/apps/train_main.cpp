@@ -75,15 +75,11 @@ int main(int argc, char** argv) {
       }
     };
     // Every problem the config, this world and the files show, in one list before the resolved config is printed
-    // (the job checks them again: --print-config prints without them).
-    auto world_and_files = [&](const RunConfig& c) {
-      std::vector<ConfigError> errors = validate_for_world(c, size_of(MPI_COMM_WORLD));
-      for (ConfigError& e : check_files(c)) errors.push_back(std::move(e));
-      return errors;
-    };
+    // (the job refuses on the same list: --print-config prints without it).
+    auto before_start = [](const RunConfig& c) { return problems_before_start(c, size_of(MPI_COMM_WORLD)); };
     const RunConfig config = args.print_config ? load_run_config(args.config_path, args.overrides, complete)
                                                : load_run_config(args.config_path, args.overrides, complete,
-                                                                 world_and_files);
+                                                                 before_start);
     const std::string source = args.config_path.empty() ? "the default config" : args.config_path;
     if (world_rank() == 0) {
       if (args.print_config) {

@@ -123,18 +123,7 @@ int TrainingJob::run() {
 }
 
 void TrainingJob::refuse_what_cannot_work(int world_size) {
-  std::vector<ConfigError> errors = validate_for_world(config_, world_size);
-  const int64_t planned = config_.run.planned_world_size;
-  if (planned > 0 && planned != world_size) {
-    // A study's config carries its grid: on another world its batch split (fixed_micro), LR and cost would not be
-    // the ones planned, and the study's status would still call the run its own.
-    errors.push_back({"run.planned_world_size",
-                      msg("this config was planned (t5scale-study) for ", planned, " processes and was started with ",
-                          world_size, "; start it as planned (its sbatch script), or set run.planned_world_size=0 "
-                          "to run it on this world, whose batch split, LR and cost then differ from the plan")});
-  }
-  for (auto& e : check_files(config_)) errors.push_back(e);
-  throw_if_errors(errors, source_);
+  throw_if_errors(problems_before_start(config_, world_size), source_);
 }
 
 void TrainingJob::set_up_grid() {
@@ -603,6 +592,21 @@ std::string TrainingJob::decode(const std::vector<int32_t>& ids) const {
 }  // namespace training_job_internal
 
 using training_job_internal::TrainingJob;
+
+std::vector<ConfigError> problems_before_start(const RunConfig& config, int64_t world_size) {
+  std::vector<ConfigError> errors = validate_for_world(config, world_size);
+  const int64_t planned = config.run.planned_world_size;
+  if (planned > 0 && planned != world_size) {
+    // A study's config carries its grid: on another world its batch split (fixed_micro), LR and cost would not be
+    // the ones planned, and the study's status would still call the run its own.
+    errors.push_back({"run.planned_world_size",
+                      msg("this config was planned (t5scale-study) for ", planned, " processes and was started with ",
+                          world_size, "; start it as planned (its sbatch script), or set run.planned_world_size=0 "
+                          "to run it on this world, whose batch split, LR and cost then differ from the plan")});
+  }
+  for (auto& e : check_files(config)) errors.push_back(e);
+  return errors;
+}
 
 int run_training_job(const RunConfig& config, const std::string& config_source) {
   TrainingJob job(config, config_source);

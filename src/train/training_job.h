@@ -10,12 +10,18 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "config/run_config.h"
 
 namespace t5scale {
 
 constexpr int kDivergedExitCode = 3;
+
+// Every problem that keeps `config` from starting on `world_size` processes before anything is read: validate()'s,
+// the world's (tp, the batch split, a study's planned world size) and the files' (dataset, tokenizer, init_from).
+// t5scale-train lists them with the config's own before it prints the resolved config; the job refuses on them.
+std::vector<ConfigError> problems_before_start(const RunConfig& config, int64_t world_size);
 
 // Collective over MPI_COMM_WORLD (MPI must be initialised). `config` has passed validate(); `config_source` names
 // where it came from in messages. Returns the process exit code.
