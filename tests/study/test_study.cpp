@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -1652,6 +1653,36 @@ TEST(StudyExamples, EverySpecInJobsPlansWithoutInvalidRuns) {
   EXPECT_EQ(runs["strategies-seed000.yaml"], 16u);
   EXPECT_EQ(runs["strategies-manpages.yaml"], 14u);
   EXPECT_EQ(runs["zero2-seed003.yaml"], 3u);
+}
+
+// The quickstart study's commented-out site lines are keys a spec takes: uncommented as a site would, they load and
+// plan, and say what they were written to say.
+TEST(StudyExamples, TheQuickstartStudysSiteLinesAreValidKeysWhenUncommented) {
+  const fs::path spec_path = fs::path(T5SCALE_SOURCE_DIR) / "jobs" / "quickstart" / "study.yaml";
+  std::istringstream lines(read_text(spec_path.string()));
+  std::string uncommented;
+  int changed = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t body = line.find_first_not_of(' ', 4);
+    const bool site_line = line.rfind("  # ", 0) == 0 && body != std::string::npos &&
+                           std::regex_search(line.substr(body), std::regex("^(gpu|partition|account|modules|setup|"
+                                                                           "launcher|env|HF_HUB_CACHE):|^- "));
+    if (site_line) {
+      line.erase(2, 2);  // "  # modules: ..." -> "  modules: ...", "  #   - source ..." -> "    - source ..."
+      ++changed;
+    }
+    uncommented += line + "\n";
+  }
+  EXPECT_EQ(changed, 9) << uncommented;
+  const StudySpec spec = spec_from(uncommented, spec_path.parent_path().string());
+  EXPECT_EQ(spec.slurm.gpu, "A100-80GB");
+  EXPECT_FALSE(spec.slurm.modules.empty());
+  ASSERT_EQ(spec.slurm.setup.size(), 1u);
+  EXPECT_TRUE(contains(spec.slurm.setup[0], "env.sh")) << spec.slurm.setup[0];
+  EXPECT_EQ(spec.slurm.launcher, "mpirun");
+  ASSERT_EQ(spec.slurm.env.size(), 1u);
+  EXPECT_EQ(spec.slurm.env[0].name, "HF_HUB_CACHE");
+  EXPECT_EQ(plan_study(spec).invalid_count(), 0u);
 }
 
 TEST(StudyExamples, EverySpecRendersScriptsThatBashReads) {
