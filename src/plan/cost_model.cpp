@@ -116,9 +116,11 @@ class StepActivations {
         dropout_(c.dropout_rate > 0.0),
         gated_(c.feed_forward == FeedForwardKind::kGatedGelu),
         tied_(c.tie_word_embeddings),
+        on_gpu_(in.on_gpu),
         fused_norms_(in.on_gpu),
         fused_attention_(in.on_gpu && in.fused_attention),
         padded_(in.padded),
+        product_buffer_(!in.on_gpu && in.compute_bytes_per_element == 2 && in.half_products_through_fp32 ? 4.0 : 0.0),
         // A dropout's mask: one byte per element (at::native_dropout, on every device).
         mask_(dropout_ ? 1.0 : 0.0),
         every_(in.checkpoint_every_blocks),
@@ -136,8 +138,10 @@ class StepActivations {
     const double embedding = vocab_ * d_model_;                    // (V / tp, d_model)
     const double held_grad = tied_ ? e_ * embedding : 0.0;         // the LM head's part of the tied gradient
     const double fp32_grad_to_input = e_ == 2.0 ? 2.0 : 0.0;       // the loss gradient cast back to bf16
-    // A gradient added into its fp32 bucket: the gradient, and from bf16 its fp32 copy.
-    const double accumulated = (e_ + (e_ == 2.0 ? 4.0 : 0.0)) * embedding;
+    // A gradient added into its fp32 bucket: the gradient, and from bf16 its fp32 copy (on the CPU: the GEMM's own
+    // fp32 buffer where it has one).
+    const double accumulated =
+        (e_ + (e_ == 2.0 ? (on_gpu_ ? 4.0 : product_buffer_) : 0.0)) * embedding;
     double peak = std::max({
         // The loss: logits (held by the step), the max-shifted fp32 logits, their exponentials and the softmax.
         saved + (e_ + 12.0) * logits,
@@ -145,7 +149,7 @@ class StepActivations {
         saved + (e_ + 12.0 + fp32_grad_to_input) * logits,
         // The LM head's backward: the logits' gradient and the weight's (tied: held for the embeddings' parts;
         // untied: added into its bucket).
-        saved + 2.0 * e_ * logits + (tied_ ? e_ * embedding : accumulated),
+        saved + 2.0 * e_ * logits + (tied_ ? (e_ + product_buffer_) * embedding : accumulated),
         // The last decoder block's backward: its attention gradients over the widest scores (and the core made again
         // under selective recomputation).
         saved + e_ * logits + held_grad + 2.0 * e_ * decoder_scores() +
@@ -270,7 +274,8 @@ class StepActivations {
   }
 
   double e_, rows_, source_, target_, d_model_, heads_, inner_, d_ff_, vocab_, split_;
-  bool dropout_, gated_, tied_, fused_norms_, fused_attention_, padded_;
+  bool dropout_, gated_, tied_, on_gpu_, fused_norms_, fused_attention_, padded_;
+  double product_buffer_;  // bytes per element of a half-precision product's fp32 buffer on the CPU (4 or 0)
   double mask_;
   int64_t every_;
   bool selective_;

@@ -55,6 +55,11 @@ struct MemoryInputs {
   // each row's mask, (B, H, S, S), and the cross-attention a mask; false: every row of the full lengths (the trainer
   // then passes no mask, the bias stays (1, H, S, S) and the cross-attention runs SDPA's flash kernel).
   bool padded = true;
+  // On the CPU: LibTorch's GEMM on bf16 or fp16 operands writes its product in fp32 and then rounds it, an fp32
+  // buffer of the product's size beside the result while it runs (its own kernels do so on a CPU without bf16 matrix
+  // instructions; CpuMemoryTracker::half_products_through_fp32 probes the machine). Counted for the products of the
+  // vocabulary's size, the LM head's weight gradient.
+  bool half_products_through_fp32 = false;
   int64_t frozen_parameters_per_rank = 0;  // of this rank's shard: no gradients, no optimizer state
 };
 

@@ -238,6 +238,7 @@ void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, const R
   m.micro_batch = planned_micro_batch(c, *r.batch);
   m.on_gpu = world.on_gpu;
   m.fused_attention = world.fused_attention;
+  m.half_products_through_fp32 = world.half_products_through_fp32;
   try {
     m.frozen_parameters_per_rank = frozen_parameters_per_rank(*r.model, m.tp, freeze_options(c.train));
     // auto: what the trainer chooses on a device of this memory (none where it is unknown).

@@ -26,6 +26,7 @@ struct RunWorld {
   int64_t world_size = 1;
   bool on_gpu = false;             // the memory model adds the CUDA context and communication buffers
   bool fused_attention = true;     // on a GPU: SDPA's fused kernel (false: the explicit path; MemoryInputs)
+  bool half_products_through_fp32 = false;  // on the CPU, as probed (MemoryInputs); false where not probed
   int64_t device_share_bytes = 0;  // the memory one rank may use (checkpointing auto, the fit); 0: unknown
   int64_t nodes = 1;               // the step-time model's DP link: a group across nodes uses the network
   int64_t ranks_per_node = 1;

@@ -1,5 +1,8 @@
 #include "train/cpu_memory_tracker.h"
 
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/ones.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/alignment.h>
@@ -88,5 +91,19 @@ int64_t CpuMemoryTracker::live_bytes() { return live.load(); }
 int64_t CpuMemoryTracker::peak_bytes() { return peak.load(); }
 void CpuMemoryTracker::start_window() { window_peak.store(live.load()); }
 int64_t CpuMemoryTracker::window_peak_bytes() { return window_peak.load(); }
+
+bool CpuMemoryTracker::half_products_through_fp32() {
+  if (!installed()) return false;
+  // The LM head's weight gradient: the logits' gradient transposed, (V, tokens), times the tokens' states,
+  // (tokens, d_model), here (1024, 64) x (64, 512): a 1 MiB bf16 product and, where the buffer is made, 2 MiB in fp32.
+  const auto bf16 = c10::TensorOptions().dtype(c10::kBFloat16);
+  const at::Tensor grad_output = at::ones({64, 1024}, bf16);
+  const at::Tensor input = at::ones({64, 512}, bf16);
+  const int64_t product_bytes = 1024 * 512 * 2;
+  start_window();
+  const int64_t before = live_bytes();
+  const at::Tensor product = at::mm(grad_output.t(), input);
+  return window_peak_bytes() - before >= product_bytes + 2 * product_bytes;  // the bf16 result and its fp32 buffer
+}
 
 }  // namespace t5scale

@@ -29,6 +29,10 @@ class CpuMemoryTracker {
   // A second peak, over a window the caller opens (the phases of a training step), apart from peak_bytes().
   static void start_window();
   static int64_t window_peak_bytes();
+  // Whether LibTorch's CPU GEMM on bf16 operands makes an fp32 buffer of its product's size (MemoryInputs::
+  // half_products_through_fp32): a product of the LM head's weight-gradient layout measured in a window of its own.
+  // Needs the tracker installed (false otherwise); opens a window, as start_window() does.
+  static bool half_products_through_fp32();
 };
 
 }  // namespace t5scale

@@ -235,9 +235,12 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   T5S_CHECK(o.checkpoint_every_blocks != kChooseCheckpointing || memory_bytes > 0, "the memory of ", o.device.str(),
             " is unknown to this build: give --device-memory-gib");
   config_ = benchmark_run_config(o);
+  // On the CPU every tensor from here on is counted: the step's peak is measured, not read from the resident set.
+  if (o.device.is_cpu()) CpuMemoryTracker::install();
   RunWorld world;
   world.world_size = o.tp_shard;
   world.on_gpu = o.device.is_cuda();
+  world.half_products_through_fp32 = o.device.is_cpu() && CpuMemoryTracker::half_products_through_fp32();
   world.fused_attention = o.attention != "explicit";
   world.device_share_bytes = memory_bytes;
   if (!o.machine_rates.empty()) {
@@ -259,8 +262,6 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   options_.checkpoint_every_blocks = resolved_.checkpointing.checkpoint_every_blocks;
   options_.selective_recomputation = resolved_.checkpointing.selective_recomputation;
 
-  // On the CPU every tensor from here on is counted: the step's peak is measured, not read from the resident set.
-  if (o.device.is_cpu()) CpuMemoryTracker::install();
   reset_cuda_peak_stats(o.device);
   tensor_bytes_at_start_ = tensor_bytes_now(o.device);
   start_memory_bytes_ = memory_now_bytes(o.device);

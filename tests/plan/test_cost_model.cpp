@@ -192,6 +192,34 @@ TEST(CostModel, FrozenParametersHaveNoGradientsAndNoOptimizerState) {
   EXPECT_THROW(predict_memory(model, freezing), std::exception);  // nothing left to train
 }
 
+// On the CPU a bf16 GEMM may write its product in fp32 first (MemoryInputs::half_products_through_fp32): the tied
+// weight gradient in fp32, 4 bytes x (V / tp) x d_model, beside the LM head's backward. For t5-small at one row of
+// 256/64 that moment becomes the peak: the peak rises by the buffer less the lead the moment before it had (none at
+// tp 2, where the LM head's backward was already the peak); nothing in fp32, on a GPU, or where the probe found no
+// buffer. (unit.memory_model measures it: the bf16 one-row cases were 5% under their measured peaks without it.)
+TEST(CostModel, ACpuHalfProductsFp32BufferIsTheLmHeadsWeightGradientInFp32) {
+  const ModelConfig model = named_model_config("t5-small");
+  for (const int tp : {1, 2}) {
+    MemoryInputs in;
+    in.tp = tp;
+    in.on_gpu = false;
+    in.compute_bytes_per_element = 2;
+    in.micro_batch = {1, 256, 64};
+    MemoryInputs buffered = in;
+    buffered.half_products_through_fp32 = true;
+    const int64_t buffer_bytes = 4 * (model.vocab_size / tp) * model.d_model;
+    const int64_t rise = predict_memory(model, buffered).activations_bytes - predict_memory(model, in).activations_bytes;
+    EXPECT_GT(rise, buffer_bytes * 9 / 10) << "tp " << tp;
+    EXPECT_LE(rise, buffer_bytes) << "tp " << tp;
+    if (tp == 2) EXPECT_EQ(rise, buffer_bytes);
+    MemoryInputs fp32 = buffered, gpu = buffered, fp32_plain = in, gpu_plain = in;
+    fp32.compute_bytes_per_element = fp32_plain.compute_bytes_per_element = 4;
+    gpu.on_gpu = gpu_plain.on_gpu = true;
+    EXPECT_EQ(predict_memory(model, fp32).tensor_bytes(), predict_memory(model, fp32_plain).tensor_bytes());
+    EXPECT_EQ(predict_memory(model, gpu).tensor_bytes(), predict_memory(model, gpu_plain).tensor_bytes());
+  }
+}
+
 // The planner's choice is the least recomputation that fits 95% of the device: none when everything fits, every
 // block (and "does not fit") when nothing does, and otherwise a k whose next-larger k would not fit.
 // auto: of none, selective recomputation and every k-th block, the candidate that recomputes the fewest FLOPs among
