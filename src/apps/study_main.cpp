@@ -232,8 +232,8 @@ int command_submit(const Context& c) {
     }
     for (const auto& p : c.plan.runs) {
       const RunFileState file = read_run_file_state(c.run_file(p).string());
-      if (file.exists && file.status == "completed") {
-        skip[p.run.name] = "completed";
+      if (file.exists && file.status == RunStatus::kCompleted) {
+        skip[p.run.name] = run_status_name(RunStatus::kCompleted);
         continue;
       }
       auto job = latest_job.find(p.run.name);
@@ -321,7 +321,7 @@ int command_status(const Context& c) {
     const RunFileState file = read_run_file_state(c.run_file(p).string());
     const std::string state = run_state(job, s, file);
     counts[state.substr(0, state.find(" ("))] += 1;
-    std::string file_text = !file.exists ? "-" : !file.error.empty() ? "unreadable" : file.status;
+    std::string file_text = !file.exists ? "-" : !file.error.empty() ? "unreadable" : run_status_name(*file.status);
     std::string step = file.exists && file.error.empty()
                            ? msg(file.last_step >= 0 ? msg(file.last_step) : std::string("-"), "/", file.max_steps)
                            : "-";

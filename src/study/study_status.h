@@ -10,22 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "telemetry/run_file_state.h"
+
 namespace t5scale {
-
-// ---- Run files ----
-
-struct RunFileState {
-  bool exists = false;
-  std::string error;   // the file exists but could not be read
-  std::string status;  // root attribute: running, completed, preempted, diverged, failed
-  int64_t attempt = -1;
-  int64_t max_steps = -1;
-  int64_t steps_rows = 0;  // rows of /steps
-  int64_t last_step = -1;  // the step of the last row, -1 without rows
-};
-
-// Reads a run file (schema 1) opened with H5F_ACC_SWMR_READ; never throws for a missing or unreadable file.
-RunFileState read_run_file_state(const std::string& path);
 
 // ---- Commands ----
 

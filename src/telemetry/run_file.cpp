@@ -23,6 +23,7 @@
 #include "core/utc_time.h"
 #include "telemetry/cost.h"
 #include "telemetry/run_file_internal.h"
+#include "telemetry/run_status.h"
 
 namespace t5scale {
 
@@ -61,11 +62,6 @@ hid_t open_for_writing_despite_readers(const std::string& path, unsigned flags, 
   H5Handle fapl = make_file_access(path);
   H5_CHECK(H5Pset_file_locking(fapl.get(), false, true), path);
   return H5_CHECK(H5Fopen(path.c_str(), flags, fapl.get()), path);
-}
-
-const std::vector<std::string>& valid_statuses() {
-  static const std::vector<std::string> statuses = {"completed", "preempted", "diverged", "failed"};
-  return statuses;
 }
 
 // What create() and resume() refuse before they touch a file.
@@ -188,7 +184,7 @@ RunSummaryTotals totals_after_another_grid(hid_t old, int64_t old_world, int64_t
   }
   const SummaryTerms terms = summary_terms_of(root);
   std::map<std::string, AttributeValue> figures;
-  for (auto& [name, value] : spent.figures(terms, {}, "running", "")) figures[name] = value;
+  for (auto& [name, value] : spent.figures(terms, {}, run_status_name(RunStatus::kRunning), "")) figures[name] = value;
   // An estimate exists only in the final /summary of a file whose job ended: that of the file, where it has one.
   if (H5Lexists(old, "summary", H5P_DEFAULT) > 0) {
     H5Handle summary(H5_CHECK(H5Gopen2(old, "summary", H5P_DEFAULT), path));
@@ -274,7 +270,7 @@ struct RunFile::Impl {
       root.emplace_back(name, attribute(name));
       if (name == "study") {
         root.emplace_back("start_time_utc", start_time_utc);
-        root.emplace_back("status", std::string("running"));
+        root.emplace_back("status", std::string(run_status_name(RunStatus::kRunning)));
         root.emplace_back("attempt", attempt);
         root.emplace_back("resumed_from_step", resumed_from_step);
         // Written by record_failure() while SWMR is on, when only existing attributes can change: so they
@@ -301,7 +297,9 @@ struct RunFile::Impl {
         // Every figure exists from the start: under SWMR only existing attributes can change.
         H5Handle group(H5_CHECK(H5Gcreate2(file_tmp.get(), "summary", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                                 temporary));
-        for (const auto& [name, value] : summary({}, "running")) write_attribute(group.get(), name, value, temporary);
+        for (const auto& [name, value] : summary({}, run_status_name(RunStatus::kRunning))) {
+          write_attribute(group.get(), name, value, temporary);
+        }
       }
       if (carried) {
         H5Handle group(H5_CHECK(
@@ -465,7 +463,7 @@ struct RunFile::Impl {
   // running file until finish().
   void rewrite_summary_figures() {
     H5Handle group(H5_CHECK(H5Gopen2(file.get(), "summary", H5P_DEFAULT), path));
-    for (const auto& [name, value] : summary({}, "running")) {
+    for (const auto& [name, value] : summary({}, run_status_name(RunStatus::kRunning))) {
       if (!std::holds_alternative<std::string>(value)) overwrite_attribute(group.get(), name, value, path);
     }
   }
@@ -528,9 +526,9 @@ void RunFile::flush() {
 RunAttributes RunFile::finish(const RunSummaryInputs& inputs, const std::string& status) {
   Impl& impl = *impl_;
   impl.check_open("finish");
-  const auto& statuses = valid_statuses();
-  T5S_CHECK(std::find(statuses.begin(), statuses.end(), status) != statuses.end(), "run file '", impl.path,
-            "': status '", status, "' is not one of completed, preempted, diverged, failed");
+  const std::optional<RunStatus> final_status = parse_run_status(status);
+  T5S_CHECK(final_status && *final_status != RunStatus::kRunning, "run file '", impl.path, "': status '", status,
+            "' is not one of ", final_run_status_names());
   const std::pair<const char*, const std::vector<double>*> per_rank_inputs[] = {
       {"gpu_energy_j", &inputs.gpu_energy_j},
       {"cpu_energy_j", &inputs.cpu_energy_j},
@@ -565,10 +563,11 @@ void RunFile::record_failure(const std::string& error, int64_t step) {
   Hdf5Quiet quiet;
   overwrite_attribute(impl.file.get(), "error", error, impl.path);
   overwrite_attribute(impl.file.get(), "error_step", step, impl.path);
-  overwrite_attribute(impl.file.get(), "status", std::string("failed"), impl.path);  // fits "running"'s length
+  const std::string failed = run_status_name(RunStatus::kFailed);  // fits "running"'s length
+  overwrite_attribute(impl.file.get(), "status", failed, impl.path);
   {
     H5Handle summary(H5_CHECK(H5Gopen2(impl.file.get(), "summary", H5P_DEFAULT), impl.path));
-    overwrite_attribute(summary.get(), "status", std::string("failed"), impl.path);
+    overwrite_attribute(summary.get(), "status", failed, impl.path);
   }
   H5_CHECK(H5Fflush(impl.file.get(), H5F_SCOPE_LOCAL), impl.path);
   impl.close();

@@ -28,7 +28,8 @@ The session runs as on a machine without network and without a Hugging Face cach
 XDG_CACHE_HOME are unset (so the cache is ~/.cache/huggingface/hub in the scratch HOME) and HF_HUB_OFFLINE=1. A
 stand-in named by a path under ~/ (files: ~/.cache/huggingface/hub/models--t5-small) is made in that HOME.
 
-usage: check_runnable_commands.py --source DIR --build DIR --python PY --work DIR [--file README.md ...] [--list]
+usage: check_runnable_commands.py --source DIR --build DIR --python PY --work DIR [--file README.md ...]
+                                  [--except README.md ...] [--list]
 """
 import argparse
 import difflib
@@ -598,12 +599,18 @@ def main():
     parser.add_argument("--python", required=True)
     parser.add_argument("--work", required=True)
     parser.add_argument("--file", action="append", help="only these documents (paths relative to --source)")
+    parser.add_argument("--except", dest="excepted", action="append", default=[],
+                        help="every document but these (paths relative to --source)")
     parser.add_argument("--list", action="store_true", help="print the marked blocks and run nothing")
     args = parser.parse_args()
     source, build = os.path.abspath(args.source), os.path.abspath(args.build)
     work = os.path.abspath(args.work)
     problems = []
     files = args.file or doc_files(source)
+    for path in args.excepted:
+        if path not in files:
+            parser.error(f"--except {path}: not one of the documents ({', '.join(files)})")
+    files = [path for path in files if path not in args.excepted]
     blocks = {path: read_blocks(source, path, problems) for path in files}
     if args.list:
         for path, found in blocks.items():

@@ -6,6 +6,7 @@
 // run-file and Slurm status readers (on files written by the telemetry part's RunFile, one of them by a writer
 // killed with SIGKILL).
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -27,6 +28,7 @@
 #include "config/model_config.h"
 #include "config/run_config.h"
 #include "core/check.h"
+#include "core/hdf5_attributes.h"
 #include "core/units.h"
 #include "data/tokenized_dataset.h"
 #include "plan/cost_model.h"
@@ -1512,7 +1514,7 @@ TEST(StudyStatus, ReadsStatusAndLastStepOfFinishedAndUnfinishedRunFiles) {
   const RunFileState done = read_run_file_state(dir / "done.h5");
   EXPECT_TRUE(done.exists);
   EXPECT_EQ(done.error, "");
-  EXPECT_EQ(done.status, "completed");
+  EXPECT_EQ(done.status, RunStatus::kCompleted);
   EXPECT_EQ(done.attempt, 0);
   EXPECT_EQ(done.max_steps, 3);
   EXPECT_EQ(done.steps_rows, 3);
@@ -1523,8 +1525,22 @@ TEST(StudyStatus, ReadsStatusAndLastStepOfFinishedAndUnfinishedRunFiles) {
     for (int64_t s = 1; s <= 4; ++s) file.append_step(step_record(s));
   }  // closed without finish(): still "running"
   const RunFileState open = read_run_file_state(dir / "open.h5");
-  EXPECT_EQ(open.status, "running");
+  EXPECT_EQ(open.status, RunStatus::kRunning);
   EXPECT_EQ(open.last_step, 4);
+
+  // A status that is none of a run's (another tool's file, a later format): an error that names it, not a state.
+  std::filesystem::copy_file(dir / "done.h5", dir / "paused.h5");
+  {
+    const hid_t file = H5Fopen((dir / "paused.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(file, 0);
+    ASSERT_GE(H5Adelete(file, "status"), 0);
+    write_attribute(file, "status", std::string("paused"), dir / "paused.h5");
+    H5Fclose(file);
+  }
+  const RunFileState paused = read_run_file_state(dir / "paused.h5");
+  EXPECT_FALSE(paused.status.has_value());
+  EXPECT_TRUE(contains(paused.error, "status 'paused' is none of running, completed, preempted, diverged, failed"))
+      << paused.error;
 
   write_text(dir / "garbage.h5", "not hdf5");
   const RunFileState garbage = read_run_file_state(dir / "garbage.h5");
@@ -1567,7 +1583,7 @@ TEST(StudyStatus, ReadsTheFileOfAWriterKilledWithSigkill) {
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   const RunFileState state = read_run_file_state(path);
   EXPECT_EQ(state.error, "");
-  EXPECT_EQ(state.status, "running");
+  EXPECT_EQ(state.status, RunStatus::kRunning);
   EXPECT_EQ(state.last_step, 5);
   EXPECT_EQ(state.max_steps, 100);
 }
@@ -1577,13 +1593,13 @@ TEST(StudyStatus, RunStatesJoinSlurmAndTheRunFile) {
   RunFileState none;
   RunFileState running;
   running.exists = true;
-  running.status = "running";
+  running.status = RunStatus::kRunning;
   RunFileState preempted = running;
-  preempted.status = "preempted";
+  preempted.status = RunStatus::kPreempted;
   RunFileState completed = running;
-  completed.status = "completed";
+  completed.status = RunStatus::kCompleted;
   RunFileState diverged = running;
-  diverged.status = "diverged";
+  diverged.status = RunStatus::kDiverged;
   const SlurmJobState pending{"PENDING", "0:00", "", "squeue"};
   const SlurmJobState active{"RUNNING", "1:00", "", "squeue"};
   const SlurmJobState done{"COMPLETED", "2:00", "0:0", "scontrol"};

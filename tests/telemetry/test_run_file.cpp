@@ -11,6 +11,7 @@
 
 #include "support/base_test_support.h"
 #include "telemetry/run_file.h"
+#include "telemetry/run_status.h"
 
 namespace t5scale {
 namespace {
@@ -247,6 +248,27 @@ TEST(RunFile, FinishWritesTheSummaryAndTheStatus) {
   EXPECT_DOUBLE_EQ(reader.number_attribute("/summary", "energy_kwh"), (166.0 + 42.0) / 3.6e6 * 1.5);
   EXPECT_NE(error_of([&] { file.append_step(step(5)); }).find("after the file was finished"), std::string::npos);
   EXPECT_NE(error_of([&] { file.finish({}, "completed"); }).find("after the file was finished"), std::string::npos);
+}
+
+// The statuses are one list (telemetry/run_status.h): each name reads back as its status, nothing else reads as one,
+// and finish() takes the final ones only.
+TEST(RunFile, TheStatusesAreOneListAndFinishTakesOnlyAFinalOne) {
+  for (const RunStatus status : {RunStatus::kRunning, RunStatus::kCompleted, RunStatus::kPreempted,
+                                 RunStatus::kDiverged, RunStatus::kFailed}) {
+    EXPECT_EQ(parse_run_status(run_status_name(status)), status) << run_status_name(status);
+  }
+  for (const std::string other : {"", "Completed", "paused", "preempted (requeued)"}) {
+    EXPECT_FALSE(parse_run_status(other).has_value()) << other;
+  }
+  EXPECT_EQ(final_run_status_names(), "completed, preempted, diverged, failed");
+  TempDir dir;
+  for (const std::string status : {"running", "paused"}) {
+    RunFile file = RunFile::create(dir / (status + ".h5"), attributes(), {2});
+    file.append_step(step(1));
+    EXPECT_NE(error_of([&] { file.finish({}, status); })
+                  .find("status '" + status + "' is not one of completed, preempted, diverged, failed"),
+              std::string::npos);
+  }
 }
 
 // A job going down: the status, the error and the step are written while SWMR is on (and /summary's status),
