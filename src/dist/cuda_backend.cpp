@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/program_folder.h"
+#include "dist/build_id.h"
 
 namespace t5scale {
 
@@ -51,6 +52,8 @@ LoadedBackend load_backend() {
       continue;
     }
     const std::string path = fs::canonical(candidate, error).string();
+    // Before dlopen: a library of another build fails there with an undefined symbol that says nothing of why.
+    if (const std::string mismatch = backend_build_mismatch(path); !mismatch.empty()) throw Error(mismatch);
     void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (library == nullptr) throw Error(msg("the CUDA backend ", path, " does not load: ", dlerror()));
     using Factory = const CudaBackend* (*)();

@@ -2,12 +2,13 @@
 // into lib/ beside the programs' bin/ (and the test programs' tests/). It holds every call into the CUDA runtime,
 // NCCL and LibTorch's CUDA API; loading it maps LibTorch's CUDA libraries (libtorch_cuda, cuBLAS, cuDNN, NCCL),
 // whose kernels, caching allocator and hooks register as they load, so that torch::cuda:: and CUDA tensors then
-// work as in a program linked against them. A process without the NVIDIA driver never maps them: their start-up
-// costs about 0.2 CPU-s (a bare program on LibTorch starts in 0.43 CPU-s, 0.64 with the CUDA side, on 2 cores).
+// work as in a program linked against them. A process without the NVIDIA driver never maps them, nor pays their
+// start-up.
 //
 // The library is built from dist/cuda_backend_library.cpp and dist/nccl_communicator.cpp. It resolves the t5scale
 // functions it calls from the program that loads it (the programs export them: exported_symbols.list), so there is
-// one copy of each, its error types and the job's abort path included.
+// one copy of each, its error types and the job's abort path included. So the library and the program must come
+// from one build: the loader compares their build ids (dist/build_id.h) before it loads the library.
 //
 // T5SCALE_CUDA_BACKEND=load loads it even where the driver is missing: a machine without a GPU then checks that
 // the library and LibTorch's CUDA side load into each program (the tests do).

@@ -6,10 +6,14 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "core/program_folder.h"
+#include "dist/build_id.h"
 #include "dist/cuda_backend.h"
+#include "support/base_test_support.h"
 
 namespace t5scale {
 namespace {
@@ -20,6 +24,34 @@ bool mapped(const std::string& name) {
   std::stringstream text;
   text << maps.rdbuf();
   return text.str().find(name) != std::string::npos;
+}
+
+// The library and the program come from one build, and a library of another build is refused before dlopen, with
+// both builds named and what to do; so is one without an id (an older t5scale's). Nothing is loaded here.
+TEST(CudaBackend, ALibraryOfAnotherBuildIsRefusedBeforeItLoads) {
+  const std::string library = (program_folder() / ".." / "lib" / "libt5scale_cuda.so").lexically_normal().string();
+  ASSERT_TRUE(std::filesystem::exists(library)) << library;
+  EXPECT_EQ(build_id_in_file(library), build_id());
+  EXPECT_EQ(backend_build_mismatch(library), "");
+  EXPECT_NE(std::string(build_id()).find('/'), std::string::npos) << build_id();  // "<revision>/<token>"
+
+  testing::TempDir dir;
+  std::ifstream in(library, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t id_at = bytes.find("T5SCALE-BUILD-ID:") + std::string("T5SCALE-BUILD-ID:").size();
+  bytes[id_at] = bytes[id_at] == 'x' ? 'y' : 'x';  // another build's revision
+  const std::string other = dir / "libt5scale_cuda.so";
+  std::ofstream(other, std::ios::binary) << bytes;
+  const std::string refused = backend_build_mismatch(other);
+  EXPECT_NE(refused.find("comes from another build than this program"), std::string::npos) << refused;
+  EXPECT_NE(refused.find(build_id_in_file(other)), std::string::npos) << refused;
+  EXPECT_NE(refused.find(std::string("the program's ") + build_id()), std::string::npos) << refused;
+  EXPECT_NE(refused.find("rebuild t5scale"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("reinstall the bundle"), std::string::npos) << refused;
+
+  const std::string older = dir / "older.so";
+  std::ofstream(older, std::ios::binary) << "an ELF file of a t5scale without build ids";
+  EXPECT_NE(backend_build_mismatch(older).find("carries no id"), std::string::npos);
 }
 
 TEST(CudaBackend, LoadsLibTorchsCudaSideOnlyWhenLoaded) {
