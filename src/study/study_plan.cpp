@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -379,73 +380,97 @@ std::string format_plan(const StudyPlan& plan) {
   return out;
 }
 
-std::string plan_csv(const StudyPlan& plan) {
-  const std::vector<std::string> columns = {
-      "run",         "study",        "nodes",        "gpus_per_node",   "world",        "tp",
-      "dp",          "micro_batch",  "grad_accumulation", "global_batch", "base_lr",   "effective_lr",
-      "lr_scaling_rule", "warmup_steps", "total_steps", "steps_per_epoch", "epochs",   "train_examples",
-      "model_name",  "parameter_count", "checkpoint_every_blocks", "predicted_memory_bytes_per_device", "device_memory_gib", "fits",
-      "predicted_flops_per_step", "predicted_step_time_s", "predicted_tokens_per_s", "predicted_mfu",
-      "predicted_scaling_efficiency",
-      "evaluations", "predicted_run_time_s", "time_limit_s", "predicted_node_hours", "reserved_node_hours",
-      "predicted_cost_usd", "predicted_energy_kwh", "checkpoint_bytes", "seed", "varied", "valid", "errors"};
-  std::string out = join(columns, ",") + "\n";
-  auto num = [](double v) {  // the shortest text that reads back as the same double
-    if (!std::isfinite(v)) return std::string("");
-    for (const char* format : {"%.15g", "%.16g", "%.17g"}) {
-      const std::string text = format_number(v, format);
-      if (std::strtod(text.c_str(), nullptr) == v) return text;
-    }
-    return format_number(v, "%.17g");
+namespace {
+
+// The shortest text that reads back as the same double; "" for a figure not known (NaN).
+std::string csv_number(double v) {
+  if (!std::isfinite(v)) return "";
+  for (const char* format : {"%.15g", "%.16g", "%.17g"}) {
+    const std::string text = format_number(v, format);
+    if (std::strtod(text.c_str(), nullptr) == v) return text;
+  }
+  return format_number(v, "%.17g");
+}
+
+// A column of runs.csv: its name and its cell for a run of the plan ("" where the plan does not know it).
+struct PlanColumn {
+  const char* name;
+  std::function<std::string(const StudyPlan&, const RunPlan&)> cell;
+};
+
+// runs.csv's columns, in order: the one declaration of the header and the cells.
+const std::vector<PlanColumn>& plan_columns() {
+  using P = const StudyPlan&;
+  using R = const RunPlan&;
+  static const std::vector<PlanColumn> columns = {
+      {"run", [](P, R p) { return p.run.name; }},
+      {"study", [](P plan, R) { return plan.spec.name; }},
+      {"nodes", [](P, R p) { return msg(p.run.nodes); }},
+      {"gpus_per_node", [](P, R p) { return msg(p.run.gpus_per_node); }},
+      {"world", [](P, R p) { return msg(p.run.world()); }},
+      {"tp", [](P, R p) { return msg(p.run.config.parallel.tp); }},
+      {"dp", [](P, R p) { return p.resolved.batch ? msg(p.resolved.batch->dp) : ""; }},
+      {"micro_batch", [](P, R p) { return p.resolved.batch ? msg(p.resolved.batch->micro_batch) : ""; }},
+      {"grad_accumulation", [](P, R p) { return p.resolved.batch ? msg(p.resolved.batch->grad_accumulation) : ""; }},
+      {"global_batch", [](P, R p) { return p.resolved.batch ? msg(p.resolved.batch->global_batch) : ""; }},
+      {"base_lr", [](P, R p) { return csv_number(p.run.config.optimizer.lr); }},
+      {"effective_lr", [](P, R p) { return p.resolved.lr ? csv_number(p.resolved.lr->effective_lr) : ""; }},
+      {"lr_scaling_rule", [](P, R p) { return std::string(enum_name(p.run.config.lr_scaling.rule)); }},
+      {"warmup_steps",
+       [](P, R p) { return p.resolved.lr && p.resolved.warmup_known ? msg(p.resolved.lr->warmup_steps) : ""; }},
+      {"total_steps", [](P, R p) { return p.resolved.steps_known ? msg(p.resolved.total_steps) : ""; }},
+      {"steps_per_epoch",
+       [](P, R p) { return p.resolved.steps_per_epoch > 0 ? msg(p.resolved.steps_per_epoch) : ""; }},
+      {"epochs", [](P, R p) { return csv_number(p.resolved.epochs); }},
+      {"train_examples", [](P, R p) { return p.train_examples >= 0 ? msg(p.train_examples) : ""; }},
+      {"model_name", [](P, R p) { return p.resolved.model ? p.model_name() : ""; }},
+      {"parameter_count", [](P, R p) { return p.resolved.model ? msg(p.parameter_count()) : ""; }},
+      {"checkpoint_every_blocks",
+       [](P, R p) {
+         return p.resolved.memory_inputs ? msg(p.resolved.checkpointing.checkpoint_every_blocks) : "";
+       }},
+      {"predicted_memory_bytes_per_device",
+       [](P, R p) {
+         return p.resolved.memory_inputs ? msg(p.resolved.checkpointing.memory.total_bytes()) : "";
+       }},
+      {"device_memory_gib",
+       [](P plan, R) { return plan.device_memory_gib > 0 ? csv_number(plan.device_memory_gib) : ""; }},
+      {"fits", [](P, R p) { return p.fits; }},
+      {"predicted_flops_per_step", [](P, R p) { return csv_number(p.resolved.flops_per_step); }},
+      {"predicted_step_time_s", [](P, R p) { return csv_number(p.forecast.step_time_s); }},
+      {"predicted_tokens_per_s", [](P, R p) { return csv_number(p.forecast.tokens_per_s); }},
+      {"predicted_mfu", [](P, R p) { return csv_number(p.forecast.mfu); }},
+      {"predicted_scaling_efficiency", [](P, R p) { return csv_number(p.forecast.scaling_efficiency); }},
+      {"evaluations", [](P, R p) { return msg(p.forecast.evaluations); }},
+      {"predicted_run_time_s", [](P, R p) { return csv_number(p.forecast.run_time_s); }},
+      {"time_limit_s", [](P, R p) { return csv_number(p.forecast.time_limit_s); }},
+      {"predicted_node_hours", [](P, R p) { return csv_number(p.forecast.node_hours); }},
+      {"reserved_node_hours", [](P, R p) { return csv_number(p.forecast.reserved_node_hours); }},
+      {"predicted_cost_usd", [](P, R p) { return csv_number(p.forecast.cost_usd); }},
+      {"predicted_energy_kwh", [](P, R p) { return csv_number(p.forecast.energy_kwh); }},
+      {"checkpoint_bytes", [](P, R p) { return csv_number(p.forecast.checkpoint_bytes); }},
+      {"seed", [](P, R p) { return msg(p.run.config.run.seed); }},
+      {"varied",
+       [](P, R p) {
+         std::vector<std::string> varied;
+         for (const auto& [key, value] : p.run.varied) varied.push_back(key + "=" + value);
+         return join(varied, ";");
+       }},
+      {"valid", [](P, R p) { return std::string(p.valid() ? "true" : "false"); }},
+      {"errors", [](P, R p) { return join(p.errors, "; "); }},
   };
-  for (const auto& p : plan.runs) {
-    const auto& c = p.run.config;
-    std::vector<std::string> varied;
-    for (const auto& [k, v] : p.run.varied) varied.push_back(k + "=" + v);
-    std::vector<std::string> cells = {
-        p.run.name,
-        plan.spec.name,
-        msg(p.run.nodes),
-        msg(p.run.gpus_per_node),
-        msg(p.run.world()),
-        msg(c.parallel.tp),
-        p.resolved.batch.has_value() ? msg(p.resolved.batch->dp) : "",
-        p.resolved.batch.has_value() ? msg(p.resolved.batch->micro_batch) : "",
-        p.resolved.batch.has_value() ? msg(p.resolved.batch->grad_accumulation) : "",
-        p.resolved.batch.has_value() ? msg(p.resolved.batch->global_batch) : "",
-        num(c.optimizer.lr),
-        p.resolved.lr.has_value() ? num(p.resolved.lr->effective_lr) : "",
-        enum_name(c.lr_scaling.rule),
-        p.resolved.lr.has_value() && p.resolved.warmup_known ? msg(p.resolved.lr->warmup_steps) : "",
-        p.resolved.steps_known ? msg(p.resolved.total_steps) : "",
-        p.resolved.steps_per_epoch > 0 ? msg(p.resolved.steps_per_epoch) : "",
-        num(p.resolved.epochs),
-        p.train_examples >= 0 ? msg(p.train_examples) : "",
-        p.resolved.model.has_value() ? p.model_name() : "",
-        p.resolved.model.has_value() ? msg(p.parameter_count()) : "",
-        p.resolved.memory_inputs.has_value() ? msg(p.resolved.checkpointing.checkpoint_every_blocks) : "",
-        p.resolved.memory_inputs.has_value() ? msg(p.resolved.checkpointing.memory.total_bytes()) : "",
-        plan.device_memory_gib > 0 ? num(plan.device_memory_gib) : "",
-        p.fits,
-        num(p.resolved.flops_per_step),
-        num(p.forecast.step_time_s),
-        num(p.forecast.tokens_per_s),
-        num(p.forecast.mfu),
-        num(p.forecast.scaling_efficiency),
-        msg(p.forecast.evaluations),
-        num(p.forecast.run_time_s),
-        num(p.forecast.time_limit_s),
-        num(p.forecast.node_hours),
-        num(p.forecast.reserved_node_hours),
-        num(p.forecast.cost_usd),
-        num(p.forecast.energy_kwh),
-        num(p.forecast.checkpoint_bytes),
-        msg(c.run.seed),
-        join(varied, ";"),
-        p.valid() ? "true" : "false",
-        join(p.errors, "; "),
-    };
-    for (auto& cell : cells) cell = csv_field(cell);
+  return columns;
+}
+
+}  // namespace
+
+std::string plan_csv(const StudyPlan& plan) {
+  std::vector<std::string> header;
+  for (const PlanColumn& column : plan_columns()) header.push_back(column.name);
+  std::string out = join(header, ",") + "\n";
+  for (const RunPlan& run : plan.runs) {
+    std::vector<std::string> cells;
+    for (const PlanColumn& column : plan_columns()) cells.push_back(csv_field(column.cell(plan, run)));
     out += join(cells, ",") + "\n";
   }
   return out;
