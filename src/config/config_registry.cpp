@@ -24,6 +24,7 @@
 
 #include "core/check.h"
 #include "core/nearest_word.h"
+#include "core/number_text.h"
 #include "core/text_file.h"
 #include "config/config_registry_internal.h"
 
@@ -112,26 +113,6 @@ namespace {
 std::string lower(std::string text) {
   for (char& ch : text) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return text;
-}
-
-std::optional<int64_t> parse_int(const std::string& text) {
-  std::string digits = text;
-  if (!digits.empty() && digits[0] == '+') digits.erase(0, 1);
-  if (digits.empty() || (digits[0] == '-' && digits.size() == 1)) return std::nullopt;
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
-  return value;
-}
-
-std::optional<double> parse_float(const std::string& text) {
-  std::string number = text;
-  if (!number.empty() && number[0] == '+') number.erase(0, 1);
-  if (number.empty()) return std::nullopt;
-  double value = 0.0;
-  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-  if (ec != std::errc() || end != number.data() + number.size() || !std::isfinite(value)) return std::nullopt;
-  return value;
 }
 
 std::optional<bool> parse_bool(const std::string& text) {
@@ -232,7 +213,7 @@ Entry int_key(const std::string& key, Accessor<int64_t> access, Range range, con
   e.text = [access](const RunConfig& c) { return std::to_string(read(access, c)); };
   e.yaml = e.text;
   e.set = [access](RunConfig& c, const std::string& text) -> Reason {
-    const auto v = parse_int(text);
+    const auto v = parse_integer(text);
     if (!v) return msg("expected an integer (int), got '", text, "'");
     access(c) = *v;
     return std::nullopt;
@@ -251,7 +232,7 @@ Entry float_key(const std::string& key, Accessor<double> access, Range range, co
   e.text = [access](const RunConfig& c) { return format_float(read(access, c)); };
   e.yaml = e.text;
   e.set = [access](RunConfig& c, const std::string& text) -> Reason {
-    const auto v = parse_float(text);
+    const auto v = parse_finite_number(text);
     if (!v) return msg("expected a finite number (float), got '", text, "'");
     access(c) = *v;
     return std::nullopt;

@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "core/check.h"
+#include "core/number_text.h"
 
 namespace t5scale {
 
@@ -59,18 +61,20 @@ class CommandLine {
   double number() { return number_in(value()); }
   // `text` (a value read already, or a part of one) as a whole integer or number, or an error naming the flag.
   int64_t integer_in(const std::string& text) const {
-    return parse_whole<int64_t>(text, "an integer",
-                                [](const std::string& s, size_t* used) { return std::stoll(s, used); });
+    if (const std::optional<int64_t> parsed = parse_integer(text)) return *parsed;
+    throw UsageError(msg(word_, ": '", text, "' is not an integer"));
   }
   double number_in(const std::string& text) const {
-    return parse_whole<double>(text, "a number", [](const std::string& s, size_t* used) { return std::stod(s, used); });
+    if (const std::optional<double> parsed = parse_finite_number(text)) return *parsed;
+    throw UsageError(msg(word_, ": '", text, "' is not a number"));
   }
   int positive_int() {
     const std::string text = value();
-    const int64_t parsed = parse_whole<int64_t>(text, "a positive integer",
-                                       [](const std::string& s, size_t* used) { return std::stoll(s, used); });
-    if (parsed < 1 || parsed > INT32_MAX) throw UsageError(msg(word_, ": '", text, "' is not a positive integer"));
-    return static_cast<int>(parsed);
+    const std::optional<int64_t> parsed = parse_integer(text);
+    if (!parsed || *parsed < 1 || *parsed > INT32_MAX) {
+      throw UsageError(msg(word_, ": '", text, "' is not a positive integer"));
+    }
+    return static_cast<int>(*parsed);
   }
   // "NAME=VALUE" as {NAME, VALUE}, both non-empty.
   std::pair<std::string, std::string> name_value() {
@@ -83,19 +87,6 @@ class CommandLine {
   }
 
  private:
-  template <typename Number, typename Convert>
-  Number parse_whole(const std::string& text, const char* kind, Convert convert) const {
-    size_t used = 0;
-    Number parsed{};
-    try {
-      parsed = convert(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != text.size()) throw UsageError(msg(word_, ": '", text, "' is not ", kind));
-    return parsed;
-  }
-
   int argc_;
   char** argv_;
   int index_;

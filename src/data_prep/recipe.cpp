@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "core/nearest_word.h"
 #include "core/file_names.h"
+#include "core/number_text.h"
 
 namespace t5scale {
 namespace {
@@ -189,23 +190,13 @@ class KeyReader {
 
   int64_t integer(const YAML::Node& node) const {
     const std::string text = scalar(node);
-    try {
-      size_t used = 0;
-      const long long value = std::stoll(text, &used);
-      if (used == text.size()) return value;
-    } catch (const std::exception&) {
-    }
+    if (const std::optional<int64_t> value = parse_integer(text)) return *value;
     fail(msg("expected an integer, got '", text, "'"));
   }
 
   double number(const YAML::Node& node, const std::string& what) const {
     const std::string text = scalar(node);
-    try {
-      size_t used = 0;
-      const double value = std::stod(text, &used);
-      if (used == text.size() && std::isfinite(value)) return value;
-    } catch (const std::exception&) {
-    }
+    if (const std::optional<double> value = parse_finite_number(text)) return *value;
     fail(msg(what, ": expected a number, got '", text, "'"));
   }
 

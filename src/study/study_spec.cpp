@@ -63,15 +63,6 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
   return best.empty() ? "" : " (did you mean '" + best + "'?)";
 }
 
-bool parse_double(const std::string& text, double& value) {
-  if (text.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(text.c_str(), &end);
-  if (errno != 0 || end == text.c_str() || *end != '\0') return false;
-  value = v;
-  return true;
-}
 
 
 // A mapping of keys (nested sections, dotted keys, or both) as flat assignments. `skip` names keys of the

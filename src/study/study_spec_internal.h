@@ -7,10 +7,12 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/check.h"
+#include "core/number_text.h"
 #include "study/study_spec.h"
 
 namespace t5scale::study_spec_internal {
@@ -20,14 +22,16 @@ inline int line_of(const YAML::Node& node) {
   return mark.is_null() ? 0 : mark.line + 1;
 }
 
+// Reads the whole text as an integer or a finite number (core/number_text.h) into `value`; false when it is not one.
 inline bool parse_int(const std::string& text, int64_t& value) {
-  if (text.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || end == text.c_str() || *end != '\0') return false;
-  value = v;
-  return true;
+  const std::optional<int64_t> parsed = parse_integer(text);
+  if (parsed) value = *parsed;
+  return parsed.has_value();
+}
+inline bool parse_double(const std::string& text, double& value) {
+  const std::optional<double> parsed = parse_finite_number(text);
+  if (parsed) value = *parsed;
+  return parsed.has_value();
 }
 
 // Collects the problems of one spec file, each "<source>:<line>: <text>".
