@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/units.h"
 #include "core/fnv1a.h"
 #include "core/text_file.h"
 
@@ -115,7 +116,7 @@ std::string summary_comment(const StudyPlan& plan, const RunPlan& p) {
   out += msg("# ", lr, ", ", steps, epochs, "; ", comment_text(c.model.name), ", ", enum_name(c.precision), "\n");
   if (p.resolved.memory_inputs.has_value()) {
     out += msg("# predicted memory per ", plan.spec.slurm.cpu_only() ? "rank " : "GPU ",
-               format_memory(p.resolved.checkpointing.memory.total_bytes()),
+               memory_text(p.resolved.checkpointing.memory.total_bytes()),
                plan.device_memory_gib > 0 ? msg(" of ", plan.device_memory_gib, " GiB (fits: ", p.fits, ")") : "",
                "; ", format_flops(p.resolved.flops_per_step), " per step\n");
   }

@@ -288,12 +288,6 @@ StudyPlan plan_study(const StudySpec& spec, const PlanOptions& options) {
   return plan;
 }
 
-std::string format_memory(int64_t bytes) {
-  const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
-  if (mib < 1024.0) return format_number(mib, "%.0f") + " MiB";
-  return format_number(mib / 1024.0, "%.1f") + " GiB";
-}
-
 std::string format_flops(double flops) {
   if (!std::isfinite(flops)) return "?";
   const char* units[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP"};
@@ -325,7 +319,7 @@ std::string format_plan(const StudyPlan& plan) {
                     p.resolved.lr && p.resolved.warmup_known ? msg(p.resolved.lr->warmup_steps) : "?",
                     p.resolved.steps_known ? msg(p.resolved.total_steps) : "?",
                     epochs,
-                    p.resolved.memory_inputs ? format_memory(p.resolved.checkpointing.memory.total_bytes()) : "?",
+                    p.resolved.memory_inputs ? memory_text(p.resolved.checkpointing.memory.total_bytes()) : "?",
                     p.fits,
                     format_flops(p.resolved.flops_per_step)});
   }
@@ -340,9 +334,9 @@ std::string format_plan(const StudyPlan& plan) {
   for (const auto& p : plan.runs) {
     if (!p.resolved.memory_inputs) continue;
     const MemoryPrediction& m = p.resolved.checkpointing.memory;
-    memory_rows.push_back({p.run.name, format_memory(m.weights_bytes), format_memory(m.gradients_bytes),
-                           format_memory(m.optimizer_bytes), format_memory(m.activations_bytes),
-                           format_memory(m.workspace_bytes), format_memory(m.total_bytes()), p.fits,
+    memory_rows.push_back({p.run.name, memory_text(m.weights_bytes), memory_text(m.gradients_bytes),
+                           memory_text(m.optimizer_bytes), memory_text(m.activations_bytes),
+                           memory_text(m.workspace_bytes), memory_text(m.total_bytes()), p.fits,
                            p.resolved.checkpointing.describe()});
   }
   if (!memory_rows.empty()) {

@@ -81,7 +81,6 @@ std::string format_plan(const StudyPlan& plan);
 std::string plan_csv(const StudyPlan& plan);
 
 // Figures for tables.
-std::string format_memory(int64_t bytes);  // "12.3 GiB", "45 MiB"
 std::string format_flops(double flops);  // "2.81 PFLOP"
 
 }  // namespace t5scale
