@@ -218,34 +218,21 @@ int command_submit(const Context& c) {
               " is not there: build it (cmake --build <build> --target t5scale-train) or pass --bin DIR");
   }
 
-  // Which runs to leave alone: completed, or with a job still queued or running.
+  // Which runs to leave alone (study_status.h): completed, or with a job Slurm still holds (a dry run asks no Slurm).
   std::map<std::string, std::string> skip;  // run -> reason
   if (!c.args.force) {
-    std::map<std::string, std::string> latest_job;
-    for (const auto& r : read_job_records(jobs_csv)) latest_job[r.run] = r.job_id;
+    const std::vector<JobRecord> jobs = read_job_records(jobs_csv);
     std::map<std::string, SlurmJobState> slurm;
-    if (!latest_job.empty() && !c.args.dry_run) {
-      std::vector<std::string> ids;
+    if (!jobs.empty() && !c.args.dry_run) {
+      std::map<std::string, std::string> latest_job;  // run -> its last job: the one Slurm is asked about
+      for (const JobRecord& r : jobs) latest_job[r.run] = r.job_id;
+      std::vector<std::string> ids, notes;
       for (const auto& [run, id] : latest_job) ids.push_back(id);
-      std::vector<std::string> notes;
       slurm = query_slurm_jobs(ids, notes);
     }
-    for (const auto& p : c.plan.runs) {
-      const RunFileState file = read_run_file_state(c.run_file(p).string());
-      if (file.exists && file.status == RunStatus::kCompleted) {
-        skip[p.run.name] = run_status_name(RunStatus::kCompleted);
-        continue;
-      }
-      auto job = latest_job.find(p.run.name);
-      if (job == latest_job.end()) continue;
-      auto s = slurm.find(job->second);
-      if (s == slurm.end()) continue;
-      const std::string& state = s->second.state;
-      if (state == "PENDING" || state == "RUNNING" || state == "REQUEUED" || state == "CONFIGURING" ||
-          state == "COMPLETING" || state == "SUSPENDED") {
-        skip[p.run.name] = msg("job ", job->second, " is ", state);
-      }
-    }
+    std::vector<std::pair<std::string, std::string>> run_files;
+    for (const auto& p : c.plan.runs) run_files.push_back({p.run.name, c.run_file(p).string()});
+    skip = runs_to_leave_alone(run_files, jobs, slurm);
   }
 
   std::vector<JobRecord> records;

@@ -209,6 +209,40 @@ std::map<std::string, SlurmJobState> query_slurm_jobs(const std::vector<std::str
   return jobs;
 }
 
+bool slurm_job_waits(const std::string& state) {
+  for (const char* waiting : {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESV_DEL_HOLD",
+                              "SUSPENDED"}) {
+    if (state == waiting) return true;
+  }
+  return false;
+}
+
+bool slurm_job_runs(const std::string& state) {
+  return state == "RUNNING" || state == "COMPLETING" || state == "SIGNALING" || state == "STAGE_OUT";
+}
+
+std::map<std::string, std::string> runs_to_leave_alone(const std::vector<std::pair<std::string, std::string>>& run_files,
+                                                       const std::vector<JobRecord>& jobs,
+                                                       const std::map<std::string, SlurmJobState>& slurm) {
+  std::map<std::string, std::string> latest_job;  // run -> job id, the last one recorded
+  for (const JobRecord& r : jobs) latest_job[r.run] = r.job_id;
+  std::map<std::string, std::string> leave;  // run -> why
+  for (const auto& [run, path] : run_files) {
+    const RunFileState file = read_run_file_state(path);
+    if (file.exists && file.status == RunStatus::kCompleted) {
+      leave[run] = run_status_name(RunStatus::kCompleted);
+      continue;
+    }
+    const auto job = latest_job.find(run);
+    if (job == latest_job.end()) continue;
+    const auto s = slurm.find(job->second);
+    if (s != slurm.end() && (slurm_job_waits(s->second.state) || slurm_job_runs(s->second.state))) {
+      leave[run] = msg("job ", job->second, " is ", s->second.state);
+    }
+  }
+  return leave;
+}
+
 std::string run_state(const JobRecord* job, const SlurmJobState* slurm, const RunFileState& file) {
   if (file.exists && !file.error.empty()) {
     if (slurm && slurm->state == "RUNNING") return "running";
@@ -222,12 +256,10 @@ std::string run_state(const JobRecord* job, const SlurmJobState* slurm, const Ru
     return "not submitted";
   }
   if (slurm != nullptr) {
-    const std::string& s = slurm->state;
-    if (s == "PENDING" || s == "REQUEUED" || s == "REQUEUE_HOLD" || s == "REQUEUE_FED" || s == "CONFIGURING" ||
-        s == "RESV_DEL_HOLD" || s == "SUSPENDED") {
+    if (slurm_job_waits(slurm->state)) {
       return file.exists && fs_status == RunStatus::kPreempted ? "preempted (requeued)" : "pending";
     }
-    if (s == "RUNNING" || s == "COMPLETING" || s == "SIGNALING" || s == "STAGE_OUT") return "running";
+    if (slurm_job_runs(slurm->state)) return "running";
   }
   // The job has ended (or Slurm no longer knows it): the run file decides.
   if (!file.exists) {

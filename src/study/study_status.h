@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "telemetry/run_file_state.h"
@@ -54,6 +55,17 @@ struct SlurmJobState {
 // (which remembers ended jobs for MinJobAge seconds). `notes` says which sources failed and why.
 std::map<std::string, SlurmJobState> query_slurm_jobs(const std::vector<std::string>& job_ids,
                                                       std::vector<std::string>& notes);
+
+// Whether Slurm still holds a job in this state: waiting for its start (pending, requeued, held, configuring,
+// suspended) or running (and ending: completing, signaling, staging out).
+bool slurm_job_waits(const std::string& state);
+bool slurm_job_runs(const std::string& state);
+
+// The runs `t5scale-study submit` leaves alone, each with why: one whose run file says completed, and one whose
+// latest job (jobs.csv) Slurm still holds (waiting or running). `run_files`: each run's name and its run file.
+std::map<std::string, std::string> runs_to_leave_alone(const std::vector<std::pair<std::string, std::string>>& run_files,
+                                                       const std::vector<JobRecord>& jobs,
+                                                       const std::map<std::string, SlurmJobState>& slurm);
 
 // The state of one run from its job and its run file: pending, running, completed, preempted (requeued),
 // preempted, failed (with the reason), diverged, not submitted.

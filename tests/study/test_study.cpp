@@ -1618,6 +1618,47 @@ TEST(StudyStatus, RunStatesJoinSlurmAndTheRunFile) {
   EXPECT_EQ(run_state(nullptr, nullptr, completed), "completed");
 }
 
+// What submit leaves alone: a completed run whatever its jobs, and a run whose latest job Slurm still holds in any
+// waiting or running state (a held or requeued job too: submitting again would run it twice); a run whose latest job
+// has ended, whose earlier job is still listed, or that was never submitted, goes.
+TEST(StudyStatus, SubmitLeavesAloneCompletedRunsAndJobsSlurmStillHolds) {
+  TempDir dir;
+  {
+    RunFile file = RunFile::create(dir / "done.h5", run_attributes(2));
+    for (int64_t s = 1; s <= 2; ++s) file.append_step(step_record(s));
+    file.finish({}, "completed");
+  }
+  {
+    RunFile file = RunFile::create(dir / "killed.h5", run_attributes(10));
+    file.append_step(step_record(1));
+  }  // still "running": a job killed
+  const std::vector<std::string> held = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "CONFIGURING", "SUSPENDED",
+                                         "RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT"};
+  std::vector<std::pair<std::string, std::string>> runs = {{"done", dir / "done.h5"},
+                                                           {"killed", dir / "killed.h5"},
+                                                           {"ended", dir / "none.h5"},
+                                                           {"never", dir / "never.h5"},
+                                                           {"relaunched", dir / "none.h5"}};
+  std::vector<JobRecord> jobs = {{"done", "1", "", ""}, {"killed", "2", "", ""}, {"ended", "3", "", ""},
+                                 {"relaunched", "4", "", ""}, {"relaunched", "5", "", ""}};
+  std::map<std::string, SlurmJobState> slurm = {{"1", {"RUNNING", "", "", "squeue"}},
+                                                {"2", {"TIMEOUT", "", "", "sacct"}},
+                                                {"3", {"COMPLETED", "", "", "sacct"}},
+                                                {"4", {"PENDING", "", "", "squeue"}},
+                                                {"5", {"FAILED", "", "", "sacct"}}};
+  EXPECT_EQ(runs_to_leave_alone(runs, jobs, slurm), (std::map<std::string, std::string>{{"done", "completed"}}));
+  for (const std::string& state : held) {
+    slurm["2"].state = state;
+    const auto leave = runs_to_leave_alone(runs, jobs, slurm);
+    EXPECT_EQ(leave.size(), 2u) << state;
+    EXPECT_EQ(leave.count("killed") ? leave.at("killed") : "", "job 2 is " + state);
+    EXPECT_TRUE(slurm_job_waits(state) != slurm_job_runs(state)) << state;
+  }
+  for (const std::string ended : {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", ""}) {
+    EXPECT_FALSE(slurm_job_waits(ended) || slurm_job_runs(ended)) << ended;
+  }
+}
+
 TEST(StudyStatus, JobRecordsAndSbatchOutput) {
   EXPECT_EQ(parse_sbatch_job_id("1234\n"), "1234");
   EXPECT_EQ(parse_sbatch_job_id("99;cluster\n"), "99");
