@@ -1,4 +1,4 @@
-// t5scale-bench: times training steps of one shape on one device (see train/step_benchmark.h) and prints a table
+// t5scale-bench: times training steps of one shape on one device (see bench/step_benchmark.h) and prints a table
 // and, with --json, every figure. One process, no MPI: the grid is one rank, or one rank's share of a TP group
 // (--tp-shard) whose collectives are local.
 #include <torch/torch.h>
@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/machine_calibration.h"
+#include "bench/step_benchmark.h"
 #include "config/config_registry.h"
 #include "config/hf_config.h"
 #include "core/check.h"
@@ -19,8 +21,6 @@
 #include "plan/cost_model.h"
 #include "dist/cuda_backend.h"
 #include "dist/mpi_runtime.h"
-#include "train/machine_calibration.h"
-#include "train/step_benchmark.h"
 #include "t5scale_git_revision.h"  // generated at build time: T5SCALE_GIT_REVISION
 
 namespace {

@@ -1,5 +1,5 @@
 // t5scale-ckpt: a training checkpoint described, written again for another grid, exported, or run on new inputs,
-// without a job (one process, no MPI). See train/checkpoint_tools.h and train/checkpoint_prediction.h.
+// without a job (one process, no MPI). See job/checkpoint_tools.h and job/checkpoint_prediction.h.
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -9,8 +9,8 @@
 #include "core/check.h"
 #include "core/command_line.h"
 #include "core/end_process.h"
-#include "train/checkpoint_prediction.h"
-#include "train/checkpoint_tools.h"
+#include "job/checkpoint_prediction.h"
+#include "job/checkpoint_tools.h"
 
 namespace {
 

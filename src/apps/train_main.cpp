@@ -10,7 +10,7 @@
 #include "core/command_line.h"
 #include "core/end_process.h"
 #include "dist/mpi_runtime.h"
-#include "train/training_job.h"
+#include "job/training_job.h"
 
 namespace {
 

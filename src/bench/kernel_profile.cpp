@@ -1,4 +1,4 @@
-#include "train/kernel_profile.h"
+#include "bench/kernel_profile.h"
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>

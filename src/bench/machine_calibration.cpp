@@ -1,4 +1,4 @@
-#include "train/machine_calibration.h"
+#include "bench/machine_calibration.h"
 
 #include <mpi.h>
 #include <torch/torch.h>
@@ -13,13 +13,13 @@
 #include <set>
 #include <thread>
 
+#include "bench/step_benchmark.h"
 #include "dist/mpi_communicator.h"
 #include "dist/mpi_runtime.h"
 #include "dist/process_grid.h"
 #include "plan/step_time_model.h"
 #include "train/device_probe.h"
 #include "train/parallel_trainer.h"
-#include "train/step_benchmark.h"
 
 namespace t5scale {
 

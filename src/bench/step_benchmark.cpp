@@ -1,4 +1,4 @@
-#include "train/step_benchmark.h"
+#include "bench/step_benchmark.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
@@ -12,12 +12,13 @@
 #include <fstream>
 #include <limits>
 
+#include "bench/kernel_profile.h"
 #include "config/config_registry.h"
 #include "config/hf_config.h"
 #include "core/check.h"
 #include "core/nearest_word.h"
-#include "core/utc_time.h"
 #include "core/units.h"
+#include "core/utc_time.h"
 #include "dist/cuda_backend.h"
 #include "dist/local_shard_communicator.h"
 #include "dist/process_grid.h"
@@ -28,7 +29,6 @@
 #include "train/collate.h"
 #include "train/cpu_memory_tracker.h"
 #include "train/device_probe.h"
-#include "train/kernel_profile.h"
 
 namespace t5scale {
 

@@ -1,4 +1,4 @@
-#include "train/checkpoint_prediction.h"
+#include "job/checkpoint_prediction.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -11,8 +11,8 @@
 #include "core/text_file.h"
 #include "data/hf_tokenizer_files.h"
 #include "data/tokenized_dataset.h"
-#include "train/checkpoint_tools.h"
-#include "train/evaluation.h"
+#include "job/checkpoint_tools.h"
+#include "job/evaluation.h"
 
 namespace t5scale {
 namespace fs = std::filesystem;

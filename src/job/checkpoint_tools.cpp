@@ -1,4 +1,4 @@
-#include "train/checkpoint_tools.h"
+#include "job/checkpoint_tools.h"
 
 #include <filesystem>
 #include <iomanip>

@@ -1,4 +1,4 @@
-#include "train/evaluation.h"
+#include "job/evaluation.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "train/failure_note.h"
+#include "job/failure_note.h"
 
 #include <fcntl.h>
 #include <unistd.h>

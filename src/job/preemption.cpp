@@ -1,4 +1,4 @@
-#include "train/preemption.h"
+#include "job/preemption.h"
 
 #include <csignal>
 

@@ -1,4 +1,4 @@
-#include "train/run_lock.h"
+#include "job/run_lock.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "train/run_record.h"
+#include "job/run_record.h"
 
 #include <mpi.h>
 #include <torch/version.h>
@@ -24,12 +24,12 @@
 #include "core/utc_time.h"
 #include "dist/cuda_backend.h"
 #include "dist/mpi_runtime.h"
+#include "job/step_meter.h"
 #include "telemetry/cost.h"
 #include "telemetry/energy_estimate.h"
 #include "telemetry/nvml.h"
 #include "telemetry/resource_card.h"
 #include "train/device_probe.h"
-#include "train/step_meter.h"
 #include "t5scale_git_revision.h"  // generated at build time: T5SCALE_GIT_REVISION
 
 namespace t5scale {

@@ -1,5 +1,5 @@
 // The training job's record of itself: every rank measures each step (its StepMeter: memory, GPU and CPU energy,
-// train/step_meter.h) into a local buffer; one all-gather over the grid brings the buffered rows to rank 0 at the
+// job/step_meter.h) into a local buffer; one all-gather over the grid brings the buffered rows to rank 0 at the
 // steps that need them (a log line, a flush of the run file, a checkpoint, the end), and rank 0 appends them to
 // the HDF5 run file (telemetry/run_file.h) with throughput and MFU. Gathering every flush_every_steps rather than
 // every step keeps the recording's cost, collectives included, a small fraction of a step. At the end it writes the
@@ -14,13 +14,13 @@
 
 #include "config/run_config.h"
 #include "dist/process_grid.h"
+#include "job/evaluation.h"
+#include "job/failure_note.h"
+#include "job/step_meter.h"
 #include "plan/lr_schedule.h"
 #include "telemetry/energy_meter.h"
 #include "telemetry/resource_card.h"
 #include "telemetry/run_file.h"
-#include "train/evaluation.h"
-#include "train/failure_note.h"
-#include "train/step_meter.h"
 
 namespace t5scale {
 

@@ -1,4 +1,4 @@
-#include "train/step_data_prefetcher.h"
+#include "job/step_data_prefetcher.h"
 
 #include <chrono>
 

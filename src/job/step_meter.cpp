@@ -1,4 +1,4 @@
-#include "train/step_meter.h"
+#include "job/step_meter.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,6 +1,6 @@
-#include "train/training_job.h"
+#include "job/training_job.h"
 
-#include "train/training_job_internal.h"
+#include "job/training_job_internal.h"
 
 namespace t5scale {
 

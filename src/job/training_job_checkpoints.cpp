@@ -1,6 +1,6 @@
 // The training job's checkpoints: what identifies them, saving one, resuming from one (RNG streams, sampler, loss
 // scale, progress) and which config changes a resume accepts.
-#include "train/training_job_internal.h"
+#include "job/training_job_internal.h"
 
 namespace t5scale::training_job_internal {
 

@@ -1,5 +1,5 @@
-// The training job's class and helpers, shared by its source files (include it from train/training_job*.cpp only;
-// the interface is train/training_job.h): training_job.cpp sets the job up, trains and evaluates;
+// The training job's class and helpers, shared by its source files (include it from job/training_job*.cpp only;
+// the interface is job/training_job.h): training_job.cpp sets the job up, trains and evaluates;
 // training_job_checkpoints.cpp saves, resumes and checks what a checkpoint may change.
 #pragma once
 
@@ -32,20 +32,20 @@
 #include "dist/process_grid.h"
 #include "io/hf_checkpoint.h"
 #include "io/sharded_checkpoint.h"
+#include "job/evaluation.h"
+#include "job/failure_note.h"
+#include "job/preemption.h"
+#include "job/run_lock.h"
+#include "job/run_record.h"
+#include "job/step_data_prefetcher.h"
 #include "plan/cost_model.h"
 #include "plan/lr_schedule.h"
 #include "plan/memory_advice.h"
 #include "plan/resolved_run.h"
 #include "train/collate.h"
 #include "train/device_probe.h"
-#include "train/evaluation.h"
-#include "train/failure_note.h"
 #include "train/optimizer_resharding.h"
 #include "train/parallel_trainer.h"
-#include "train/preemption.h"
-#include "train/run_lock.h"
-#include "train/run_record.h"
-#include "train/step_data_prefetcher.h"
 
 namespace t5scale::training_job_internal {
 

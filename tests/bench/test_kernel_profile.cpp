@@ -1,12 +1,12 @@
 // The kernel profile behind t5scale-bench --profile: kernel names are classed as the H200 profile of a T5-3B step
 // named them, and on the CPU a known sequence of operators is counted call for call and its time split into
-// classes that add up to the whole (the benchmark's own profile: tests/train/test_step_benchmark.cpp).
+// classes that add up to the whole (the benchmark's own profile: tests/bench/test_step_benchmark.cpp).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "bench/kernel_profile.h"
+#include "bench/step_benchmark.h"
 #include "plan/step_time_model.h"
-#include "train/kernel_profile.h"
-#include "train/step_benchmark.h"
 
 namespace t5scale {
 namespace {

@@ -15,10 +15,10 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench/step_benchmark.h"
 #include "core/check.h"
 #include "plan/cost_model.h"
 #include "train/cpu_memory_tracker.h"
-#include "train/step_benchmark.h"
 
 namespace t5scale {
 namespace {

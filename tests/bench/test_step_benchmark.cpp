@@ -5,11 +5,11 @@
 
 #include <cmath>
 
+#include "bench/step_benchmark.h"
 #include "dist/local_shard_communicator.h"
 #include "model/parameter_layout.h"
 #include "plan/cost_model.h"
 #include "support/test_support.h"
-#include "train/step_benchmark.h"
 
 namespace t5scale {
 namespace {

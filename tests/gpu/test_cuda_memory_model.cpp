@@ -1,17 +1,17 @@
 // The memory planner on a GPU: the CUDA caching allocator's peak of allocated bytes over a real step, against
 // predict_memory's tensor bytes for the device (fused SDPA attention, one-byte dropout masks, the stacks' position
-// bias kept), within 5% as on the CPU (tests/train/test_memory_model.cpp). These are the terms the CPU cannot
+// bias kept), within 5% as on the CPU (tests/bench/test_memory_model.cpp). These are the terms the CPU cannot
 // measure.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 
+#include "bench/step_benchmark.h"
 #include "core/check.h"
 #include "gpu/gpu_test_support.h"
 #include "plan/cost_model.h"
 #include "train/device_probe.h"
-#include "train/step_benchmark.h"
 
 namespace t5scale {
 namespace {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "gpu/gpu_test_support.h"
+#include "job/step_data_prefetcher.h"
 #include "model/t5_model.h"
 #include "plan/cost_model.h"
 #include "support/operator_count.h"
@@ -14,7 +15,6 @@
 #include "support/test_support.h"
 #include "train/optimizer_harness.h"
 #include "train/parallel_trainer.h"
-#include "train/step_data_prefetcher.h"
 
 namespace t5scale {
 namespace {

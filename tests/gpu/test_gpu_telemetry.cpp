@@ -11,10 +11,10 @@
 #include "config/run_config.h"
 #include "core/hdf5_check.h"
 #include "gpu/gpu_test_support.h"
+#include "job/training_job.h"
 #include "support/base_test_support.h"
 #include "telemetry/nvml.h"
 #include "train/device_probe.h"
-#include "train/training_job.h"
 
 namespace t5scale {
 namespace {

@@ -8,8 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include "job/failure_note.h"
 #include "support/test_support.h"
-#include "train/failure_note.h"
 
 namespace t5scale {
 namespace {

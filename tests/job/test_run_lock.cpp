@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "job/run_lock.h"
 #include "support/test_support.h"
-#include "train/run_lock.h"
 
 namespace t5scale {
 namespace {

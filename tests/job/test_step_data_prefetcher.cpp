@@ -9,12 +9,12 @@
 #include <thread>
 
 #include "core/check.h"
+#include "job/step_data_prefetcher.h"
 #include "plan/cost_model.h"
 #include "support/operator_count.h"
 #include "support/synthetic_task.h"
 #include "support/test_support.h"
 #include "train/parallel_trainer.h"
-#include "train/step_data_prefetcher.h"
 
 namespace t5scale {
 namespace {
