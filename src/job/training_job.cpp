@@ -146,9 +146,7 @@ void TrainingJob::set_up_grid() {
 }
 
 // Rank 0 takes <output_dir>/<run>.lock before anything of the run is read or written: a second job with the same
-
 // run name and output folder ends here, its error naming the owner (rank 0's error ends the whole job).
-
 void TrainingJob::take_run_lock() {
   if (!rank0()) return;
   const fs::path folder = config_.run.output_dir.empty() ? fs::path(".") : fs::path(config_.run.output_dir);
@@ -254,9 +252,7 @@ void TrainingJob::set_up_tokenizer() {
 }
 
 // The run resolved from the config, the grid and the data, as t5scale-study plans it (resolve_run): every problem
-
 // it finds stops the job here, before the model is built.
-
 void TrainingJob::resolve() {
   RunWorld world;
   world.world_size = world_size_;
@@ -383,9 +379,7 @@ void TrainingJob::set_up_records() {
 }
 
 // Why the run is refused when the memory model's prediction for a rank does not fit its share of the device: the
-
 // prediction by what holds it, the share, and each setting that would lower the prediction, with its figure.
-
 std::string TrainingJob::memory_refusal(int64_t share_bytes, int64_t ranks_per_node) const {
   const MemoryPrediction& predicted = resolved_.checkpointing.memory;
   RemedyLimits limits;
@@ -412,9 +406,7 @@ std::string TrainingJob::memory_refusal(int64_t share_bytes, int64_t ranks_per_n
 
 // The memory this rank may use: parallel.device_memory_gib when given, else its GPU, or on the CPU the host's memory
 // over the node's ranks (collective: the node's ranks are counted). Activation checkpointing auto chooses by it, and
-
 // a run whose predicted memory does not fit it is refused before any tensor is allocated.
-
 int64_t TrainingJob::device_share_bytes() const {
   int64_t share_bytes = 0;
   if (config_.parallel.device_memory_gib > 0) {
@@ -428,12 +420,6 @@ int64_t TrainingJob::device_share_bytes() const {
             ", which this build cannot read; set true or false, or state it with parallel.device_memory_gib");
   return std::max<int64_t>(share_bytes, 0);
 }
-
-// What a checkpoint must match to be resumed by this job: the grid and the model.
-
-// The dropout streams as resumed_rng_state() chooses them (on another grid: see there).
-
-// config_changes, carried from checkpoint to checkpoint) with the step from which it holds.
 
 bool TrainingJob::train_step(torch::Tensor& flags) {
   const auto step_start = Clock::now();
@@ -553,12 +539,9 @@ void TrainingJob::write_generations(const EvaluationResult& result) {
   T5S_CHECK(generations_->good(), "writing the generations of step ", step_, " failed (disk full?)");
 }
 
-// Collective, at a point every rank reaches: when a rank met an error outside the model (`mine`, "" when none),
-
-// every rank writes the checkpoint of this step (unless there is one), then ends with that rank's error.
-
+// The exit code the job ends with, in <output_dir>/<run>.exit_code (rank 0): mpirun answers a SIGTERM sent to it
+// with exit code 1 whatever its ranks did, so a wrapper (the rendered sbatch scripts) reads the job's own code
 // there: 75 after a preemption checkpoint, 3 diverged, 2 failed, 0 completed.
-
 std::string TrainingJob::exit_code_path() const {
   return (fs::path(config_.run.output_dir.empty() ? "." : config_.run.output_dir) / (config_.run.name + ".exit_code"))
       .string();

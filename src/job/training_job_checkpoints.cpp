@@ -4,6 +4,7 @@
 
 namespace t5scale::training_job_internal {
 
+// What a checkpoint must match to be resumed by this job: the grid and the model.
 CheckpointIdentity TrainingJob::checkpoint_identity() const {
   CheckpointIdentity identity;
   identity.tp = grid_.tp_size;
@@ -14,6 +15,7 @@ CheckpointIdentity TrainingJob::checkpoint_identity() const {
   return identity;
 }
 
+// The dropout streams as resumed_rng_state() chooses them (on another grid: see there).
 void TrainingJob::restore_rng(const LoadedCheckpoint& loaded) {
   rng_->set_state(resumed_rng_state(loaded, grid_.tp_rank, grid_.tp_size, grid_.dp_rank, rng_->get_state()));
   if (loaded.saved.tp != grid_.tp_size) {
@@ -87,7 +89,7 @@ bool TrainingJob::resume_or_start() {
 
 // The config this job resumes with against the checkpoint's: a change to what the data order or the record means
 // is refused unless checkpoint.allow_config_change; every change is logged and recorded (the run file's
-
+// config_changes, carried from checkpoint to checkpoint) with the step from which it holds.
 void TrainingJob::accept_config_changes(const LoadedCheckpoint& loaded) {
   const nlohmann::json& state = loaded.state;
   if (state.contains("config_changes")) config_changes_ = state.at("config_changes").get<std::vector<std::string>>();
@@ -129,6 +131,8 @@ void TrainingJob::accept_config_changes(const LoadedCheckpoint& loaded) {
   }
 }
 
+// Collective, at a point every rank reaches: when a rank met an error outside the model (`mine`, "" when none),
+// every rank writes the checkpoint of this step (unless there is one), then ends with that rank's error.
 void TrainingJob::checkpoint_then_fail_if_any_rank(const std::string& mine) {
   const std::string problem = lowest_rank_text(*grid_.world, device_, mine);
   if (problem.empty()) return;
