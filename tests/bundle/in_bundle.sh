@@ -7,8 +7,8 @@
 #    lies in the bundle, in PYTHON's site-packages (LibTorch, NCCL, the CUDA runtime) or is glibc's; the bundle's
 #    Open MPI, its plugins, PMIx, HDF5, yaml-cpp and SentencePiece and the wheel's CUDA runtime are among them.
 # 3. The bundle's unit and parity tests (tests/run-tests.sh -L "unit|parity"), on the references it carries, but
-#    unit.memory_model: 50 s of allocation counting that the build tree's run has just done, in a program whose
-#    libraries the other entries of that program load as well.
+#    unit.memory_model and unit.memory_model_bf16: 100 s of allocation counting that the build tree's run has just
+#    done, in a program whose libraries the other entries of that program load as well.
 set -euo pipefail
 BUNDLE=$1 PYTHON=$2 WORK=$3
 cd "$WORK"
@@ -103,5 +103,5 @@ grep -q "^$site/nvidia/.*/libcudart\.so\.[0-9]*$" <<<"$loaded" ||
 echo "[bundle test] $(wc -l <<<"$loaded") files loaded by $(ls "$WORK/loader" | wc -l) processes, all from the" \
      "bundle, the torch wheel or glibc"
 
-"$BUNDLE/tests/run-tests.sh" --python "$PYTHON" -L "unit|parity" -E '^unit\.memory_model$'
+"$BUNDLE/tests/run-tests.sh" --python "$PYTHON" -L "unit|parity" -E '^unit\.memory_model(_bf16)?$'
 
