@@ -2,6 +2,8 @@
 // scale, progress) and which config changes a resume accepts.
 #include "job/training_job_internal.h"
 
+#include "telemetry/run_file_state.h"
+
 namespace t5scale::training_job_internal {
 
 // What a checkpoint must match to be resumed by this job: the grid and the model.

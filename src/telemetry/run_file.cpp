@@ -633,21 +633,4 @@ std::string run_file_schema_json() {
   return schema.dump(1) + "\n";
 }
 
-std::string closed_run_file_status(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec) || !check_hdf5_superblock(path).damage.empty()) return "";
-  Hdf5Quiet quiet;
-  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (file < 0) return "";
-  std::string status;
-  try {
-    const std::optional<Hdf5Value> value = read_attribute(file, "status", path);
-    if (value && std::holds_alternative<std::string>(*value)) status = std::get<std::string>(*value);
-  } catch (const Error&) {
-    status = "";
-  }
-  H5Fclose(file);
-  return status;
-}
-
 }  // namespace t5scale

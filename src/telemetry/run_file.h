@@ -148,9 +148,4 @@ class RunFile {
   std::unique_ptr<Impl> impl_;
 };
 
-// The root status of a run file that its job closed ("completed", "preempted", "diverged", "failed"); "" when the
-// file is absent, still open for writing, damaged or not a run file. Opened without SWMR, so that HDF5 checks the
-// file's stored end against its size and a damaged file answers at once.
-std::string closed_run_file_status(const std::string& path);
-
 }  // namespace t5scale

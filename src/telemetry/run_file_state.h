@@ -24,4 +24,9 @@ struct RunFileState {
 // Reads a run file (schema 1) opened with H5F_ACC_SWMR_READ; never throws for a missing or unreadable file.
 RunFileState read_run_file_state(const std::string& path);
 
+// The root status of a run file that its job closed ("completed", "preempted", "diverged", "failed"); "" when the
+// file is absent, still open for writing, damaged or not a run file. Opened without SWMR, so that HDF5 checks the
+// file's stored end against its size and a damaged file answers at once.
+std::string closed_run_file_status(const std::string& path);
+
 }  // namespace t5scale
