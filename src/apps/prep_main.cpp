@@ -14,6 +14,7 @@
 #include "data/tokenized_dataset.h"
 #include "data/tokenizer.h"
 #include "data_prep/prep_pipeline.h"
+#include "data_prep/prep_report.h"
 #include "data_prep/tokenizer_training.h"
 
 #ifndef T5SCALE_VERSION

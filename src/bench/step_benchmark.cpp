@@ -205,8 +205,10 @@ double measure_matmul_flops(torch::Device device, torch::ScalarType dtype, int64
   return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / median_of(seconds);
 }
 
-StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(options)) {
-  const auto& o = options_;
+namespace {
+
+// The options' own problems, each named by its option, before anything is built.
+void check_options(const StepBenchmarkOptions& o) {
   T5S_CHECK(o.micro_batch > 0, "--micro-batch must be positive, got ", o.micro_batch);
   T5S_CHECK(o.source_length > 0, "--source-length must be positive, got ", o.source_length);
   T5S_CHECK(o.target_length > 0, "--target-length must be positive, got ", o.target_length);
@@ -222,7 +224,43 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   T5S_CHECK(!o.selective_recomputation || o.checkpoint_every_blocks == 0,
             "--selective-recomputation is an alternative to --activation-checkpointing and --checkpoint-every-blocks "
             "(auto chooses among all of them): give one");
-  // The options' own problems first, each named by its option; then the run as the job resolves it.
+  T5S_CHECK(o.attention == "auto" || o.attention == "sdpa" || o.attention == "explicit", "--attention: '",
+            o.attention, "' is not auto, sdpa or explicit");
+}
+
+// The world the benchmark's run is resolved for: one shard of a TP group, the device's memory.
+RunWorld benchmark_world(const StepBenchmarkOptions& o, int64_t memory_bytes) {
+  RunWorld world;
+  world.world_size = o.tp_shard;
+  world.on_gpu = o.device.is_cuda();
+  world.half_products_through_fp32 = o.device.is_cpu() && CpuMemoryTracker::half_products_through_fp32();
+  world.fused_attention = o.attention != "explicit";
+  world.device_share_bytes = memory_bytes;
+  if (!o.machine_rates.empty()) {
+    // The shard's collectives are local operations here (communication excluded): a link that costs nothing.
+    world.rates = read_machine_rates(o.machine_rates);
+    world.rates->links = {LinkRates{"intra_node", 0, 0, 0.0, 1e30, false, "none: --tp-shard excludes communication"}};
+  }
+  return world;
+}
+
+// Random ordinary tokens (ids 2 onward: neither pad nor eos), on the host as the data loader delivers them.
+Seq2SeqBatch random_batch(const StepBenchmarkOptions& o, int64_t vocab) {
+  auto generator = at::detail::createCPUGenerator(o.seed);
+  const auto ids = torch::TensorOptions().dtype(torch::kInt64);
+  Seq2SeqBatch batch;
+  batch.input_ids = torch::randint(2, vocab, {o.micro_batch, o.source_length}, generator, ids);  // (B, S)
+  batch.attention_mask = torch::ones({o.micro_batch, o.source_length}, ids);                    // (B, S)
+  batch.labels = torch::randint(2, vocab, {o.micro_batch, o.target_length}, generator, ids);     // (B, T)
+  return o.device.is_cuda() ? pinned(batch) : batch;  // page-locked, as the job's loader gives them to a GPU
+}
+
+}  // namespace
+
+StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(options)) {
+  const auto& o = options_;
+  check_options(o);
+  // Then the run as the job resolves it.
   model_config_ = benchmark_model_config(o.model, o.tiny_vocab_size, o.dropout_rate);
   const auto problems = ProcessGrid::validate(o.tp_shard, o.tp_shard, model_config_);
   if (!problems.empty()) {
@@ -237,20 +275,9 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   config_ = benchmark_run_config(o);
   // On the CPU every tensor from here on is counted: the step's peak is measured, not read from the resident set.
   if (o.device.is_cpu()) CpuMemoryTracker::install();
-  RunWorld world;
-  world.world_size = o.tp_shard;
-  world.on_gpu = o.device.is_cuda();
-  world.half_products_through_fp32 = o.device.is_cpu() && CpuMemoryTracker::half_products_through_fp32();
-  world.fused_attention = o.attention != "explicit";
-  world.device_share_bytes = memory_bytes;
-  if (!o.machine_rates.empty()) {
-    // The shard's collectives are local operations here (communication excluded): a link that costs nothing.
-    world.rates = read_machine_rates(o.machine_rates);
-    world.rates->links = {LinkRates{"intra_node", 0, 0, 0.0, 1e30, false, "none: --tp-shard excludes communication"}};
-  }
   RunData data;
   data.vocab_size = o.model == "tiny" ? o.tiny_vocab_size : 0;
-  resolved_ = resolve_run(config_, world, data);
+  resolved_ = resolve_run(config_, benchmark_world(o, memory_bytes), data);
   if (!resolved_.errors.empty() || !resolved_.model || !resolved_.memory_inputs) {
     throw Error(msg("the benchmark's run cannot be planned: ", join(resolved_.errors, "; ")));
   }
@@ -265,6 +292,12 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   reset_cuda_peak_stats(o.device);
   tensor_bytes_at_start_ = tensor_bytes_now(o.device);
   start_memory_bytes_ = memory_now_bytes(o.device);
+  build_trainer();
+  batch_ = random_batch(o, model_config_.vocab_size);
+}
+
+void StepBenchmark::build_trainer() {
+  const auto& o = options_;
   ProcessGrid grid = ProcessGrid::solo();
   if (o.tp_shard > 1) {
     grid.tp_size = o.tp_shard;
@@ -276,8 +309,6 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   T5Model model(model_config_, grid.tp, torch::TensorOptions().dtype(compute_dtype(o.precision)).device(o.device),
                 rng);
   model->initialize_weights(o.seed);
-  T5S_CHECK(o.attention == "auto" || o.attention == "sdpa" || o.attention == "explicit", "--attention: '",
-            o.attention, "' is not auto, sdpa or explicit");
   if (o.attention != "auto") {
     model->set_attention_kernel(o.attention == "sdpa" ? AttentionKernel::kSdpa : AttentionKernel::kExplicit);
   }
@@ -285,26 +316,68 @@ StepBenchmark::StepBenchmark(StepBenchmarkOptions options) : options_(std::move(
   model->set_selective_recomputation(o.selective_recomputation);
   model->set_sequence_parallel(o.sequence_parallel);
   torch::manual_seed(o.seed);
-
   trainer_ = std::make_unique<ParallelTrainer>(model, grid, training_options_for(config_));
-
-  // Random ordinary tokens (ids 2 onward: neither pad nor eos), on the host as the data loader delivers them.
-  auto generator = at::detail::createCPUGenerator(o.seed);
-  const int64_t vocab = model_config_.vocab_size;
-  const auto ids = torch::TensorOptions().dtype(torch::kInt64);
-  batch_.input_ids = torch::randint(2, vocab, {o.micro_batch, o.source_length}, generator, ids);  // (B, S)
-  batch_.attention_mask = torch::ones({o.micro_batch, o.source_length}, ids);                    // (B, S)
-  batch_.labels = torch::randint(2, vocab, {o.micro_batch, o.target_length}, generator, ids);     // (B, T)
-  if (o.device.is_cuda()) {  // page-locked, as the job's loader gives them to a GPU
-    batch_ = pinned(batch_);
-  }
 }
 
 json StepBenchmark::run() {
   const auto& o = options_;
-  const std::string precision = enum_name(o.precision);
-  std::vector<json> steps;
   int64_t skipped = 0;
+  const std::vector<json> steps = time_steps(skipped);
+
+  json report;
+  report["schema"] = "t5scale-bench/1";
+  report["implementation"] = "t5scale";
+  report["identity"] = identity(o.device);
+  report["config"] = config_section();
+
+  std::vector<std::string> notes = {
+      "inputs: random token ids of exactly the given lengths, no padding",
+      "tokens = source + target tokens per step (as t5scale-train counts them)",
+  };
+  if (o.tp_shard > 1) {
+    notes.push_back(msg("communication excluded (tp-shard ", o.tp_shard, "): one rank's share of a TP=", o.tp_shard,
+                        " model; tokens/s as if communication were free, FLOPs and MFU per rank"));
+  }
+  if (!checkpointing_note_.empty()) notes.push_back(checkpointing_note_);
+  if (skipped > 0) notes.push_back(msg(skipped, " of ", o.steps, " timed steps skipped (fp16 overflow)"));
+  report["steps"] = steps;
+
+  json median, minimum;
+  for (const std::string& key : phase_keys()) {
+    std::vector<double> values;
+    for (const auto& s : steps) values.push_back(s[key].get<double>());
+    median[key] = median_of(values);
+    minimum[key] = *std::min_element(values.begin(), values.end());
+  }
+  report["median"] = median;
+  report["min"] = minimum;
+  const double step_s = median["total_s"].get<double>();
+  if (resolved_.step_time) {
+    const StepTimePrediction& p = *resolved_.step_time;
+    report["predicted"] = {{"machine_rates", o.machine_rates}, {"total_s", p.total_s}, {"forward_s", p.forward_s},
+                           {"backward_s", p.backward_s}, {"optimizer_s", p.optimizer_s}, {"matmul_s", p.matmul_s},
+                           {"elementwise_s", p.elementwise_s}, {"host_s", p.host_s}, {"operators", p.operators}};
+    notes.push_back(msg(options_.model, ": step-time model (", o.machine_rates, "): ", p.describe(), "; matmul ",
+                        p.matmul_s * 1e3, " ms, elementwise ", p.elementwise_s * 1e3, " ms, host ", p.host_s * 1e3,
+                        " ms for ", p.operators, " operators; measured ", step_s * 1e3, " ms"));
+  }
+  report["notes"] = notes;
+
+  add_throughput(report, step_s);
+  add_memory(report);
+  report["profile"] = nullptr;
+  if (o.profile_steps > 0) {  // after the memory figures: the profiler's own buffers stay out of them
+    KernelProfile profile = profile_kernels(
+        o.device, o.profile_steps, [&] { trainer_->step({batch_}, o.learning_rate); }, o.profile_trace_path);
+    report["profile"] = profile.summary;
+    report["profile"]["table"] = profile.table;
+  }
+  return report;
+}
+
+std::vector<json> StepBenchmark::time_steps(int64_t& skipped) {
+  const auto& o = options_;
+  std::vector<json> steps;
   for (int64_t i = 0; i < o.warmup_steps + o.steps; ++i) {
     synchronize_device(o.device);
     const auto start = std::chrono::steady_clock::now();
@@ -326,18 +399,18 @@ json StepBenchmark::run() {
                      {"skipped", r.skipped}});
     skipped += r.skipped ? 1 : 0;
   }
+  return steps;
+}
 
-  json report;
-  report["schema"] = "t5scale-bench/1";
-  report["implementation"] = "t5scale";
-  report["identity"] = identity(o.device);
-
+json StepBenchmark::config_section() const {
+  const auto& o = options_;
+  const std::string precision = enum_name(o.precision);
   int64_t parameters = 0;
   for (const auto& p : trainer_->model()->parameters()) parameters += p.numel();
   const std::string mixed = o.precision == Precision::kFp32
                                 ? "fp32 compute, fp32 AdamW"
                                 : precision + " weights and compute, fp32 master weights, gradients and optimizer";
-  report["config"] = {
+  return {
       {"model", model_config_.name},
       {"precision", precision},
       {"precision_detail", mixed},
@@ -365,42 +438,12 @@ json StepBenchmark::run() {
       {"parameters", parameters},
       {"model_config", hf_config_json(model_config_)},
   };
+}
 
-  std::vector<std::string> notes = {
-      "inputs: random token ids of exactly the given lengths, no padding",
-      "tokens = source + target tokens per step (as t5scale-train counts them)",
-  };
-  if (o.tp_shard > 1) {
-    notes.push_back(msg("communication excluded (tp-shard ", o.tp_shard, "): one rank's share of a TP=", o.tp_shard,
-                        " model; tokens/s as if communication were free, FLOPs and MFU per rank"));
-  }
-  if (!checkpointing_note_.empty()) notes.push_back(checkpointing_note_);
-  if (skipped > 0) notes.push_back(msg(skipped, " of ", o.steps, " timed steps skipped (fp16 overflow)"));
-  report["notes"] = notes;
-  report["steps"] = steps;
-
-  json median, minimum;
-  for (const std::string& key : phase_keys()) {
-    std::vector<double> values;
-    for (const auto& s : steps) values.push_back(s[key].get<double>());
-    median[key] = median_of(values);
-    minimum[key] = *std::min_element(values.begin(), values.end());
-  }
-  report["median"] = median;
-  report["min"] = minimum;
-  if (resolved_.step_time) {
-    const StepTimePrediction& p = *resolved_.step_time;
-    report["predicted"] = {{"machine_rates", o.machine_rates}, {"total_s", p.total_s}, {"forward_s", p.forward_s},
-                           {"backward_s", p.backward_s}, {"optimizer_s", p.optimizer_s}, {"matmul_s", p.matmul_s},
-                           {"elementwise_s", p.elementwise_s}, {"host_s", p.host_s}, {"operators", p.operators}};
-    notes.push_back(msg(options_.model, ": step-time model (", o.machine_rates, "): ", p.describe(), "; matmul ",
-                        p.matmul_s * 1e3, " ms, elementwise ", p.elementwise_s * 1e3, " ms, host ", p.host_s * 1e3,
-                        " ms for ", p.operators, " operators; measured ", median["total_s"].get<double>() * 1e3, " ms"));
-    report["notes"] = notes;
-  }
-
+void StepBenchmark::add_throughput(json& report, double step_s) const {
+  const auto& o = options_;
+  const std::string precision = enum_name(o.precision);
   const int64_t tokens = o.micro_batch * (o.source_length + o.target_length);
-  const double step_s = median["total_s"].get<double>();
   const double flops = resolved_.flops_per_step / static_cast<double>(o.tp_shard);  // this rank's share
   report["tokens_per_step"] = tokens;
   report["samples_per_step"] = o.micro_batch;
@@ -423,7 +466,10 @@ json StepBenchmark::run() {
     report["matmul"] = {{"n", n}, {"dtype", precision}, {"tflops_per_s", matmul_flops / 1e12},
                         {"fraction_of_peak", nullable(peak > 0 ? matmul_flops / peak : NAN)}};
   }
+}
 
+void StepBenchmark::add_memory(json& report) const {
+  const auto& o = options_;
   const MemoryPrediction& prediction = resolved_.checkpointing.memory;
   const PeakMemory peak_memory_now = peak_memory(o.device);
   // The planner's tensors against the peak of the tensors this process made for the model, its optimizer and
@@ -442,14 +488,6 @@ json StepBenchmark::run() {
       {"predicted_bytes", prediction.total_bytes()},
       {"predicted", prediction.describe()},
   };
-  report["profile"] = nullptr;
-  if (o.profile_steps > 0) {  // after the memory figures: the profiler's own buffers stay out of them
-    KernelProfile profile = profile_kernels(
-        o.device, o.profile_steps, [&] { trainer_->step({batch_}, o.learning_rate); }, o.profile_trace_path);
-    report["profile"] = profile.summary;
-    report["profile"]["table"] = profile.table;
-  }
-  return report;
 }
 
 namespace {

@@ -90,6 +90,12 @@ class StepBenchmark {
   const Seq2SeqBatch& batch() const { return batch_; }
 
  private:
+  void build_trainer();  // the model as t5scale-train builds it, and its trainer
+  std::vector<nlohmann::json> time_steps(int64_t& skipped);  // the timed steps' phases; skipped: fp16 overflows
+  nlohmann::json config_section() const;
+  void add_throughput(nlohmann::json& report, double step_s) const;  // tokens, FLOPs, MFU, the matmul rate
+  void add_memory(nlohmann::json& report) const;  // the planner's prediction against the measured peak
+
   StepBenchmarkOptions options_;
   RunConfig config_;      // the run a t5scale-train job of this step would be given
   ResolvedRun resolved_;  // resolve_run's answer for it: the model, checkpointing, predicted memory and FLOPs

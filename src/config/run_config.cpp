@@ -183,11 +183,11 @@ std::vector<ConfigError> check_tp_divides(const ModelConfig& model, int64_t tp) 
   return errors;
 }
 
-std::vector<ConfigError> validate(const RunConfig& c) {
-  // Per-key checks first, then the checks across keys; sorted by key at the end.
-  std::vector<ConfigError> errors = check_key_ranges(c);
-  auto add = [&](const std::string& key, const std::string& message) { errors.push_back({key, message}); };
+namespace {
 
+// The length of the run and the model: steps or epochs; a known shape that tp divides.
+void check_length_and_model(const RunConfig& c, std::vector<ConfigError>& errors) {
+  auto add = [&](const std::string& key, const std::string& message) { errors.push_back({key, message}); };
   // Length of the run: steps or epochs, never both, never neither (the two were confused for weeks in one study).
   if (!c.eval.only) {
     if (c.train.max_steps > 0 && c.train.epochs > 0) {
@@ -232,7 +232,11 @@ std::vector<ConfigError> validate(const RunConfig& c) {
                                            " (", shape->vocab_size, " tokens)"));
     }
   }
+}
 
+// ZeRO, the optimizer and the learning-rate schedule.
+void check_optimizer_and_schedule(const RunConfig& c, std::vector<ConfigError>& errors) {
+  auto add = [&](const std::string& key, const std::string& message) { errors.push_back({key, message}); };
   if (c.parallel.zero2 && !c.parallel.zero1) {
     add("parallel.zero2", "needs parallel.zero1: true (ZeRO-2 shards the gradients on top of ZeRO-1's sharded "
                           "optimizer state, as DeepSpeed's stage 2 includes stage 1)");
@@ -278,7 +282,11 @@ std::vector<ConfigError> validate(const RunConfig& c) {
     add("lr_schedule.warmup_steps",
         msg(s.warmup_steps, " is longer than the run (train.max_steps ", c.train.max_steps, ")"));
   }
+}
 
+// The batch (as far as it can be checked before the world size is known) and the cost's basis.
+void check_batch_and_cost(const RunConfig& c, std::vector<ConfigError>& errors) {
+  auto add = [&](const std::string& key, const std::string& message) { errors.push_back({key, message}); };
   // Batch: what can be checked before the world size is known.
   if (c.train.batch_mode == TrainSettings::BatchMode::kFixedMicro && c.train.micro_batch == 0) {
     add("train.micro_batch",
@@ -298,8 +306,11 @@ std::vector<ConfigError> validate(const RunConfig& c) {
             c.cost.price_per_node_hour_usd, "): set one of them (a job is charged its share of each node at a "
             "node price, or its GPUs at a GPU price)"));
   }
+}
 
-  // Evaluation and early stopping.
+// Evaluation and early stopping.
+void check_evaluation(const RunConfig& c, std::vector<ConfigError>& errors) {
+  auto add = [&](const std::string& key, const std::string& message) { errors.push_back({key, message}); };
   const std::vector<std::string> families = metric_families(c.eval.metrics);
   if (!c.eval.generate) {
     for (const char* text_family : {"rouge", "squad", "classification"}) {
@@ -324,6 +335,17 @@ std::vector<ConfigError> validate(const RunConfig& c) {
           msg("'", metric, "' is computed only with '", family, "' in eval.metrics (now '", c.eval.metrics, "')"));
     }
   }
+}
+
+}  // namespace
+
+std::vector<ConfigError> validate(const RunConfig& c) {
+  // Per-key checks first, then the checks across keys; sorted by key at the end.
+  std::vector<ConfigError> errors = check_key_ranges(c);
+  check_length_and_model(c, errors);
+  check_optimizer_and_schedule(c, errors);
+  check_batch_and_cost(c, errors);
+  check_evaluation(c, errors);
   sort_by_schema(errors);
   return errors;
 }

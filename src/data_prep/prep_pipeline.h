@@ -91,9 +91,4 @@ struct PrepResult {
 // `progress_stream` (stderr in the program).
 PrepResult run_prep(const PrepOptions& options, std::ostream& progress_stream);
 
-// The end-of-run report: counts per split, truncations, skips by reason, length percentiles, throughput.
-std::string format_prep_report(const PrepResult& result);
-// The same as JSON (for scripts: the benchmark reads it).
-std::string prep_report_json(const PrepResult& result);
-
 }  // namespace t5scale

@@ -248,42 +248,68 @@ std::vector<double> RunRecord::gather(const std::vector<double>& mine) {
 }
 
 namespace {
-// The columns each rank measures per step.
-enum Column { kSamples, kSourceTokens, kFlops, kAllocated, kReserved, kPeak, kHost, kPower, kGpuJ, kCpuJ, kCount };
+// The fields RunRecord gathers from every rank: those whose last column in T5SCALE_STEP_FIELDS is replicas or
+// each_rank, in the list's order. A rank's values of its own row: a replica's count where this rank counts for its
+// replica (0 elsewhere, so that the sum counts each replica once), its one reading of a per-rank column.
+enum class Gathered { rank0, replicas, each_rank };
+
+#define T5SCALE_IS_GATHERED(name, type, unit, initial, gathered) +(Gathered::gathered != Gathered::rank0 ? 1 : 0)
+constexpr size_t kGatheredPerRow = 0 T5SCALE_STEP_FIELDS(T5SCALE_IS_GATHERED);
+#undef T5SCALE_IS_GATHERED
+
+template <Gathered how, typename T>
+void append_own_value(std::vector<double>& values, const T& value, bool counts) {
+  if constexpr (how == Gathered::replicas) {
+    values.push_back(counts ? static_cast<double>(value) : 0.0);
+  } else if constexpr (how == Gathered::each_rank) {
+    values.push_back(value.empty() ? kUnknownValue : value.front());
+  }
+}
+
+// `field` of rank 0's row from the ranks' values of it (one per rank, in rank order).
+template <Gathered how, typename T>
+void set_gathered(T& field, std::vector<double> ranks_values) {
+  if constexpr (how == Gathered::replicas) {
+    double total = 0.0;
+    for (double v : ranks_values) total += v;
+    field = static_cast<T>(total);
+  } else if constexpr (how == Gathered::each_rank) {
+    field = std::move(ranks_values);
+  }
+}
+
+// This rank's gathered values of its row (kGatheredPerRow of them).
+std::vector<double> own_gathered_values(const StepRecord& row, bool counts) {
+  std::vector<double> values;
+  values.reserve(kGatheredPerRow);
+#define T5SCALE_APPEND_OWN(name, type, unit, initial, gathered) \
+  append_own_value<Gathered::gathered>(values, row.name, counts);
+  T5SCALE_STEP_FIELDS(T5SCALE_APPEND_OWN)
+#undef T5SCALE_APPEND_OWN
+  return values;
+}
 }  // namespace
 
 StepSummary RunRecord::observe_step(const StepRecord& step, bool gather_now) {
   // Samples, tokens and FLOPs are per replica: counted by the first TP rank of each replica only.
   const bool counts = grid_.tp_rank == 0;
+  StepRecord own = step;
+  own.wall_time_s = wall_time_s();
   // Between flushes the energy is the meters' newest background sample (an NVML call can take milliseconds);
   // the step that flushes the rows reads it fresh.
-  const StepReading reading = meter_->read(/*fresh=*/gather_now);
-  std::vector<double> mine(kCount);
-  mine[kSamples] = counts ? static_cast<double>(step.samples) : 0.0;
-  mine[kSourceTokens] = counts ? static_cast<double>(step.source_tokens) : 0.0;
-  mine[kFlops] = counts ? step.model_flops : 0.0;
-  mine[kAllocated] = reading.memory_allocated_bytes;
-  mine[kReserved] = reading.memory_reserved_bytes;
-  mine[kPeak] = reading.memory_peak_bytes;
-  mine[kHost] = reading.host_peak_rss_bytes;
-  mine[kPower] = reading.gpu_power_w;
-  mine[kGpuJ] = reading.gpu_energy_j;
-  mine[kCpuJ] = reading.cpu_energy_j;
-  pending_measurements_.push_back(std::move(mine));
-  pending_rows_.push_back(step);
-  pending_rows_.back().wall_time_s = wall_time_s();
+  meter_->measure(own, /*fresh=*/gather_now);
+  const std::vector<double> values = own_gathered_values(own, counts);
+  pending_values_.insert(pending_values_.end(), values.begin(), values.end());
+  pending_rows_.push_back(std::move(own));
   return gather_now ? gather_buffered_steps() : StepSummary{};
 }
 
 StepSummary RunRecord::gather_buffered_steps() {
   StepSummary summary;
-  const size_t rows = pending_measurements_.size();
+  const size_t rows = pending_rows_.size();
   if (rows == 0) return summary;
-  std::vector<double> mine;
-  mine.reserve(rows * kCount);
-  for (const auto& row : pending_measurements_) mine.insert(mine.end(), row.begin(), row.end());
-  const std::vector<double> all = gather(mine);  // (world, rows, kCount)
-  pending_measurements_.clear();
+  const std::vector<double> all = gather(pending_values_);  // (world, rows, kGatheredPerRow)
+  pending_values_.clear();
   std::vector<StepRecord> own_rows = std::move(pending_rows_);
   pending_rows_.clear();
   if (grid_.world_rank() != 0) return summary;
@@ -299,37 +325,25 @@ StepSummary RunRecord::gather_buffered_steps() {
   return summary;
 }
 
-// Completes rank 0's row of step k with the gathered measurements (world, rows, kCount): the per-replica counts
+// Completes rank 0's row of step k with the gathered values (world, rows, kGatheredPerRow): the replicas' counts
 // summed, the per-rank columns as they are, energy continued across resumes, and the rates.
 void RunRecord::complete_row(StepRecord& row, const std::vector<double>& all, size_t rows, size_t k) {
-  const int world = in_.world_size;
-  auto column = [&](Column c) {
-    std::vector<double> values(static_cast<size_t>(world));
-    for (int r = 0; r < world; ++r) {
-      values[static_cast<size_t>(r)] = all[(static_cast<size_t>(r) * rows + k) * kCount + c];
-    }
+  const auto world = static_cast<size_t>(in_.world_size);
+  size_t column = 0;  // of the gathered values
+  auto ranks_values = [&]() {
+    std::vector<double> values(world);
+    for (size_t r = 0; r < world; ++r) values[r] = all[(r * rows + k) * kGatheredPerRow + column];
+    ++column;
     return values;
   };
-  auto sum = [](const std::vector<double>& v) {
-    double s = 0.0;
-    for (double x : v) s += x;
-    return s;
-  };
-  row.samples = static_cast<int64_t>(sum(column(kSamples)));
-  row.source_tokens = static_cast<int64_t>(sum(column(kSourceTokens)));
-  row.model_flops = sum(column(kFlops));
+#define T5SCALE_SET_GATHERED(name, type, unit, initial, gathered) \
+  if constexpr (Gathered::gathered != Gathered::rank0) set_gathered<Gathered::gathered>(row.name, ranks_values());
+  T5SCALE_STEP_FIELDS(T5SCALE_SET_GATHERED)
+#undef T5SCALE_SET_GATHERED
   row.tokens_per_s = static_cast<double>(row.source_tokens + row.target_tokens) / row.step_time_s;
   row.samples_per_s = static_cast<double>(row.samples) / row.step_time_s;
-  row.mfu = model_flops_utilization(row.model_flops, row.step_time_s, peak_flops_per_device_, world);
-  row.memory_allocated_bytes = column(kAllocated);
-  row.memory_reserved_bytes = column(kReserved);
-  row.memory_peak_bytes = column(kPeak);
-  row.host_memory_bytes = column(kHost);
-  row.gpu_power_w = column(kPower);
-  row.gpu_energy_j = column(kGpuJ);
-  row.cpu_energy_j = column(kCpuJ);
-  for (int r = 0; r < world; ++r) {
-    const auto i = static_cast<size_t>(r);
+  row.mfu = model_flops_utilization(row.model_flops, row.step_time_s, peak_flops_per_device_, in_.world_size);
+  for (size_t i = 0; i < world; ++i) {
     row.gpu_energy_j[i] += gpu_energy_offset_j_[i];
     row.cpu_energy_j[i] += cpu_energy_offset_j_[i];
   }
@@ -392,8 +406,9 @@ std::string RunRecord::finish(const RunOutcome& outcome) {
   gather_buffered_steps();
   // Energy at the end, read once more on every rank (a step's reading may be up to a flush old), and the peak
   // resident set (a run without steps, evaluation alone, has no row that holds it).
-  const StepReading reading = meter_->read(/*fresh=*/true);
-  std::vector<double> mine = {reading.gpu_energy_j, reading.cpu_energy_j, reading.host_peak_rss_bytes};
+  StepRecord last;
+  meter_->measure(last, /*fresh=*/true);
+  std::vector<double> mine = {last.gpu_energy_j.front(), last.cpu_energy_j.front(), last.host_memory_bytes.front()};
   const std::vector<double> all = gather(mine);
   recording_ = false;  // the collectives are done: a failure from here on is this rank's alone
   note_.reset();       // the reserved space is given back

@@ -94,9 +94,9 @@ class RunRecord {
   void note_newest_energy(const StepRecord& row);
   StepSummary log_figures(const StepRecord& row) const;
 
-  // This rank's measurements since the last gather, one row each; rank 0 also keeps the rows to complete.
-  std::vector<std::vector<double>> pending_measurements_;
+  // This rank's rows since the last gather, and their values to gather (kGatheredPerRow per row, run_record.cpp).
   std::vector<StepRecord> pending_rows_;
+  std::vector<double> pending_values_;
   RunDescription description() const;  // the run file's root attributes
   NodeShareInputs node_share_inputs() const;
   double wall_time_s() const;

@@ -44,22 +44,19 @@ StepMeter::StepMeter(const TelemetrySettings& settings, torch::Device device, in
   }
 }
 
-StepReading StepMeter::read(bool fresh) {
+void StepMeter::measure(StepRecord& row, bool fresh) {
   if (fresh) {
     gpu_meter_->refresh();
     cpu_meter_->refresh();
   }
-  StepReading reading;
-  if (const auto stats = cuda_allocator_stats(device_)) {
-    reading.memory_allocated_bytes = static_cast<double>(stats->allocated_bytes);
-    reading.memory_reserved_bytes = static_cast<double>(stats->reserved_bytes);
-    reading.memory_peak_bytes = static_cast<double>(stats->peak_allocated_bytes);
-  }
-  reading.host_peak_rss_bytes = static_cast<double>(peak_resident_set_bytes());
-  reading.gpu_power_w = value_or_unknown(gpu_meter_->power_w());
-  reading.gpu_energy_j = value_or_unknown(gpu_meter_->read_j());
-  reading.cpu_energy_j = value_or_unknown(cpu_meter_->read_j());
-  return reading;
+  const auto stats = cuda_allocator_stats(device_);
+  row.memory_allocated_bytes = {stats ? static_cast<double>(stats->allocated_bytes) : kUnknownValue};
+  row.memory_reserved_bytes = {stats ? static_cast<double>(stats->reserved_bytes) : kUnknownValue};
+  row.memory_peak_bytes = {stats ? static_cast<double>(stats->peak_allocated_bytes) : kUnknownValue};
+  row.host_memory_bytes = {static_cast<double>(peak_resident_set_bytes())};
+  row.gpu_power_w = {value_or_unknown(gpu_meter_->power_w())};
+  row.gpu_energy_j = {value_or_unknown(gpu_meter_->read_j())};
+  row.cpu_energy_j = {value_or_unknown(cpu_meter_->read_j())};
 }
 
 }  // namespace t5scale

@@ -16,23 +16,16 @@
 
 namespace t5scale {
 
-struct StepReading {
-  double memory_allocated_bytes = kUnknownValue;  // CUDA allocator; NaN on the CPU
-  double memory_reserved_bytes = kUnknownValue;
-  double memory_peak_bytes = kUnknownValue;
-  double host_peak_rss_bytes = 0.0;  // this process's peak resident set so far
-  double gpu_power_w = kUnknownValue;
-  double gpu_energy_j = kUnknownValue;  // cumulative since the meter started
-  double cpu_energy_j = kUnknownValue;  // cumulative; NaN on ranks that are not their node's first
-};
-
 class StepMeter {
  public:
   // `notes` receives what the meter factories say about a meter they could not open.
   StepMeter(const TelemetrySettings& settings, torch::Device device, int world_rank,
             const std::vector<std::string>& world_hosts, std::vector<std::string>* notes);
-  // The step's figures; fresh: the energy meters read their source now rather than their newest background sample.
-  StepReading read(bool fresh = false);
+  // This rank's readings, as `row`'s per-rank columns (each_rank in T5SCALE_STEP_FIELDS) of one value each: the
+  // CUDA allocator's bytes (NaN on the CPU), the peak resident set so far, GPU power, and GPU and CPU energy since
+  // the meter started (CPU: NaN on ranks that are not their node's first). fresh: the energy meters read their
+  // source now rather than their newest background sample.
+  void measure(StepRecord& row, bool fresh = false);
   std::string gpu_energy_source() const { return gpu_meter_->source(); }
   std::string cpu_energy_source() const { return cpu_meter_->source(); }
 

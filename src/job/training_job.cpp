@@ -99,27 +99,29 @@ int TrainingJob::run() {
   }
   if (config_.eval.at_end && !evaluation_step(step_, resolved_.eval_every_steps)) evaluate_now(true);
   if (config_.checkpoint.at_end && last_checkpoint_step_ != step_) save_checkpoint();
-  if (!config_.export_.hf_dir.empty()) {
-    // The TP ranks of replica 0 gather the shards; the other replicas hold the same weights. The tokenizer files
-    // go beside them, so that transformers loads the folder whole.
-    std::string tokenizer_note;
-    if (grid_.dp_rank == 0) export_hf_checkpoint(*trainer_->model(), config_.export_.hf_dir);
-    if (rank0()) {
-      // The trained model is written: a tokenizer that cannot be found is said, and does not fail the run.
-      try {
-        const RunTokenizer tokenizer = find_run_tokenizer(config_);
-        if (!tokenizer.model_path.empty()) {
-          write_hf_tokenizer_files(tokenizer, model_config_.vocab_size, config_.export_.hf_dir);
-        }
-        tokenizer_note = tokenizer.model_path.empty() ? "; no tokenizer written: " + tokenizer.description
-                                                      : "; tokenizer " + tokenizer.description;
-      } catch (const Error& e) {
-        tokenizer_note = std::string("; no tokenizer written: ") + e.what();
-      }
-    }
-    log(msg("[t5scale] exported the model to ", config_.export_.hf_dir, " (Hugging Face layout", tokenizer_note, ")"));
-  }
+  if (!config_.export_.hf_dir.empty()) export_model();
   return finish("completed");
+}
+
+// The TP ranks of replica 0 gather the shards; the other replicas hold the same weights. The tokenizer files go
+// beside them, so that transformers loads the folder whole.
+void TrainingJob::export_model() {
+  std::string tokenizer_note;
+  if (grid_.dp_rank == 0) export_hf_checkpoint(*trainer_->model(), config_.export_.hf_dir);
+  if (rank0()) {
+    // The trained model is written: a tokenizer that cannot be found is said, and does not fail the run.
+    try {
+      const RunTokenizer tokenizer = find_run_tokenizer(config_);
+      if (!tokenizer.model_path.empty()) {
+        write_hf_tokenizer_files(tokenizer, model_config_.vocab_size, config_.export_.hf_dir);
+      }
+      tokenizer_note = tokenizer.model_path.empty() ? "; no tokenizer written: " + tokenizer.description
+                                                    : "; tokenizer " + tokenizer.description;
+    } catch (const Error& e) {
+      tokenizer_note = std::string("; no tokenizer written: ") + e.what();
+    }
+  }
+  log(msg("[t5scale] exported the model to ", config_.export_.hf_dir, " (Hugging Face layout", tokenizer_note, ")"));
 }
 
 void TrainingJob::refuse_what_cannot_work(int world_size) {

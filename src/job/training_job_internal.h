@@ -147,6 +147,7 @@ class TrainingJob {
   bool train_step(torch::Tensor& flags);
   void evaluate_now(bool final_evaluation);
   void save_checkpoint();
+  void export_model();  // export.hf_dir: the Hugging Face folder and the tokenizer beside it
   int finish(const std::string& status);  // the exit code of that ending
   void write_generations(const EvaluationResult& result);
   void checkpoint_then_fail_if_any_rank(const std::string& mine);

@@ -477,6 +477,66 @@ void write_machine_rates(const MachineRates& rates, const std::string& path) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error(msg("cannot move ", tmp, " to ", path));
 }
 
+namespace {
+
+// Each entry of the list j[key], read by `entry` (the entry's JSON and where it is, for the errors); none when absent.
+template <typename T, typename Read>
+std::vector<T> read_list(const nlohmann::json& j, const std::string& key, const std::string& where,
+                         const std::string& expected, Read entry) {
+  std::vector<T> out;
+  if (!j.contains(key)) return out;
+  if (!j[key].is_array()) throw Error(msg(where, ": ", key, ": expected ", expected));
+  for (size_t i = 0; i < j[key].size(); ++i) out.push_back(entry(j[key][i], msg(where, ": ", key, "[", i, "]")));
+  return out;
+}
+
+MatmulRate read_matmul_rate(const nlohmann::json& o, const std::string& at) {
+  check_keys(o, {"min_dim", "flops_per_s"}, at);
+  return {static_cast<int64_t>(number(o, "min_dim", at)), number(o, "flops_per_s", at)};
+}
+
+FusedAttentionRate read_fused_attention_rate(const nlohmann::json& o, const std::string& at) {
+  check_keys(o, {"kernel", "max_head_dim", "forward_query_tile", "forward_key_tile", "backward_query_tile",
+                 "backward_key_tile", "forward_flops_per_s", "backward_flops_per_s", "source"}, at);
+  if (!o.contains("kernel") || !o["kernel"].is_string()) throw Error(msg(at, ": kernel: expected a name"));
+  FusedAttentionRate a;
+  a.kernel = o["kernel"].get<std::string>();
+  a.max_head_dim = static_cast<int64_t>(number(o, "max_head_dim", at));
+  a.forward_query_tile = static_cast<int64_t>(number(o, "forward_query_tile", at));
+  a.forward_key_tile = static_cast<int64_t>(number(o, "forward_key_tile", at));
+  a.backward_query_tile = static_cast<int64_t>(number(o, "backward_query_tile", at));
+  a.backward_key_tile = static_cast<int64_t>(number(o, "backward_key_tile", at));
+  a.forward_flops_per_s = number(o, "forward_flops_per_s", at);
+  a.backward_flops_per_s = number(o, "backward_flops_per_s", at);
+  a.source = o.value("source", std::string());
+  return a;
+}
+
+BusyHostSlowdown read_busy_host_slowdown(const nlohmann::json& o, const std::string& at) {
+  check_keys(o, {"ranks_per_host", "slowdown", "source"}, at);
+  return {static_cast<int64_t>(number(o, "ranks_per_host", at)), number(o, "slowdown", at),
+          o.value("source", std::string())};
+}
+
+LinkRates read_link_rates(const nlohmann::json& o, const std::string& at) {
+  check_keys(o, {"scope", "ranks_per_node", "group_size", "latency_s", "bandwidth_bytes_per_s", "shared_by_node",
+                 "source"}, at);
+  LinkRates l;
+  l.scope = o.value("scope", std::string("intra_node"));
+  if (o.contains("ranks_per_node")) l.ranks_per_node = static_cast<int64_t>(number(o, "ranks_per_node", at));
+  if (o.contains("group_size")) l.group_size = static_cast<int64_t>(number(o, "group_size", at));
+  l.latency_s = number(o, "latency_s", at);
+  l.bandwidth_bytes_per_s = number(o, "bandwidth_bytes_per_s", at);
+  if (o.contains("shared_by_node")) {
+    if (!o["shared_by_node"].is_boolean()) throw Error(msg(at, ".shared_by_node: expected true or false"));
+    l.shared_by_node = o["shared_by_node"].get<bool>();
+  }
+  l.source = o.value("source", std::string());
+  return l;
+}
+
+}  // namespace
+
 MachineRates read_machine_rates(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error(msg("machine rates file ", path, ": cannot be read"));
@@ -502,12 +562,8 @@ MachineRates read_machine_rates(const std::string& path) {
   MachineRates r;
   r.name = j.value("name", path);
   r.source = j.value("source", std::string("calibrated (") + path + ")");
-  if (!j.contains("matmul") || !j["matmul"].is_array()) throw Error(msg(where, ": matmul: expected a list of {min_dim, flops_per_s}"));
-  for (size_t i = 0; i < j["matmul"].size(); ++i) {
-    const std::string at = msg(where, ": matmul[", i, "]");
-    check_keys(j["matmul"][i], {"min_dim", "flops_per_s"}, at);
-    r.matmul.push_back({static_cast<int64_t>(number(j["matmul"][i], "min_dim", at)), number(j["matmul"][i], "flops_per_s", at)});
-  }
+  if (!j.contains("matmul")) throw Error(msg(where, ": matmul: expected a list of {min_dim, flops_per_s}"));
+  r.matmul = read_list<MatmulRate>(j, "matmul", where, "a list of {min_dim, flops_per_s}", read_matmul_rate);
   r.memory_bandwidth_bytes_per_s = number(j, "memory_bandwidth_bytes_per_s", where);
   // Keys a rates file of an earlier version lacks keep their defaults: the model as it timed such a machine.
   if (j.contains("optimizer_bandwidth_bytes_per_s")) {
@@ -519,27 +575,7 @@ MachineRates read_machine_rates(const std::string& path) {
   if (j.contains("unaligned_matmul_efficiency")) {
     r.unaligned_matmul_efficiency = number(j, "unaligned_matmul_efficiency", where);
   }
-  if (j.contains("fused_attention")) {
-    if (!j["fused_attention"].is_array()) throw Error(msg(where, ": fused_attention: expected a list"));
-    for (size_t i = 0; i < j["fused_attention"].size(); ++i) {
-      const std::string at = msg(where, ": fused_attention[", i, "]");
-      const auto& o = j["fused_attention"][i];
-      check_keys(o, {"kernel", "max_head_dim", "forward_query_tile", "forward_key_tile", "backward_query_tile",
-                     "backward_key_tile", "forward_flops_per_s", "backward_flops_per_s", "source"}, at);
-      if (!o.contains("kernel") || !o["kernel"].is_string()) throw Error(msg(at, ": kernel: expected a name"));
-      FusedAttentionRate a;
-      a.kernel = o["kernel"].get<std::string>();
-      a.max_head_dim = static_cast<int64_t>(number(o, "max_head_dim", at));
-      a.forward_query_tile = static_cast<int64_t>(number(o, "forward_query_tile", at));
-      a.forward_key_tile = static_cast<int64_t>(number(o, "forward_key_tile", at));
-      a.backward_query_tile = static_cast<int64_t>(number(o, "backward_query_tile", at));
-      a.backward_key_tile = static_cast<int64_t>(number(o, "backward_key_tile", at));
-      a.forward_flops_per_s = number(o, "forward_flops_per_s", at);
-      a.backward_flops_per_s = number(o, "backward_flops_per_s", at);
-      a.source = o.value("source", std::string());
-      r.fused_attention.push_back(a);
-    }
-  }
+  r.fused_attention = read_list<FusedAttentionRate>(j, "fused_attention", where, "a list", read_fused_attention_rate);
   r.op_latency_s = number(j, "op_latency_s", where);
   if (j.contains("device_idle_per_operator_s")) {
     r.device_idle_per_operator_s = number(j, "device_idle_per_operator_s", where);
@@ -552,39 +588,11 @@ MachineRates read_machine_rates(const std::string& path) {
   if (j.contains("cores_per_node")) r.cores_per_node = static_cast<int64_t>(number(j, "cores_per_node", where));
   if (j.contains("threads_per_rank")) r.threads_per_rank = static_cast<int64_t>(number(j, "threads_per_rank", where));
   if (j.contains("nodes_per_host")) r.nodes_per_host = static_cast<int64_t>(number(j, "nodes_per_host", where));
-  if (j.contains("busy_host")) {
-    if (!j["busy_host"].is_array()) throw Error(msg(where, ": busy_host: expected a list of {ranks_per_host, slowdown, source}"));
-    for (size_t i = 0; i < j["busy_host"].size(); ++i) {
-      const std::string at = msg(where, ": busy_host[", i, "]");
-      const auto& o = j["busy_host"][i];
-      check_keys(o, {"ranks_per_host", "slowdown", "source"}, at);
-      r.busy_host.push_back({static_cast<int64_t>(number(o, "ranks_per_host", at)), number(o, "slowdown", at),
-                             o.value("source", std::string())});
-    }
-  }
+  r.busy_host = read_list<BusyHostSlowdown>(j, "busy_host", where, "a list of {ranks_per_host, slowdown, source}",
+                                       read_busy_host_slowdown);
   if (j.contains("power_w_per_device")) r.power_w_per_device = number(j, "power_w_per_device", where);
   if (j.contains("peak_flops_per_device")) r.peak_flops_per_device = number(j, "peak_flops_per_device", where);
-  if (j.contains("links")) {
-    if (!j["links"].is_array()) throw Error(msg(where, ": links: expected a list"));
-    for (size_t i = 0; i < j["links"].size(); ++i) {
-      const std::string at = msg(where, ": links[", i, "]");
-      const auto& o = j["links"][i];
-      check_keys(o, {"scope", "ranks_per_node", "group_size", "latency_s", "bandwidth_bytes_per_s", "shared_by_node",
-                     "source"}, at);
-      LinkRates l;
-      l.scope = o.value("scope", std::string("intra_node"));
-      if (o.contains("ranks_per_node")) l.ranks_per_node = static_cast<int64_t>(number(o, "ranks_per_node", at));
-      if (o.contains("group_size")) l.group_size = static_cast<int64_t>(number(o, "group_size", at));
-      l.latency_s = number(o, "latency_s", at);
-      l.bandwidth_bytes_per_s = number(o, "bandwidth_bytes_per_s", at);
-      if (o.contains("shared_by_node")) {
-        if (!o["shared_by_node"].is_boolean()) throw Error(msg(at, ".shared_by_node: expected true or false"));
-        l.shared_by_node = o["shared_by_node"].get<bool>();
-      }
-      l.source = o.value("source", std::string());
-      r.links.push_back(l);
-    }
-  }
+  r.links = read_list<LinkRates>(j, "links", where, "a list", read_link_rates);
   const std::vector<std::string> problems = r.problems();
   if (!problems.empty()) throw Error(msg(where, ": ", join(problems, "; ")));
   return r;

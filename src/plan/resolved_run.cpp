@@ -296,6 +296,7 @@ BatchShape planned_micro_batch(const RunConfig& c, const BatchPlan& batch) {
 
 ResolvedRun resolve_run(const RunConfig& config, const RunWorld& world, const RunData& data) {
   ResolvedRun run;
+  run.train_examples = data.train_examples;
   resolve_batch_split(config, world, run);
   std::optional<DistributedBatchSampler> sampler;  // over the data's lengths, when they are known
   resolve_steps_per_epoch(config, data, run, sampler);

@@ -48,6 +48,7 @@ struct ResolvedRun {
   std::vector<std::string> notes;
 
   std::optional<BatchPlan> batch;
+  int64_t train_examples = -1;  // the training split's size (RunData's); -1: unknown
   BatchSamplerOptions sampler;  // for DP rank 0: a trainer's rank sets its own dp_rank
   int64_t steps_per_epoch = 0;  // optimizer steps in one pass over the training split; 0: unknown
   int64_t eval_every_steps = 0;  // evaluation_interval_steps: 0 = none during training, or not known yet

@@ -57,7 +57,7 @@ int64_t evaluation_count(const RunPlan& p) {
 // step to the new token).
 double evaluation_seconds(const RunPlan& p, double examples) {
   const ResolvedRun& r = p.resolved;
-  if (!r.step_time || !r.memory_inputs || !r.model || !p.rates || !std::isfinite(examples)) return kNaN;
+  if (!r.step_time || !r.memory_inputs || !r.model || !p.world.rates || !std::isfinite(examples)) return kNaN;
   const auto& e = p.run.config.eval;
   const double dp = static_cast<double>(r.memory_inputs->dp);
   const double batches = std::ceil(std::ceil(examples / dp) / static_cast<double>(e.batch_size));
@@ -69,13 +69,13 @@ double evaluation_seconds(const RunPlan& p, double examples) {
   in.memory.dp = 1;
   in.nodes = p.run.nodes;
   in.ranks_per_node = p.run.gpus_per_node;
-  double per_batch = predict_step_time(*r.model, in, *p.rates).forward_s;
+  double per_batch = predict_step_time(*r.model, in, *p.world.rates).forward_s;
   if (e.generate) {
     ModelConfig decoder_only = *r.model;
     decoder_only.num_layers = 0;
     StepTimeInputs step = in;
     step.memory.micro_batch.target_length = 1;
-    per_batch += static_cast<double>(e.max_new_tokens) * predict_step_time(decoder_only, step, *p.rates).forward_s;
+    per_batch += static_cast<double>(e.max_new_tokens) * predict_step_time(decoder_only, step, *p.world.rates).forward_s;
   }
   return batches * per_batch;
 }
@@ -126,7 +126,7 @@ RunForecast forecast_run(const RunPlan& p, const StudyPlan& plan) {
   const double configured_peak = p.run.config.telemetry.peak_flops_per_device;
   const bool half_precision = r.memory_inputs && r.memory_inputs->compute_bytes_per_element == 2;
   const double peak = configured_peak > 0 ? configured_peak
-                      : p.rates && half_precision ? p.rates->peak_flops_per_device
+                      : p.world.rates && half_precision ? p.world.rates->peak_flops_per_device
                                                   : 0.0;
   if (peak > 0) {
     f.mfu = r.flops_per_step / (f.step_time_s * peak * static_cast<double>(p.run.world()));
@@ -149,8 +149,8 @@ RunForecast forecast_run(const RunPlan& p, const StudyPlan& plan) {
   const auto& cost = p.run.config.cost;
   f.charging = charging_of(p, plan);
   f.cost_usd = t5scale::cost_usd(f.charging, f.run_time_s);
-  if (p.rates && p.rates->power_w_per_device > 0) {
-    f.energy_kwh = p.rates->power_w_per_device * static_cast<double>(p.run.world()) * f.run_time_s * cost.pue / 3.6e6;
+  if (p.world.rates && p.world.rates->power_w_per_device > 0) {
+    f.energy_kwh = p.world.rates->power_w_per_device * static_cast<double>(p.run.world()) * f.run_time_s * cost.pue / 3.6e6;
   }
   if (std::isfinite(f.run_time_s) && std::isfinite(f.time_limit_s)) {
     if (f.run_time_s > f.time_limit_s) {
@@ -199,7 +199,7 @@ double slurm_time_seconds(const std::string& time) {
 void forecast_study(StudyPlan& plan) {
   for (RunPlan& p : plan.runs) {
     p.forecast = forecast_run(p, plan);
-    for (const std::string& w : p.forecast.warnings) p.notes.push_back(w);
+    for (const std::string& w : p.forecast.warnings) p.resolved.notes.push_back(w);
   }
   // Each problem's reference: its run on the fewest devices (the fastest of them where several layouts share that
   // number). A problem run on one number of devices only has no scaling to tell.
@@ -239,7 +239,7 @@ std::string format_forecast(const StudyPlan& plan) {
     const RunForecast& f = p.forecast;
     if (!f.known) continue;
     any = true;
-    if (p.rates && basis.find(p.rates->name) == std::string::npos) basis += (basis.empty() ? "" : "; ") + p.rates->name;
+    if (p.world.rates && basis.find(p.world.rates->name) == std::string::npos) basis += (basis.empty() ? "" : "; ") + p.world.rates->name;
     rows.push_back({p.run.name, duration(f.step_time_s), figure(f.tokens_per_s, "%.4g"),
                     std::isfinite(f.mfu) ? figure(f.mfu * 100.0, "%.1f") + "%" : "?",
                     std::isfinite(f.scaling_efficiency) ? figure(f.scaling_efficiency * 100.0, "%.0f") + "%" : "-",

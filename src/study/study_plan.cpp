@@ -72,7 +72,9 @@ class DatasetCache {
 
 // What the planner knows of a run's data: the synthetic task's size and vocabulary, or the dataset file's training
 // split (its lengths cut as the trainer cuts them) when the file is there.
-RunData run_data(RunPlan& p, DatasetCache& datasets) {
+// The run's data as far as it is here; what stops the run or deserves a look goes to `errors` and `notes`.
+RunData run_data(RunPlan& p, DatasetCache& datasets, std::vector<std::string>& errors,
+                 std::vector<std::string>& notes) {
   const auto& d = p.run.config.data;
   RunData data;
   // Mean tokens of the examples (the step's tokens/s); until the data is read, the maximum lengths.
@@ -107,12 +109,12 @@ RunData run_data(RunPlan& p, DatasetCache& datasets) {
   }
   const DatasetFacts& facts = datasets.get(d.dataset);
   if (!facts.exists) {
-    p.notes.push_back(msg("data.dataset '", d.dataset, "' does not exist here yet: steps per epoch unknown"));
+    notes.push_back(msg("data.dataset '", d.dataset, "' does not exist here yet: steps per epoch unknown"));
   } else if (!facts.error.empty()) {
-    p.errors.push_back(msg("data.dataset: ", facts.error));
+    errors.push_back(msg("data.dataset: ", facts.error));
   } else if (!facts.dataset->has_split(d.train_split)) {
-    p.errors.push_back(msg("data.train_split: '", d.train_split, "' is not a split of ", d.dataset, " (it has ",
-                           join(facts.dataset->split_names(), ", "), ")"));
+    errors.push_back(msg("data.train_split: '", d.train_split, "' is not a split of ", d.dataset, " (it has ",
+                         join(facts.dataset->split_names(), ", "), ")"));
   } else {
     const auto& split = facts.dataset->split(d.train_split);
     data.train_examples = split.size();
@@ -140,46 +142,44 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
   p.device_memory_gib = c.parallel.device_memory_gib > 0 ? c.parallel.device_memory_gib : study.device_memory_gib;
   const int64_t device_bytes = gib_to_bytes(p.device_memory_gib);
 
+  // What the plan finds before resolving, in front of resolve_run's own.
+  std::vector<std::string> errors = p.run.errors, notes;
   if (tp > 0 && world % tp == 0) {
     const std::vector<std::string> planned_hosts = hosts_filled_node_by_node(p.run.nodes, p.run.gpus_per_node);
     if (const auto spanning = tp_group_spanning_hosts(planned_hosts, tp)) {
-      p.errors.push_back(msg("parallel.tp ", tp, " with ", p.run.gpus_per_node, " GPUs per node: ", *spanning,
-                             "; a TP group must stay inside a node (its all-reduces need the node's NVLink): "
-                             "make parallel.tp a divisor of gpus_per_node"));
+      errors.push_back(msg("parallel.tp ", tp, " with ", p.run.gpus_per_node, " GPUs per node: ", *spanning,
+                           "; a TP group must stay inside a node (its all-reduces need the node's NVLink): "
+                           "make parallel.tp a divisor of gpus_per_node"));
     }
   }
 
-  RunWorld run_world;
-  run_world.world_size = world;
-  run_world.on_gpu = !study.spec.slurm.cpu_only();
-  run_world.device_share_bytes = device_bytes;
-  run_world.nodes = p.run.nodes;
-  run_world.ranks_per_node = p.run.gpus_per_node;
+  p.world.world_size = world;
+  p.world.on_gpu = !study.spec.slurm.cpu_only();
+  p.world.device_share_bytes = device_bytes;
+  p.world.nodes = p.run.nodes;
+  p.world.ranks_per_node = p.run.gpus_per_node;
   try {
-    p.rates = machine_rates_for(c.telemetry.machine_rates, run_world.on_gpu, study.spec.slurm.gpu,
-                                study.spec.slurm.interconnect);
-    if (!p.rates) {
-      p.notes.push_back(msg("no step time predicted: no published figures for slurm.gpu '", study.spec.slurm.gpu,
-                            "' (base.telemetry.machine_rates takes a calibrated rates file)"));
+    p.world.rates = machine_rates_for(c.telemetry.machine_rates, p.world.on_gpu, study.spec.slurm.gpu,
+                                      study.spec.slurm.interconnect);
+    if (!p.world.rates) {
+      notes.push_back(msg("no step time predicted: no published figures for slurm.gpu '", study.spec.slurm.gpu,
+                          "' (base.telemetry.machine_rates takes a calibrated rates file)"));
     }
   } catch (const Error& e) {
-    p.errors.push_back(msg("telemetry.machine_rates: ", e.what()));
+    errors.push_back(msg("telemetry.machine_rates: ", e.what()));
   }
-  run_world.rates = p.rates;
-  const RunData data = run_data(p, datasets);
-  p.train_examples = data.train_examples;
-  p.resolved = resolve_run(c, run_world, data);
-  const ResolvedRun& r = p.resolved;
+  const RunData data = run_data(p, datasets, errors, notes);
+  p.resolved = resolve_run(c, p.world, data);
+  ResolvedRun& r = p.resolved;
   // An unknown model.name is among the run's own errors already.
   const bool model_name_reported = std::any_of(p.run.errors.begin(), p.run.errors.end(),
                                                [](const std::string& x) { return x.rfind("model.name", 0) == 0; });
-  for (const auto& e : r.errors) {
-    if (!(model_name_reported && e == r.model_error)) p.errors.push_back(e);
-  }
-  for (const auto& n : r.notes) p.notes.push_back(n);
+  if (model_name_reported) r.errors.erase(std::remove(r.errors.begin(), r.errors.end(), r.model_error), r.errors.end());
+  r.errors.insert(r.errors.begin(), errors.begin(), errors.end());
+  r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
 
   if (r.memory_inputs && c.parallel.activation_checkpointing == ParallelSettings::ActivationCheckpointing::kAuto) {
-    p.notes.push_back(device_bytes > 0
+    r.notes.push_back(device_bytes > 0
                           ? "activation checkpointing auto: " + r.checkpointing.describe_against(device_bytes)
                           : std::string("activation checkpointing auto: none predicted (the device's memory is "
                                         "unknown to the plan; the job chooses from the memory it sees)"));
@@ -207,9 +207,9 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
       // Not rendered unless asked for: a job that cannot hold its step spends its queue wait and start-up to fail.
       if (study.allow_over_memory) {
         p.over_memory_allowed = true;
-        p.notes.push_back(why + " (planned and rendered all the same: --allow-over-memory)");
+        r.notes.push_back(why + " (planned and rendered all the same: --allow-over-memory)");
       } else {
-        p.errors.push_back("memory: " + why + "; t5scale-study --allow-over-memory renders it all the same");
+        r.errors.push_back("memory: " + why + "; t5scale-study --allow-over-memory renders it all the same");
       }
     }
   }
@@ -280,7 +280,6 @@ StudyPlan plan_study(const StudySpec& spec, const PlanOptions& options) {
   for (auto& run : expand_study(spec, options.expand)) {
     RunPlan p;
     p.run = std::move(run);
-    p.errors = p.run.errors;
     plan_run(p, plan, datasets);
     plan.runs.push_back(std::move(p));
   }
@@ -354,13 +353,13 @@ std::string format_plan(const StudyPlan& plan) {
     if (!any_invalid) out += "\ninvalid runs:\n";
     any_invalid = true;
     out += "  " + p.run.name + ":\n";
-    for (const auto& e : p.errors) out += "    " + e + "\n";
+    for (const auto& e : p.resolved.errors) out += "    " + e + "\n";
   }
   // Notes, each once, with the runs it concerns.
   std::vector<std::string> note_order;
   std::map<std::string, std::vector<std::string>> runs_by_note;
   for (const auto& p : plan.runs) {
-    for (const auto& n : p.notes) {
+    for (const auto& n : p.resolved.notes) {
       if (!runs_by_note.count(n)) note_order.push_back(n);
       runs_by_note[n].push_back(p.run.name);
     }
@@ -416,7 +415,7 @@ const std::vector<PlanColumn>& plan_columns() {
       {"steps_per_epoch",
        [](P, R p) { return p.resolved.steps_per_epoch > 0 ? msg(p.resolved.steps_per_epoch) : ""; }},
       {"epochs", [](P, R p) { return csv_number(p.resolved.epochs); }},
-      {"train_examples", [](P, R p) { return p.train_examples >= 0 ? msg(p.train_examples) : ""; }},
+      {"train_examples", [](P, R p) { return p.resolved.train_examples >= 0 ? msg(p.resolved.train_examples) : ""; }},
       {"model_name", [](P, R p) { return p.resolved.model ? p.model_name() : ""; }},
       {"parameter_count", [](P, R p) { return p.resolved.model ? msg(p.parameter_count()) : ""; }},
       {"checkpoint_every_blocks",
@@ -451,7 +450,7 @@ const std::vector<PlanColumn>& plan_columns() {
          return join(varied, ";");
        }},
       {"valid", [](P, R p) { return std::string(p.valid() ? "true" : "false"); }},
-      {"errors", [](P, R p) { return join(p.errors, "; "); }},
+      {"errors", [](P, R p) { return join(p.resolved.errors, "; "); }},
   };
   return columns;
 }

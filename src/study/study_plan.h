@@ -21,23 +21,20 @@ namespace t5scale {
 
 struct RunPlan {
   StudyRun run;
-  // Every reason the run cannot start ("<key>: <reason>"); empty = valid.
-  std::vector<std::string> errors;
-  // What deserves a look but does not stop the run (a TP group across nodes, a dataset not there yet).
-  std::vector<std::string> notes;
-  bool valid() const { return errors.empty(); }
-
-  // What the job will do, as resolve_run (plan/resolved_run.h) answers for it; its errors and notes are among the
-  // run's above.
+  // Where it runs (its step-time model's machine: telemetry.machine_rates, or slurm.gpu's published figures; none:
+  // no forecast).
+  RunWorld world;
+  // What the job will do, as resolve_run (plan/resolved_run.h) answers for it. Its errors are every reason the run
+  // cannot start ("<key>: <reason>"; none: valid): the expansion's, the plan's (a TP group across nodes, a dataset
+  // that cannot be read, a prediction that does not fit) and resolve_run's; its notes, what deserves a look but does
+  // not stop the run (a dataset not there yet, no step time predicted).
   ResolvedRun resolved;
-  int64_t train_examples = -1;  // -1 = unknown (the dataset file does not exist yet)
+  bool valid() const { return resolved.errors.empty(); }
   double device_memory_gib = 0.0;  // what the memory is checked against; 0 = no check (CPU jobs)
   std::string fits = "?";          // "yes", "NO", "?" (unknown), "-" (no check)
   // Predicted not to fit (fits "NO") and planned all the same on --allow-over-memory (PlanOptions); without it such
   // a run is invalid. The rendered script says so.
   bool over_memory_allowed = false;
-  // The step-time model's machine (telemetry.machine_rates, or slurm.gpu's published figures); none: no forecast.
-  std::optional<MachineRates> rates;
   // Mean tokens of a training example (the data's, cut to the maximum lengths; the maximum lengths where the data is
   // not here yet), and the examples an evaluation reads (NaN: unknown).
   double mean_source_tokens = 0.0, mean_target_tokens = 0.0;

@@ -27,27 +27,14 @@ std::string text_of(const ResourceCardFigures& f, const std::string& name) {
   return text != nullptr ? *text : "";
 }
 
-}  // namespace
-
-std::string resource_card(const ResourceCardFigures& f) {
-  auto figure = [&](const char* name) { return number_of(f, name); };
-  const double wall_time_s = figure("wall_time_s"), train_time_s = figure("train_time_s");
-  const double steps_completed = figure("steps_completed");
-  const int64_t steps = std::isfinite(steps_completed) ? static_cast<int64_t>(steps_completed) : 0;
+// The cost lines: the dedicated price (per GPU-hour or per node-hour) and the low-priority one.
+std::string cost_lines(const ResourceCardFigures& f, double wall_time_s) {
   std::ostringstream card;
   char line[320];
-  card << "---- resource card: " << f.run_name << " (" << text_of(f, "status") << ") ----\n";
-  std::snprintf(line, sizeof(line), "grid            %d %s = tp %d x dp %d on %lld node(s); %s\n", f.world_size,
-                f.on_gpu ? "GPU ranks" : "CPU ranks", f.tp, f.dp, static_cast<long long>(f.nodes),
-                f.device_names.substr(0, 60).c_str());
-  card << line;
-  std::snprintf(line, sizeof(line), "duration        %.1f s wall (%.1f s training, %.1f s evaluation)\n", wall_time_s,
-                train_time_s, figure("eval_time_s"));
-  card << line;
   // /summary prices every grid of the run at its own nodes and share; the low-priority price applies to the same
   // node-hours (this grid's nodes x share x the wall time where the dedicated price does not tell them).
   const Charging& c = f.charging;
-  const double cost = figure("cost_usd");
+  const double cost = number_of(f, "cost_usd");
   const double node_hours = c.price_per_node_hour_usd > 0 && std::isfinite(cost)
                                 ? cost / c.price_per_node_hour_usd
                                 : charged_nodes(c) * wall_time_s / 3600.0;
@@ -78,19 +65,14 @@ std::string resource_card(const ResourceCardFigures& f) {
                   low_price * node_hours, low_price, node_hours);
   }
   card << line;
-  const std::string host_peak = gib_text(figure("peak_host_memory_bytes"));
-  if (f.on_gpu) {
-    std::snprintf(line, sizeof(line),
-                  "memory          %s mean allocated (over ranks), %s peak allocated (max over GPUs); host peak "
-                  "resident set %s (max over ranks)\n",
-                  steps > 0 ? gib_text(figure("mean_memory_allocated_bytes")).c_str() : "n/a (no steps)",
-                  steps > 0 ? gib_text(figure("peak_memory_bytes")).c_str() : "n/a", host_peak.c_str());
-  } else {
-    std::snprintf(line, sizeof(line),
-                  "memory          host peak resident set %s (max over %d CPU ranks; no device memory)\n",
-                  host_peak.c_str(), f.world_size);
-  }
-  card << line;
+  return card.str();
+}
+
+// The energy lines (GPU, CPU) and the emissions: measured, or an estimate that says it is one.
+std::string energy_lines(const ResourceCardFigures& f) {
+  auto figure = [&](const char* name) { return number_of(f, name); };
+  std::ostringstream card;
+  char line[320];
   const bool gpu_known = f.gpu_energy_source != "none", cpu_known = f.cpu_energy_source != "none";
   auto kilojoules = [&](const char* name) { return std::to_string(figure(name) * kJoulesPerKwh / 1000.0); };
   std::snprintf(line, sizeof(line), "GPU energy      %s\n",
@@ -118,6 +100,41 @@ std::string resource_card(const ResourceCardFigures& f) {
                   f.carbon_intensity_g_per_kwh);
     card << line << "energy estimate " << estimate_method << "\n";
   }
+  return card.str();
+}
+
+}  // namespace
+
+std::string resource_card(const ResourceCardFigures& f) {
+  auto figure = [&](const char* name) { return number_of(f, name); };
+  const double wall_time_s = figure("wall_time_s"), train_time_s = figure("train_time_s");
+  const double steps_completed = figure("steps_completed");
+  const int64_t steps = std::isfinite(steps_completed) ? static_cast<int64_t>(steps_completed) : 0;
+  std::ostringstream card;
+  char line[320];
+  card << "---- resource card: " << f.run_name << " (" << text_of(f, "status") << ") ----\n";
+  std::snprintf(line, sizeof(line), "grid            %d %s = tp %d x dp %d on %lld node(s); %s\n", f.world_size,
+                f.on_gpu ? "GPU ranks" : "CPU ranks", f.tp, f.dp, static_cast<long long>(f.nodes),
+                f.device_names.substr(0, 60).c_str());
+  card << line;
+  std::snprintf(line, sizeof(line), "duration        %.1f s wall (%.1f s training, %.1f s evaluation)\n", wall_time_s,
+                train_time_s, figure("eval_time_s"));
+  card << line;
+  card << cost_lines(f, wall_time_s);
+  const std::string host_peak = gib_text(figure("peak_host_memory_bytes"));
+  if (f.on_gpu) {
+    std::snprintf(line, sizeof(line),
+                  "memory          %s mean allocated (over ranks), %s peak allocated (max over GPUs); host peak "
+                  "resident set %s (max over ranks)\n",
+                  steps > 0 ? gib_text(figure("mean_memory_allocated_bytes")).c_str() : "n/a (no steps)",
+                  steps > 0 ? gib_text(figure("peak_memory_bytes")).c_str() : "n/a", host_peak.c_str());
+  } else {
+    std::snprintf(line, sizeof(line),
+                  "memory          host peak resident set %s (max over %d CPU ranks; no device memory)\n",
+                  host_peak.c_str(), f.world_size);
+  }
+  card << line;
+  card << energy_lines(f);
   // An evaluation-only run (or one stopped before its first step) trained for no time: its rates per step and per
   // second are not zero but unknown, and the card says why instead of printing NaN.
   const bool trained = steps > 0 && train_time_s > 0;

@@ -40,7 +40,7 @@ struct Column {
   Field<Record> field;
 };
 
-#define T5SCALE_COLUMN_OF_FIELD(name, type, unit, initial) {#name, unit, &R::name},
+#define T5SCALE_COLUMN_OF_FIELD(name, type, unit, initial, ...) {#name, unit, &R::name},
 
 inline const std::vector<Column<StepRecord>>& step_columns() {
   using R = StepRecord;

@@ -3,9 +3,12 @@
 // order, with this unit) and the checked-in schema is generated from the same list. A new metric is one line in
 // T5SCALE_STEP_FIELDS plus the code that measures it.
 //
-// Each line: FIELD(name, C++ type, unit, initial value)  /* what it holds */
+// Each line: FIELD(name, C++ type, unit, initial value[, gathered])  /* what it holds */
 // The type gives the column's kind: int64_t -> int64, bool -> int8, double -> float64, std::vector<double> ->
-// (rows, world_size) float64, one value per rank in rank order. Floats unknown at write time stay NaN.
+// (rows, world_size) float64, one value per rank in rank order. Floats unknown at write time stay NaN. A step's
+// fields say how RunRecord makes rank 0's row from the ranks' rows: rank0 (rank 0's own value stands: the trainer's
+// and the job's figures, already global), replicas (each replica's count, from the replica's first TP rank, summed
+// over the replicas) or each_rank (a PerRank: every rank's own reading).
 #pragma once
 
 #include <cstdint>
@@ -21,36 +24,36 @@ using PerRank = std::vector<double>;
 // Who fills what. The trainer (ParallelTrainer::step): loss, lr, grad_norm, loss_scale, skipped, target_tokens
 // and the four phase times. The training job: step, epoch, samples, source_tokens (this replica's),
 // step_time_s, data_time_s, model_flops (this replica's). RunRecord, when it gathers the ranks' rows: the
-// replicas' samples, source tokens and FLOPs summed, the per-rank columns, wall_time_s and the rates.
-#define T5SCALE_STEP_FIELDS(FIELD)                                                                               \
-  FIELD(step, int64_t, "step", 0)                           /* optimizer steps completed, this one included */ \
-  FIELD(epoch, double, "epoch", kUnknownValue)              /* fractional: samples seen / samples per epoch */ \
-  FIELD(wall_time_s, double, "s", kUnknownValue)            /* since the run's first start */                  \
-  FIELD(loss, double, "nat/token", kUnknownValue)           /* mean cross-entropy per target token */          \
-  FIELD(lr, double, "1", kUnknownValue)                     /* as used (Adafactor: its relative step) */       \
-  FIELD(grad_norm, double, "1", kUnknownValue)              /* global L2 norm before clipping */               \
-  FIELD(loss_scale, double, "1", kUnknownValue)             /* fp16 dynamic loss scale; 1 without scaling */   \
-  FIELD(skipped, bool, "bool", false)                       /* fp16 overflow: the update was skipped */        \
-  FIELD(samples, int64_t, "samples", 0)                     /* in this step's global batch */                  \
-  FIELD(source_tokens, int64_t, "tokens", 0)                /* non-padding, in the global batch */             \
-  FIELD(target_tokens, int64_t, "tokens", 0)                /* non-padding, in the global batch */             \
-  FIELD(step_time_s, double, "s", kUnknownValue)            /* the whole step, data wait included */           \
-  FIELD(data_time_s, double, "s", kUnknownValue)            /* waiting for the step's batches */               \
-  FIELD(forward_time_s, double, "s", kUnknownValue)         /* this rank's phases: CUDA events on a GPU */     \
-  FIELD(backward_time_s, double, "s", kUnknownValue)                                                           \
-  FIELD(optimizer_time_s, double, "s", kUnknownValue)                                                          \
-  FIELD(comm_exposed_time_s, double, "s", kUnknownValue)    /* DP reductions not hidden behind backward */     \
-  FIELD(tokens_per_s, double, "tokens/s", kUnknownValue)    /* (source + target tokens) / step_time_s */       \
-  FIELD(samples_per_s, double, "samples/s", kUnknownValue)                                                     \
-  FIELD(model_flops, double, "FLOP", kUnknownValue)         /* of its examples, unpadded, all replicas */      \
-  FIELD(mfu, double, "fraction", kUnknownValue)             /* model_flops / (step_time_s peak world_size) */  \
-  FIELD(memory_allocated_bytes, PerRank, "B", {})           /* NaN where not measured (a CPU rank) */          \
-  FIELD(memory_reserved_bytes, PerRank, "B", {})                                                               \
-  FIELD(memory_peak_bytes, PerRank, "B", {})                                                                   \
-  FIELD(host_memory_bytes, PerRank, "B", {})                /* each process's peak resident set so far */      \
-  FIELD(gpu_power_w, PerRank, "W", {})                                                                         \
-  FIELD(gpu_energy_j, PerRank, "J", {})                     /* cumulative since the run's first start */       \
-  FIELD(cpu_energy_j, PerRank, "J", {})                     /* the node's packages (RAPL), cumulative */
+// replicas' counts summed, the per-rank columns (StepMeter's readings), wall_time_s and the rates.
+#define T5SCALE_STEP_FIELDS(FIELD)                                                                                     \
+  FIELD(step, int64_t, "step", 0, rank0)                        /* optimizer steps completed, this one included */     \
+  FIELD(epoch, double, "epoch", kUnknownValue, rank0)           /* fractional: samples seen / samples per epoch */     \
+  FIELD(wall_time_s, double, "s", kUnknownValue, rank0)         /* since the run's first start */                      \
+  FIELD(loss, double, "nat/token", kUnknownValue, rank0)        /* mean cross-entropy per target token */              \
+  FIELD(lr, double, "1", kUnknownValue, rank0)                  /* as used (Adafactor: its relative step) */           \
+  FIELD(grad_norm, double, "1", kUnknownValue, rank0)           /* global L2 norm before clipping */                   \
+  FIELD(loss_scale, double, "1", kUnknownValue, rank0)          /* fp16 dynamic loss scale; 1 without scaling */       \
+  FIELD(skipped, bool, "bool", false, rank0)                    /* fp16 overflow: the update was skipped */            \
+  FIELD(samples, int64_t, "samples", 0, replicas)               /* in this step's global batch */                      \
+  FIELD(source_tokens, int64_t, "tokens", 0, replicas)          /* non-padding, in the global batch */                 \
+  FIELD(target_tokens, int64_t, "tokens", 0, rank0)             /* non-padding, in the global batch */                 \
+  FIELD(step_time_s, double, "s", kUnknownValue, rank0)         /* the whole step, data wait included */               \
+  FIELD(data_time_s, double, "s", kUnknownValue, rank0)         /* waiting for the step's batches */                   \
+  FIELD(forward_time_s, double, "s", kUnknownValue, rank0)      /* this rank's phases: CUDA events on a GPU */         \
+  FIELD(backward_time_s, double, "s", kUnknownValue, rank0)                                                            \
+  FIELD(optimizer_time_s, double, "s", kUnknownValue, rank0)                                                           \
+  FIELD(comm_exposed_time_s, double, "s", kUnknownValue, rank0) /* DP reductions not hidden behind backward */         \
+  FIELD(tokens_per_s, double, "tokens/s", kUnknownValue, rank0) /* (source + target tokens) / step_time_s */           \
+  FIELD(samples_per_s, double, "samples/s", kUnknownValue, rank0)                                                      \
+  FIELD(model_flops, double, "FLOP", kUnknownValue, replicas)   /* of its examples, unpadded, all replicas */          \
+  FIELD(mfu, double, "fraction", kUnknownValue, rank0)          /* model_flops / (step_time_s peak world_size) */      \
+  FIELD(memory_allocated_bytes, PerRank, "B", {}, each_rank)    /* NaN where not measured (a CPU rank) */              \
+  FIELD(memory_reserved_bytes, PerRank, "B", {}, each_rank)                                                            \
+  FIELD(memory_peak_bytes, PerRank, "B", {}, each_rank)                                                                \
+  FIELD(host_memory_bytes, PerRank, "B", {}, each_rank)         /* each process's peak resident set so far */          \
+  FIELD(gpu_power_w, PerRank, "W", {}, each_rank)                                                                      \
+  FIELD(gpu_energy_j, PerRank, "J", {}, each_rank)              /* cumulative since the run's first start */           \
+  FIELD(cpu_energy_j, PerRank, "J", {}, each_rank)              /* the node's packages (RAPL), cumulative */
 
 // Metrics not computed stay NaN; rouge*, exact_match, f1, accuracy and macro_f1 are fractions in [0, 1].
 #define T5SCALE_EVAL_FIELDS(FIELD)                                                                               \
@@ -70,7 +73,7 @@ using PerRank = std::vector<double>;
   FIELD(eval_time_s, double, "s", kUnknownValue)                                                               \
   FIELD(generated_ids_beyond_vocab, int64_t, "tokens", 0) /* ids the tokenizer lacks, decoded "<id_613>" */
 
-#define T5SCALE_DECLARE_FIELD(name, type, unit, initial) type name = initial;
+#define T5SCALE_DECLARE_FIELD(name, type, unit, initial, ...) type name = initial;
 
 // One optimizer step (T5SCALE_STEP_FIELDS).
 struct StepRecord {

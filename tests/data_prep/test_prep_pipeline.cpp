@@ -15,6 +15,7 @@
 #include "data/tokenized_dataset.h"
 #include "data/tokenizer.h"
 #include "data_prep/prep_pipeline.h"
+#include "data_prep/prep_report.h"
 #include "data_prep/recipe.h"
 #include "data_prep/tokenizer_training.h"
 #include "support/base_test_support.h"

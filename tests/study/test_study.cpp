@@ -449,7 +449,7 @@ axes: {gpus_per_node: [6], parallel.tp: [2, 3]}
   ASSERT_FALSE(plan.runs[1].valid());
   EXPECT_EQ(plan.runs[1].run.name, "tp3");
   bool heads = false;
-  for (const auto& error : plan.runs[1].errors) {
+  for (const auto& error : plan.runs[1].resolved.errors) {
     heads = heads || contains(error, "parallel.tp: model t5-small: num_heads 8 is not divisible by tp 3");
   }
   EXPECT_TRUE(heads);
@@ -468,7 +468,7 @@ axes: {gpus_per_node: [4]}
   const StudyPlan plan = plan_study(spec);
   ASSERT_EQ(plan.runs.size(), 1u);
   std::string all;
-  for (const auto& e : plan.runs[0].errors) all += e + "\n";
+  for (const auto& e : plan.runs[0].resolved.errors) all += e + "\n";
   EXPECT_TRUE(contains(all, "train.max_steps: and train.epochs are both set")) << all;
   EXPECT_TRUE(contains(all, "optimizer.name: adafactor keeps factored second moments")) << all;
   EXPECT_TRUE(contains(all, "train.global_batch: 10 is not divisible by dp 4")) << all;
@@ -482,7 +482,7 @@ axes: {gpus_per_node: [2]}
 )");
   const StudyPlan plan = plan_study(spec);
   ASSERT_EQ(plan.runs.size(), 1u);
-  const std::vector<std::string>& errors = plan.runs[0].errors;
+  const std::vector<std::string>& errors = plan.runs[0].resolved.errors;
   ASSERT_EQ(errors.size(), 1u) << format_plan(plan);
   EXPECT_TRUE(contains(errors[0], "parallel.zero2: needs parallel.zero1: true")) << errors[0];
 }
@@ -620,7 +620,7 @@ slurm: {gpu: H100, gpus_per_node: 4}
   ASSERT_EQ(plan.runs.size(), 5u);
   std::map<std::string, const RunForecast*> f;
   for (const auto& p : plan.runs) {
-    ASSERT_TRUE(p.valid()) << p.run.name << ": " << join(p.errors, "; ");
+    ASSERT_TRUE(p.valid()) << p.run.name << ": " << join(p.resolved.errors, "; ");
     ASSERT_TRUE(p.forecast.known) << p.run.name;
     f[p.run.name] = &p.forecast;
   }
@@ -680,9 +680,9 @@ slurm: {gpu: A100-80GB, gpus_per_node: 4}
   const StudyPlan both = plan_study(
       spec_from(std::string(spec_text) + "cost: {price_per_gpu_hour_usd: 4.1, price_per_node_hour_usd: 16.39}\n"));
   ASSERT_FALSE(both.runs[0].valid());
-  EXPECT_TRUE(contains(join(both.runs[0].errors, "\n"), "cost.price_per_gpu_hour_usd: is set (4.1) with "
+  EXPECT_TRUE(contains(join(both.runs[0].resolved.errors, "\n"), "cost.price_per_gpu_hour_usd: is set (4.1) with "
                                                          "cost.price_per_node_hour_usd (16.39)"))
-      << join(both.runs[0].errors, "\n");
+      << join(both.runs[0].resolved.errors, "\n");
 }
 
 TEST(StudyPlan, SlurmTimesAndUnknownInterconnects) {
@@ -717,7 +717,7 @@ runs:
 )");
   const StudyPlan plan = plan_study(spec);
   ASSERT_EQ(plan.runs.size(), 3u);
-  EXPECT_EQ(plan.runs[0].train_examples, 1000);
+  EXPECT_EQ(plan.runs[0].resolved.train_examples, 1000);
   EXPECT_EQ(plan.runs[0].resolved.steps_per_epoch, 10);
   EXPECT_EQ(plan.runs[0].resolved.total_steps, 20);
   EXPECT_DOUBLE_EQ(plan.runs[0].resolved.epochs, 2.0);
@@ -748,13 +748,13 @@ axes:
 )"));
   const StudyPlan plan = plan_study(spec);
   ASSERT_EQ(plan.runs.size(), 2u);
-  EXPECT_EQ(plan.runs[0].train_examples, 50);
+  EXPECT_EQ(plan.runs[0].resolved.train_examples, 50);
   EXPECT_EQ(plan.runs[0].resolved.steps_per_epoch, 6);
   EXPECT_EQ(plan.runs[0].resolved.total_steps, 18);
   ASSERT_TRUE(plan.runs[0].resolved.model.has_value());  // tiny, with the file's vocabulary
   EXPECT_EQ(plan.runs[0].parameter_count(), parameter_count(tiny_model_config(100)));
   EXPECT_TRUE(plan.runs[1].valid());
-  EXPECT_EQ(plan.runs[1].train_examples, -1);
+  EXPECT_EQ(plan.runs[1].resolved.train_examples, -1);
   EXPECT_FALSE(plan.runs[1].resolved.steps_known);
   EXPECT_TRUE(std::isnan(plan.runs[1].resolved.epochs) || plan.runs[1].resolved.epochs == 3.0);
   const std::string table = format_plan(plan);
@@ -834,7 +834,7 @@ slurm: {gpu: H100-80GB}
   EXPECT_FALSE(p.valid());
   EXPECT_EQ(plan.invalid_count(), 1u);
   std::string notes;
-  for (const auto& error : p.errors) notes += error + "\n";
+  for (const auto& error : p.resolved.errors) notes += error + "\n";
   EXPECT_TRUE(contains(notes, "predicted with each change: parallel.activation_checkpointing=true with "
                               "parallel.checkpoint_every_blocks=" + std::to_string(choice.checkpoint_every_blocks) +
                               ": " + gib_text(static_cast<double>(choice.memory.total_bytes())) + ", fits"))
@@ -882,7 +882,7 @@ slurm: {gpu: H100-80GB, gpus_per_node: 1}
   EXPECT_EQ(chosen.fits, "yes");
   EXPECT_EQ(chosen.resolved.checkpointing.memory.total_bytes(), choice.memory.total_bytes());
   std::string notes;
-  for (const auto& note : chosen.notes) notes += note + "\n";
+  for (const auto& note : chosen.resolved.notes) notes += note + "\n";
   EXPECT_TRUE(contains(notes, "activation checkpointing auto: " + choice.describe_against(h100_bytes))) << notes;
   EXPECT_EQ(plan.runs[1].fits, "NO");  // the same run without checkpointing does not fit
 
@@ -890,7 +890,7 @@ slurm: {gpu: H100-80GB, gpus_per_node: 1}
       "study: cpu\nbase: {train.max_steps: 3, parallel.activation_checkpointing: auto}\nslurm: {gpu: none}\n"));
   ASSERT_TRUE(cpu.runs[0].resolved.memory_inputs.has_value());
   std::string cpu_notes;
-  for (const auto& note : cpu.runs[0].notes) cpu_notes += note + "\n";
+  for (const auto& note : cpu.runs[0].resolved.notes) cpu_notes += note + "\n";
   EXPECT_TRUE(contains(cpu_notes, "activation checkpointing auto: none predicted")) << cpu_notes;
 }
 
@@ -913,7 +913,7 @@ slurm: {gpu: none}
   ASSERT_EQ(plan.runs.size(), 3u);
   auto errors_of = [](const RunPlan& p) {
     std::string text;
-    for (const auto& e : p.errors) text += e + "\n";
+    for (const auto& e : p.resolved.errors) text += e + "\n";
     return text;
   };
   EXPECT_FALSE(contains(errors_of(plan.runs[0]), "spans hosts")) << errors_of(plan.runs[0]);
@@ -1245,11 +1245,11 @@ cost:
   EXPECT_EQ(one.fits, "NO");
   EXPECT_FALSE(one.valid());
   EXPECT_EQ(plan.invalid_count(), 1u);
-  ASSERT_EQ(one.errors.size(), 1u);
-  EXPECT_TRUE(contains(one.errors[0], "memory: predicted ")) << one.errors[0];
-  EXPECT_TRUE(contains(one.errors[0], " per GPU does not fit 80 GiB per GPU (slurm.gpu A100-80GB) with 5% to spare"))
-      << one.errors[0];
-  EXPECT_TRUE(contains(one.errors[0], "t5scale-study --allow-over-memory renders it all the same")) << one.errors[0];
+  ASSERT_EQ(one.resolved.errors.size(), 1u);
+  EXPECT_TRUE(contains(one.resolved.errors[0], "memory: predicted ")) << one.resolved.errors[0];
+  EXPECT_TRUE(contains(one.resolved.errors[0], " per GPU does not fit 80 GiB per GPU (slurm.gpu A100-80GB) with 5% to spare"))
+      << one.resolved.errors[0];
+  EXPECT_TRUE(contains(one.resolved.errors[0], "t5scale-study --allow-over-memory renders it all the same")) << one.resolved.errors[0];
   const std::string text = format_plan(plan);
   EXPECT_TRUE(contains(text, "3 run(s), 1 invalid;")) << text;
   EXPECT_TRUE(contains(text, "1-gpu (INVALID)")) << text;
