@@ -26,6 +26,30 @@ def documented_arrows(path):
     return arrows
 
 
+def documented_layers(path):
+    """{part: layer} from the ```layers block ("layer N   part, part   what they hold" per line)."""
+    block = re.search(r"^```layers\n(.*?)^```", path.read_text(), re.M | re.S)
+    if not block:
+        raise SystemExit(f"FAILED: {path} has no ```layers block")
+    layers = {}
+    for line in block.group(1).splitlines():
+        found = re.match(r"layer (\d+)\s+([a-z_]+(?:, [a-z_]+)*)(\s{2,}|$)", line)
+        if not found:
+            raise SystemExit(f"FAILED: {path}: layers line '{line}' is not 'layer N   part, part   what they hold'")
+        for part in found.group(2).split(", "):
+            if part in layers:
+                raise SystemExit(f"FAILED: {path}: part '{part}' is drawn at layers {layers[part]} and {found.group(1)}")
+            layers[part] = int(found.group(1))
+    return layers
+
+
+def longest_chain(part, direct, seen=()):
+    """Arrows on the longest path from part down to a part that links nothing."""
+    if part in seen:
+        raise SystemExit(f"FAILED: the arrows have a cycle through {part}")
+    return max((1 + longest_chain(p, direct, seen + (part,)) for p in direct.get(part, ())), default=0)
+
+
 def main():
     src, arrows_path, architecture = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     direct = {}
@@ -43,6 +67,17 @@ def main():
         elif direct[part] != documented[part]:
             problems.append(f"{part}: links {', '.join(sorted(direct[part])) or 'nothing'}; {architecture.name} "
                             f"draws {', '.join(sorted(documented[part])) or 'nothing'}")
+
+    # The layer picture: every part once, at the layer its longest chain of arrows gives.
+    layers = documented_layers(architecture)
+    for part in sorted(set(direct) | set(layers)):
+        if part not in layers:
+            problems.append(f"part '{part}' is built but the layers of {architecture.name} leave it out")
+        elif part not in direct:
+            problems.append(f"the layers of {architecture.name} hold part '{part}', which is not built")
+        elif layers[part] != longest_chain(part, direct):
+            problems.append(f"{part}: drawn at layer {layers[part]}; its longest chain of arrows to core is "
+                            f"{longest_chain(part, direct)}")
 
     def reachable(part):
         seen, todo = set(), [part]
@@ -70,7 +105,8 @@ def main():
                                 f"t5scale_{target} (it reaches {', '.join(sorted(allowed))})")
     for problem in problems:
         print("FAILED:", problem)
-    print(f"{len(documented)} documented parts equal to the link graph; {checked} includes across {len(direct)} "
+    print(f"{len(documented)} documented parts equal to the link graph and drawn at their layers; {checked} includes "
+          f"across {len(direct)} "
           "parts checked against it")
     return 1 if problems else 0
 
