@@ -12,6 +12,10 @@ kernel's output and bias gradient against the explicit path in fp32 as ||x - ref
 
     python bench/attention_kernels.py                      # the T5-3B 147/26, XXL tp8 512/128 and base 512/128 rows
     python bench/attention_kernels.py --shapes 64x32x147x128 --json out.json
+    python bench/attention_kernels.py --bias model         # the bias as the model holds it: (1, H, S, S)
+--bias per-row (the default) gives every row its own bias, as the encoder's position bias plus that row's padding
+mask; --bias model gives one (1, H, S, S) bias broadcast over the batch, the relative-position bias itself with no
+padding folded in, whose gradient is summed over the batch (the shape a fused kernel takes with padding by lengths).
 """
 
 import argparse
@@ -35,18 +39,22 @@ def attend(kernel, q, k, v, bias, p):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p, scale=1.0)
 
 
-def inputs(b, h, s, d, dtype, seed):
+BIAS_ROWS = {"per-row": None, "model": 1}  # the bias's batch dimension: the batch's, or 1
+
+
+def inputs(b, h, s, d, dtype, seed, bias_rows=None):
     g = torch.Generator(device="cuda").manual_seed(seed)
     make = lambda *shape: torch.randn(*shape, device="cuda", dtype=dtype, generator=g)  # noqa: E731
     q, k, v = (make(b, h, s, d).requires_grad_() for _ in range(3))
-    # Per-row bias as the encoder carries it (position bias plus each row's padding mask), (B, H, S, S).
-    bias = make(b, h, s, s).requires_grad_()
+    # Per-row: as the encoder carries it (position bias plus each row's padding mask), (B, H, S, S); model: the
+    # relative-position bias alone, (1, H, S, S), broadcast over the batch.
+    bias = make(bias_rows or b, h, s, s).requires_grad_()
     return q, k, v, bias
 
 
-def time_kernel(kernel, shape, dtype, warmup, repeats):
+def time_kernel(kernel, shape, dtype, warmup, repeats, bias_rows=None):
     b, h, s, d = shape
-    q, k, v, bias = inputs(b, h, s, d, dtype, seed=1)
+    q, k, v, bias = inputs(b, h, s, d, dtype, seed=1, bias_rows=bias_rows)
     grad = torch.randn(b, h, s, d, device="cuda", dtype=dtype)
     times = []
     for i in range(warmup + repeats):
@@ -67,10 +75,10 @@ def time_kernel(kernel, shape, dtype, warmup, repeats):
     return sorted(times)[len(times) // 2], saved
 
 
-def accuracy(kernel, shape, dtype):
+def accuracy(kernel, shape, dtype, bias_rows=None):
     b, h, s, d = shape
     b = min(b, 4)
-    q, k, v, bias = inputs(b, h, s, d, dtype, seed=2)
+    q, k, v, bias = inputs(b, h, s, d, dtype, seed=2, bias_rows=bias_rows)
     grad = torch.randn(b, h, s, d, device="cuda", dtype=dtype)
     ref = [t.detach().double().requires_grad_() for t in (q, k, v, bias)]
     out_ref = attend("explicit", *ref, 0.0)
@@ -87,6 +95,8 @@ def main():
                    help="comma-separated BxHxSxD (batch, heads of the rank, tokens, head size)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--bias", choices=sorted(BIAS_ROWS), default="per-row",
+                   help="per-row: (B, H, S, S), each row its own; model: (1, H, S, S), broadcast over the batch")
     p.add_argument("--json", help="write the table here")
     a = p.parse_args()
     if not torch.cuda.is_available():
@@ -94,17 +104,19 @@ def main():
         return 77
     dtype = torch.bfloat16
     rows = []
-    print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}")
+    bias_rows = BIAS_ROWS[a.bias]
+    print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
+          f"bias {a.bias}")
     print(f"{'shape BxHxSxD':>18} {'kernel':>10} {'fwd+bwd ms':>11} {'fwd peak GiB':>12} {'out err':>9} "
           f"{'dbias err':>9}")
     for text in a.shapes.split(","):
         shape = tuple(int(x) for x in text.split("x"))
         for kernel in KERNELS:
-            row = {"shape": text, "kernel": kernel}
+            row = {"shape": text, "kernel": kernel, "bias": a.bias}
             try:
-                row["ms"], saved = time_kernel(kernel, shape, dtype, a.warmup, a.repeats)
+                row["ms"], saved = time_kernel(kernel, shape, dtype, a.warmup, a.repeats, bias_rows)
                 row["saved_gib"] = saved / 2**30
-                row["out_rel_err"], row["dbias_rel_err"] = accuracy(kernel, shape, dtype)
+                row["out_rel_err"], row["dbias_rel_err"] = accuracy(kernel, shape, dtype, bias_rows)
                 print(f"{text:>18} {kernel:>10} {row['ms']:11.3f} {row['saved_gib']:12.3f} "
                       f"{row['out_rel_err']:9.2e} {row['dbias_rel_err']:9.2e}")
             except Exception as e:  # a kernel that refuses the inputs is a result, not a failure
@@ -114,7 +126,7 @@ def main():
             rows.append(row)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "rows": rows}, f, indent=1)
+            json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "bias": a.bias, "rows": rows}, f, indent=1)
     return 0
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes a relocatable bundle of the built programs for machines that lack the build's libraries (GPU nodes without
 # network, cluster nodes without the build's modules):
-#   scripts/bundle.sh [--with-tests] [--build-dir DIR] [--out DIR]
+#   scripts/bundle.sh [--with-tests | --with-gpu-tests] [--build-dir DIR] [--out DIR]
 # writes OUT/t5scale-bundle-<revision>/ and OUT/t5scale-bundle-<revision>.tar.gz (OUT defaults to BUILD/bundle):
 #   bin/          every program of BUILD/bin, Open MPI's mpirun (orterun), orted and ompi_info
 #   lib/          every shared library they need that is not glibc, LibTorch or CUDA/NVIDIA (Open MPI, PMIx, HDF5,
@@ -11,7 +11,10 @@
 #   env.sh        `source env.sh [--python PY | --torch-lib DIR]`: LibTorch, NCCL and the CUDA runtime of that torch
 #   BUNDLE_INFO   revision, torch and CUDA versions, compiler, glibc needed, libraries bundled and left out
 #   tests/        with --with-tests: the gtest programs, run-tests.sh, the list of ctest entries it runs and the
-#                 reference files the build tree's Python fixtures made (see scripts/bundle/test_list.py)
+#                 reference files the build tree's Python fixtures made (see scripts/bundle/test_list.py);
+#                 with --with-gpu-tests only the programs of the gpu label and of the CUDA backend's load test
+#                 (t5scale_gpu_tests, t5scale_mpi_tests) and their entries: a bundle small enough to travel with the
+#                 clone to a GPU machine that takes 64 MiB a call (scripts/gpu-check.sh --quick)
 # Binaries and libraries carry the RUNPATH $ORIGIN/../lib, so the bundle's libraries are found wherever it is
 # unpacked; LibTorch, NCCL and the CUDA runtime come from the target's torch through env.sh. Copies lose their
 # debug sections (the build's files are untouched). Fails if the tarball exceeds 60 MiB.
@@ -27,9 +30,11 @@ log() { echo "[bundle] $*"; }
 BUILD_DIR=$ROOT/build
 OUT_DIR=""
 WITH_TESTS=0
+GPU_TESTS_ONLY=0
 while (($#)); do
   case $1 in
     --with-tests) WITH_TESTS=1; shift ;;
+    --with-gpu-tests) WITH_TESTS=1; GPU_TESTS_ONLY=1; shift ;;
     --build-dir) BUILD_DIR=${2:?--build-dir needs a folder}; shift 2 ;;
     --out) OUT_DIR=${2:?--out needs a folder}; shift 2 ;;
     -h | --help) usage 0 ;;
@@ -76,6 +81,7 @@ done
 test_programs=()
 if ((WITH_TESTS)); then
   for f in "$BUILD_DIR"/tests/t5scale*_tests; do
+    ((GPU_TESTS_ONLY)) && [[ ${f##*/} != t5scale_gpu_tests && ${f##*/} != t5scale_mpi_tests ]] && continue
     if [[ -x $f ]] && elf "$f"; then test_programs+=("$f"); fi
   done
   ((${#test_programs[@]})) || die "--with-tests: no test programs in $BUILD_DIR/tests (build with -DT5SCALE_BUILD_TESTS=ON)"

@@ -3,7 +3,7 @@
 # that runs every GPU check and benchmark and leaves everything under one results folder, printing progress.
 #
 #   scripts/gpu-check.sh [--bundle DIR | --build-dir DIR] [--python PY] [--budget-min M] [--only STAGES]
-#                        [--rows NAMES] [--stage-cap S] [--profile-row NAME] [--dry-run] [OUT_DIR]
+#                        [--rows NAMES] [--stage-cap S] [--profile-row NAME] [--quick] [--dry-run] [OUT_DIR]
 #
 #   --bundle DIR     a relocatable bundle (scripts/bundle.sh): DIR/env.sh is sourced with --python PY
 #   --build-dir DIR  a build tree with the programs in DIR/bin and ctest's files (default: build, when no bundle)
@@ -18,8 +18,11 @@
 #   --stage-cap S    no stage runs longer than S seconds (default: each stage's own limit)
 #   --profile-row NAME  the benchmark row that is also profiled (default t5-3b-147-26): its bench stage runs
 #                    t5scale-bench --profile 2, whose table of kernels ends the row's log and JSON
+#   --quick          the short plan for a brief GPU window (below): 7 minutes unless --budget-min says otherwise
 #   --dry-run        print the stages and their commands without running anything (the planner's micro-batches
-#                    are computed, on the CPU); nothing is written
+#                    are computed, on the CPU), and the bytes that travel to a GPU machine that is lent by the call
+#                    (the clone's files and the bundle's tarball, against the 60 MiB they may take); nothing is
+#                    written
 #   OUT_DIR          default results/gpu/<GPU name>/<UTC date and time>
 #
 # Stages, in order; each runs under `timeout`, writes its log under OUT_DIR, and a failure is recorded before the
@@ -34,10 +37,27 @@
 #                the --profile-row also profiled: device time per kernel and class      bench/<row>.log
 #   compare      bench/compare.sh (or compare.py): t5scale-bench against transformers         compare/
 #   summary      one line per stage and the figures                                           summary.txt
+#
+# --quick, for a GPU lent for minutes (the clone and a bundle of scripts/bundle.sh --with-gpu-tests travel with
+# the call): every stage above in a short form, the newest code paths first; a stage that the later ones stand on
+# (the backend's load, its first step, the training run) stops the run when it fails, with the reason:
+#   environment    as above
+#   backend-load   t5scale_mpi_tests CudaBackend.*: the CUDA backend library found, checked and loaded   backend-load.log
+#   backend-bench  a 10-step t5scale-bench of the tiny model on the GPU, as the programs load the backend
+#   gpu-tests      the gpu label, the watchdog's stalled collective cut to 3 s (T5SCALE_TEST_STALL_S)
+#   train          a 50-step t5scale-train run with 2 micro-batches per step (bf16 gradients accumulated in fp32)
+#   plan           the planner's micro-batches of the rows below
+#   bench          T5-3B 147/26 (profiled) and with --selective-recomputation; T5-v1.1-XXL --tp-shard 8 512/128,
+#                  and with --sequence-parallel
+#   tp2            left out, with the reason: two ranks of tp 2 on one GPU (NCCL refuses two ranks on one device,
+#                  and the MPI backend carries CPU tensors only)
+#   attention      bench/attention_kernels.py on the model's own (1, H, S, S) bias, the two rows' shapes
+#   compare        T5-v1.1-base 147/26 against transformers (2 rounds)
+#   summary        as above
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUNDLE="" BUILD_DIR="" PYTHON=python3 BUDGET_MIN=19 DRY_RUN=0 OUT_DIR="" ONLY="" ROWS="" STAGE_CAP=0
+BUNDLE="" BUILD_DIR="" PYTHON=python3 BUDGET_MIN="" DRY_RUN=0 OUT_DIR="" ONLY="" ROWS="" STAGE_CAP=0 QUICK=0
 PROFILE_ROW=t5-3b-147-26
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "gpu-check: $*" >&2; exit 2; }
@@ -52,11 +72,13 @@ while (($#)); do
     --stage-cap) (($# >= 2)) || die "--stage-cap needs seconds"; STAGE_CAP=$2; shift 2 ;;
     --profile-row) (($# >= 2)) || die "--profile-row needs a row name"; PROFILE_ROW=$2; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
+    --quick) QUICK=1; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
     *) [[ -z $OUT_DIR ]] || die "one OUT_DIR only, got '$OUT_DIR' and '$1'"; OUT_DIR=$1; shift ;;
   esac
 done
+[[ -n $BUDGET_MIN ]] || BUDGET_MIN=$( ((QUICK)) && echo 7 || echo 19)
 [[ $BUDGET_MIN =~ ^[0-9]+$ ]] || die "--budget-min: a whole number of minutes, got '$BUDGET_MIN'"
 [[ $STAGE_CAP =~ ^[0-9]+$ ]] || die "--stage-cap: a whole number of seconds, got '$STAGE_CAP'"
 [[ -z $BUNDLE || -z $BUILD_DIR ]] || die "--bundle and --build-dir exclude each other"
@@ -163,9 +185,137 @@ missing() {
   if ((DRY_RUN)); then printf '  %-12s MISSING: %s\n' "$1" "$2"; else SUMMARY+=("$1: not run: $2"); progress "$1: not run: $2"; fi
 }
 
+# The planner's memory model, against 90% of the GPU's memory (the CUDA context and the allocator's fragmentation
+# take the rest): the largest power of two that fits, or 1 when none does (the row then shows what happens).
+plan_micro_batch() {  # MODEL SOURCE TARGET TP FOLDER -> prints the micro-batch and the predicted GiB
+  local model=$1 source=$2 target=$3 tp=$4 folder=$5
+  mkdir -p "$folder"
+  cat > "$folder/spec.yaml" <<EOF
+study: gpu-check-plan
+results_dir: $folder/runs
+description: the micro-batch of the benchmark row $model $source/$target (tp $tp)
+base:
+  model: {name: $model}
+  data: {dataset: synthetic, max_source_length: $source, max_target_length: $target}
+  precision: bf16
+  parallel: {tp: $tp, backend: nccl}
+  train: {max_steps: 10, batch_mode: fixed_micro, micro_batch: 1, grad_accumulation: 1}
+  gpus_per_node: $tp
+axes:
+  train.micro_batch: [1, 2, 4, 8, 16, 32, 64, 128, 256]
+slurm:
+  gpu_memory_gib: $(awk -v mib="$GPU_MIB" 'BEGIN { printf "%.1f", 0.9 * mib / 1024 }')
+  time_limit: "00:10:00"
+EOF
+  # Every micro-batch is rendered, those that do not fit too: their "fits" column is what is read here.
+  "$STUDY" render "$folder/spec.yaml" --out "$folder" --allow-over-memory > "$folder/planner.log" 2>&1 || return 1
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+           $col["fits"] == "yes" && $col["micro_batch"] > best { best = $col["micro_batch"];
+                                                                gib = $col["predicted_memory_bytes_per_device"] / 2^30 }
+           END { if (best) printf "%d %.1f\n", best, gib; else print "1 -" }' "$folder/runs.csv"
+}
+row_selected() { [[ -z $ROWS || $ROWS == *",$1,"* ]]; }
+
+# ---- the gpu label ----
+# gpu_tests_stage LIMIT_S: the gpu label, by ctest in a build tree, the bundle's runner, or the GPU test program.
+gpu_tests_stage() {
+  if [[ -n $CTEST_DIR ]]; then
+    run_stage gpu-tests "$1" "$OUT_DIR/gpu-tests.log" ctest --test-dir "$CTEST_DIR" -L gpu --output-on-failure \
+      --output-junit "$OUT_DIR/gpu-tests.junit.xml"
+    # ctest passes a run whose tests all skipped; on this machine a skip means LibTorch found no usable GPU.
+    skipped=$( ((DRY_RUN)) || [[ ! -f $OUT_DIR/gpu-tests.log ]] || grep -c '\*\*\*Skipped' "$OUT_DIR/gpu-tests.log")
+    if [[ -n $skipped && $skipped != 0 ]]; then
+      SUMMARY+=("gpu-tests: FAILED: $skipped gpu tests were skipped, i.e. LibTorch saw no usable CUDA device (gpu-tests.log)")
+      progress "${SUMMARY[-1]}"
+    fi
+  elif [[ -n $RUN_TESTS ]]; then
+    # The bundle's own runner: every gpu entry of the build's ctest list, scripts included (tests/tests.list).
+    run_stage gpu-tests "$1" "$OUT_DIR/gpu-tests.log" "$RUN_TESTS" --python "$PYTHON" -L gpu --logs "$OUT_DIR/gpu-tests"
+    skipped=$( ((DRY_RUN)) || [[ ! -f $OUT_DIR/gpu-tests.log ]] || grep -c '^SKIP ' "$OUT_DIR/gpu-tests.log")
+    if [[ -n $skipped && $skipped != 0 ]]; then
+      SUMMARY+=("gpu-tests: FAILED: $skipped gpu tests were skipped, i.e. LibTorch saw no usable CUDA device (gpu-tests.log)")
+      progress "${SUMMARY[-1]}"
+    fi
+  elif [[ -n $GPU_TESTS ]]; then
+    run_stage gpu-tests "$1" "$OUT_DIR/gpu-tests.log" "$GPU_TESTS" --gtest_color=no \
+      --gtest_output="json:$OUT_DIR/gpu-tests.json"
+  else
+    missing gpu-tests "neither ctest files nor t5scale_gpu_tests were found (${SEARCH[*]})"
+  fi
+}
+
+# ---- summary ----
+# write_summary: summary.txt, one line per stage and the figures of every JSON; exits 1 if a stage failed.
+write_summary() {
+  if ((DRY_RUN)); then
+    echo "  summary      summary.txt: one line per stage, the training run's figures (train.json), bench/*.json"
+    ((QUICK && TRAVEL_OVER)) && { echo "gpu-check: what travels is over $MAX_TRAVEL_MIB MiB (see 'travels' above)" >&2; exit 1; }
+    exit 0
+  fi
+  {
+  echo "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ), $GPU_NOTE, $(($(date +%s) - START)) s"
+  printf '%s\n' "${SUMMARY[@]}"
+  echo "--- figures"
+  "$PYTHON" - "$OUT_DIR" <<'EOF' 2>&1
+import glob, json, os, sys
+out = sys.argv[1]
+def scalars(d):
+    return {k: v for k, v in d.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+for path in [os.path.join(out, name) for name in ("backend-bench.json", "train.json", "attention.json")] + sorted(glob.glob(os.path.join(out, "bench", "*.json"))) + \
+        sorted(glob.glob(os.path.join(out, "compare", "*.json"))):
+    if not os.path.exists(path):
+        continue
+    try:
+        with open(path) as f:
+            report = json.load(f)
+        figures = scalars(report)
+        print(os.path.relpath(path, out) + ": " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                                        for k, v in list(figures.items())[:14]))
+        if isinstance(report.get("profile"), dict):
+            p = report["profile"]
+            print("  profile: device busy %.1f%% of %.1f ms; " % (100 * p["device_busy_fraction"], 1e3 * p["wall_s_per_step"])
+                  + ", ".join("%s %.1f%%" % (c["class"], 100 * c["fraction"]) for c in p["classes"]))
+    except Exception as e:
+        print(os.path.relpath(path, out) + f": unreadable ({e})")
+EOF
+  } > "$OUT_DIR/summary.txt"
+  echo
+  cat "$OUT_DIR/summary.txt"
+  grep -q 'FAILED\|TIMED OUT\|not run\|stopped' "$OUT_DIR/summary.txt" && exit 1
+  exit 0
+}
+
+# What travels to a GPU machine lent by the call: the clone's files (tracked, and untracked ones git does not ignore)
+# and the bundle's tarball (the --bundle folder's, or the newest under the build folder's bundle/), against the 60
+# MiB a call may carry (64 MiB, less room for the results that come back). Prints one line; 1 when over.
+MAX_TRAVEL_MIB=60
+travel_line() {
+  local tree_bytes=0 tarball="" bundle_bytes=0
+  if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
+    tree_bytes=$(cd "$ROOT" && git ls-files -co --exclude-standard -z | xargs -0 stat -c %s 2>/dev/null |
+                 awk '{ s += $1 } END { print s + 0 }')
+  fi
+  if [[ -n $BUNDLE ]]; then
+    tarball=$(find_file "$BUNDLE.tar.gz")
+  elif [[ -n $BUILD_DIR ]]; then
+    tarball=$(ls -t "$BUILD_DIR"/bundle/t5scale-bundle-*.tar.gz 2>/dev/null | head -1)
+  fi
+  [[ -n $tarball ]] && bundle_bytes=$(stat -c %s "$tarball")
+  awk -v tree="$tree_bytes" -v bundle="$bundle_bytes" -v tarball="${tarball:-}" -v max="$MAX_TRAVEL_MIB" 'BEGIN {
+    mib = 1048576; total = (tree + bundle) / mib
+    what = tarball == "" ? "no bundle tarball made yet (scripts/bundle.sh --with-gpu-tests makes one)" \
+                         : sprintf("the bundle %s %.1f MiB", tarball, bundle / mib)
+    over = (total > max)
+    printf "travels: the clone %.1f MiB + %s = %.1f MiB of the %d MiB a call may carry%s\n", tree / mib, what, total,
+           max, (over ? ": OVER" : "")
+    exit over }'
+}
+
 if ((DRY_RUN)); then
-  echo "gpu-check dry run: results would go to $OUT_DIR; budget $BUDGET_MIN min; $GPU_NOTE"
+  echo "gpu-check dry run: results would go to $OUT_DIR; budget $BUDGET_MIN min; $GPU_NOTE$( ((QUICK)) && echo "; the quick plan")"
   echo "programs: train=${TRAIN:-MISSING} bench=${BENCH:-MISSING} study=${STUDY:-MISSING} gpu-tests=${GPU_TESTS:-MISSING}"
+  TRAVEL_OVER=0
+  travel_line || TRAVEL_OVER=1
 else
   progress "results in $OUT_DIR; budget $BUDGET_MIN min; $GPU_NOTE"
 fi
@@ -213,30 +363,103 @@ else
   SUMMARY+=("environment: recorded (environment.txt)")
 fi
 
-# ---- the gpu label ----
-if [[ -n $CTEST_DIR ]]; then
-  run_stage gpu-tests 480 "$OUT_DIR/gpu-tests.log" ctest --test-dir "$CTEST_DIR" -L gpu --output-on-failure \
-    --output-junit "$OUT_DIR/gpu-tests.junit.xml"
-  # ctest passes a run whose tests all skipped; on this machine a skip means LibTorch found no usable GPU.
-  skipped=$( ((DRY_RUN)) || [[ ! -f $OUT_DIR/gpu-tests.log ]] || grep -c '\*\*\*Skipped' "$OUT_DIR/gpu-tests.log")
-  if [[ -n $skipped && $skipped != 0 ]]; then
-    SUMMARY+=("gpu-tests: FAILED: $skipped gpu tests were skipped, i.e. LibTorch saw no usable CUDA device (gpu-tests.log)")
-    progress "${SUMMARY[-1]}"
+# ---- the quick plan (--quick) ----
+# stop_unless_passed CODE STAGE: what follows stands on STAGE; if it did not pass, the summary says why and the run ends.
+stop_unless_passed() {
+  (($1 == 0)) && return 0
+  SUMMARY+=("stopped: $2 did not pass (exit $1), and the stages after it stand on it: see its log")
+  progress "${SUMMARY[-1]}"
+  write_summary
+}
+quick_plan() {
+  local code
+  # The CUDA backend as every program loads it: found beside bin/, its build id checked, loaded.
+  local mpi_tests; mpi_tests=$(find_tool t5scale_mpi_tests)
+  if [[ -n $mpi_tests ]]; then
+    run_stage backend-load 60 "$OUT_DIR/backend-load.log" "$mpi_tests" --gtest_color=no --gtest_filter='CudaBackend.*'
+    stop_unless_passed $? backend-load
+  else
+    missing backend-load "t5scale_mpi_tests was not found (${SEARCH[*]}; a bundle made with --with-gpu-tests has it)"
   fi
-elif [[ -n $RUN_TESTS ]]; then
-  # The bundle's own runner: every gpu entry of the build's ctest list, scripts included (tests/tests.list).
-  run_stage gpu-tests 480 "$OUT_DIR/gpu-tests.log" "$RUN_TESTS" --python "$PYTHON" -L gpu --logs "$OUT_DIR/gpu-tests"
-  skipped=$( ((DRY_RUN)) || [[ ! -f $OUT_DIR/gpu-tests.log ]] || grep -c '^SKIP ' "$OUT_DIR/gpu-tests.log")
-  if [[ -n $skipped && $skipped != 0 ]]; then
-    SUMMARY+=("gpu-tests: FAILED: $skipped gpu tests were skipped, i.e. LibTorch saw no usable CUDA device (gpu-tests.log)")
-    progress "${SUMMARY[-1]}"
+  run_stage backend-bench 60 "$OUT_DIR/backend-bench.log" "${BENCH:-t5scale-bench(MISSING)}" --device cuda --model tiny \
+    --precision bf16 --steps 10 --json "$OUT_DIR/backend-bench.json"
+  stop_unless_passed $? backend-bench
+  # The watchdog's probe stalls its stream 3 s instead of 30 (past the collective's 1 s timeout either way).
+  export T5SCALE_TEST_STALL_S=3
+  gpu_tests_stage 150
+  if [[ -n $TRAIN && -n $CHECK_TRAIN ]]; then
+    run_stage train 120 "$OUT_DIR/train.log" "$PYTHON" "$CHECK_TRAIN" --bin "$(dirname "$TRAIN")" \
+      --work "$OUT_DIR/train" --model t5-v1_1-base --steps 50 --global-batch 32 --grad-accumulation 2 \
+      --timeout-s 110 --json "$OUT_DIR/train.json"
+    stop_unless_passed $? train
+  else
+    missing train "t5scale-train (${TRAIN:-missing}) or tests/gpu/check_train_on_gpu.py (${CHECK_TRAIN:-missing})"
   fi
-elif [[ -n $GPU_TESTS ]]; then
-  run_stage gpu-tests 480 "$OUT_DIR/gpu-tests.log" "$GPU_TESTS" --gtest_color=no \
-    --gtest_output="json:$OUT_DIR/gpu-tests.json"
-else
-  missing gpu-tests "neither ctest files nor t5scale_gpu_tests were found (${SEARCH[*]})"
+
+  # The rows: name, model, lengths, tp shard, options beyond the planner's micro-batch.
+  local -a rows=("t5-3b-147-26|t5-3b 147 26 1|--profile 2"
+                 "t5-v1_1-xxl-512-128|t5-v1_1-xxl 512 128 8|"
+                 "t5-v1_1-xxl-512-128-sequence-parallel|t5-v1_1-xxl 512 128 8|--sequence-parallel"
+                 "t5-3b-147-26-selective|t5-3b 147 26 1|--selective-recomputation")
+  local -A micro=()
+  local plan_dir=$OUT_DIR/plan
+  ((DRY_RUN)) && QUICK_PLAN_DIR=$(mktemp -d) && plan_dir=$QUICK_PLAN_DIR && trap 'rm -rf "$QUICK_PLAN_DIR"' EXIT
+  local shape planned model source target tp
+  for shape in "t5-3b 147 26 1" "t5-v1_1-xxl 512 128 8" "t5-v1_1-base 147 26 1"; do
+    read -r model source target tp <<<"$shape"
+    planned=""
+    [[ -n $STUDY ]] && planned=$(plan_micro_batch "$model" "$source" "$target" "$tp" "$plan_dir/$model-$source-$target")
+    micro[$shape]=${planned%% *}
+    [[ -n ${micro[$shape]} ]] || micro[$shape]=1
+    local note="planner: micro-batch ${micro[$shape]} (predicted ${planned##* } GiB per GPU)"
+    [[ -n $planned ]] || note="planner unavailable (${STUDY:-t5scale-study missing}): micro-batch 1"
+    if ((DRY_RUN)); then echo "  plan         $model $source/$target tp $tp: $note"; else progress "plan $model $source/$target tp $tp: $note"; fi
+  done
+  ((DRY_RUN)) || { mkdir -p "$OUT_DIR/bench"; SUMMARY+=("plan: micro-batches ${micro[*]} (plan/)"); }
+  local row name options shard checkpointing
+  for row in "${rows[@]}"; do
+    IFS='|' read -r name shape options <<<"$row"
+    read -r model source target tp <<<"$shape"
+    shard=() checkpointing=(--checkpoint-every-blocks auto)
+    ((tp > 1)) && shard=(--tp-shard "$tp")
+    # Selective recomputation is the alternative to checkpointing whole blocks: the planner's auto would choose.
+    [[ $options == *--selective-recomputation* ]] && checkpointing=(--checkpoint-every-blocks 0)
+    # shellcheck disable=SC2086
+    run_stage "bench $name" 75 "$OUT_DIR/bench/$name.log" "${BENCH:-t5scale-bench(MISSING)}" --model "$model" \
+      --precision bf16 --micro-batch "${micro[$shape]}" --source-length "$source" --target-length "$target" --steps 10 \
+      "${shard[@]}" "${checkpointing[@]}" $options --json "$OUT_DIR/bench/$name.json"
+  done
+
+  local why="NCCL refuses two ranks on one device, and the MPI backend carries CPU tensors only (dist/mpi_communicator.cpp)"
+  if ((DRY_RUN)); then printf '  %-12s left out: %s\n' tp2 "$why"; else SUMMARY+=("tp2: left out: $why"); fi
+
+  local attention=""
+  attention=$(find_file "$ROOT/bench/attention_kernels.py" "${BUNDLE:-/nonexistent}/bench/attention_kernels.py")
+  # (B, H per rank, S, head size) of the two rows: T5-3B 32 heads of 128, the XXL shard 64 / 8 heads of 64.
+  local xxl="t5-v1_1-xxl 512 128 8" t5_3b="t5-3b 147 26 1"
+  run_stage attention 60 "$OUT_DIR/attention.log" "$PYTHON" "${attention:-bench/attention_kernels.py(MISSING)}" \
+    --bias model --shapes "${micro[$t5_3b]}x32x147x128,${micro[$xxl]}x8x512x64" --repeats 5 \
+    --json "$OUT_DIR/attention.json"
+
+  local base="t5-v1_1-base 147 26 1"
+  if [[ -n $COMPARE && -n $BENCH ]] || ((DRY_RUN)); then
+    ((DRY_RUN)) || mkdir -p "$OUT_DIR/compare"
+    local runner=()
+    [[ $COMPARE == *.py ]] && runner=("$PYTHON")
+    run_stage "compare t5-v1_1-base-147-26" 150 "$OUT_DIR/compare/t5-v1_1-base-147-26.log" "${runner[@]}" \
+      "${COMPARE:-bench/compare.sh(MISSING)}" --models t5-v1_1-base --lengths 147/26 --precision bf16 \
+      --micro-batch "${micro[$base]}" --device cuda --rounds 2 --steps 10 --threads 0 \
+      --bench-bin "${BENCH:-t5scale-bench(MISSING)}" --python "$PYTHON" --json "$OUT_DIR/compare/t5-v1_1-base-147-26.json"
+  else
+    missing compare "bench/compare.sh or compare.py (${COMPARE:-missing}) and t5scale-bench (${BENCH:-missing})"
+  fi
+}
+if ((QUICK)); then
+  quick_plan
+  write_summary
 fi
+
+gpu_tests_stage 480
 
 # ---- a 50-step training run ----
 if [[ -n $TRAIN && -n $CHECK_TRAIN ]]; then
@@ -250,35 +473,6 @@ fi
 # ---- the benchmark table, its micro-batches from the planner ----
 BENCH_ROWS=("t5-v1_1-base 512 128 1" "t5-v1_1-base 147 26 1" "t5-v1_1-large 512 128 1" "t5-v1_1-large 147 26 1"
             "t5-3b 512 128 1" "t5-3b 147 26 1" "t5-v1_1-xxl 512 128 8" "t5-v1_1-xxl 147 26 8")
-# The planner's memory model, against 90% of the GPU's memory (the CUDA context and the allocator's fragmentation
-# take the rest): the largest power of two that fits, or 1 when none does (the row then shows what happens).
-plan_micro_batch() {  # MODEL SOURCE TARGET TP FOLDER -> prints the micro-batch and the predicted GiB
-  local model=$1 source=$2 target=$3 tp=$4 folder=$5
-  mkdir -p "$folder"
-  cat > "$folder/spec.yaml" <<EOF
-study: gpu-check-plan
-results_dir: $folder/runs
-description: the micro-batch of the benchmark row $model $source/$target (tp $tp)
-base:
-  model: {name: $model}
-  data: {dataset: synthetic, max_source_length: $source, max_target_length: $target}
-  precision: bf16
-  parallel: {tp: $tp, backend: nccl}
-  train: {max_steps: 10, batch_mode: fixed_micro, micro_batch: 1, grad_accumulation: 1}
-  gpus_per_node: $tp
-axes:
-  train.micro_batch: [1, 2, 4, 8, 16, 32, 64, 128, 256]
-slurm:
-  gpu_memory_gib: $(awk -v mib="$GPU_MIB" 'BEGIN { printf "%.1f", 0.9 * mib / 1024 }')
-  time_limit: "00:10:00"
-EOF
-  # Every micro-batch is rendered, those that do not fit too: their "fits" column is what is read here.
-  "$STUDY" render "$folder/spec.yaml" --out "$folder" --allow-over-memory > "$folder/planner.log" 2>&1 || return 1
-  awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
-           $col["fits"] == "yes" && $col["micro_batch"] > best { best = $col["micro_batch"];
-                                                                gib = $col["predicted_memory_bytes_per_device"] / 2^30 }
-           END { if (best) printf "%d %.1f\n", best, gib; else print "1 -" }' "$folder/runs.csv"
-}
 PLAN_DIR=${OUT_DIR}/plan
 ((DRY_RUN)) && PLAN_DIR=$(mktemp -d) && trap 'rm -rf "$PLAN_DIR"' EXIT
 declare -a MICRO=()
@@ -297,7 +491,6 @@ for row in "${BENCH_ROWS[@]}"; do
 done
 ((DRY_RUN)) || SUMMARY+=("plan: micro-batches ${MICRO[*]} (plan/)")
 
-row_selected() { [[ -z $ROWS || $ROWS == *",$1,"* ]]; }
 # A dry run shows every command, with a missing program marked where it would be.
 if [[ -n $BENCH ]] || ((DRY_RUN)); then
   ((DRY_RUN)) || mkdir -p "$OUT_DIR/bench"
@@ -335,39 +528,4 @@ else
   missing compare "bench/compare.sh or compare.py (${COMPARE:-missing}) and t5scale-bench (${BENCH:-missing})"
 fi
 
-# ---- summary ----
-if ((DRY_RUN)); then
-  echo "  summary      summary.txt: one line per stage, the training run's figures (train.json), bench/*.json"
-  exit 0
-fi
-{
-  echo "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ), $GPU_NOTE, $(($(date +%s) - START)) s"
-  printf '%s\n' "${SUMMARY[@]}"
-  echo "--- figures"
-  "$PYTHON" - "$OUT_DIR" <<'EOF' 2>&1
-import glob, json, os, sys
-out = sys.argv[1]
-def scalars(d):
-    return {k: v for k, v in d.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
-for path in [os.path.join(out, "train.json")] + sorted(glob.glob(os.path.join(out, "bench", "*.json"))) + \
-        sorted(glob.glob(os.path.join(out, "compare", "*.json"))):
-    if not os.path.exists(path):
-        continue
-    try:
-        with open(path) as f:
-            report = json.load(f)
-        figures = scalars(report)
-        print(os.path.relpath(path, out) + ": " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                                        for k, v in list(figures.items())[:14]))
-        if isinstance(report.get("profile"), dict):
-            p = report["profile"]
-            print("  profile: device busy %.1f%% of %.1f ms; " % (100 * p["device_busy_fraction"], 1e3 * p["wall_s_per_step"])
-                  + ", ".join("%s %.1f%%" % (c["class"], 100 * c["fraction"]) for c in p["classes"]))
-    except Exception as e:
-        print(os.path.relpath(path, out) + f": unreadable ({e})")
-EOF
-} > "$OUT_DIR/summary.txt"
-echo
-cat "$OUT_DIR/summary.txt"
-grep -q 'FAILED\|TIMED OUT\|not run' "$OUT_DIR/summary.txt" && exit 1
-exit 0
+write_summary

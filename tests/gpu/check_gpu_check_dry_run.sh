@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh --dry-run on this machine: it lists every stage with its command (the gpu label, the 50-step
 # training run, the eight benchmark rows with the planner's micro-batches, the comparison with transformers),
-# writes nothing, and refuses bad arguments with a message.
+# writes nothing, and refuses bad arguments with a message; --quick --dry-run lists the short plan in its order and
+# states the bytes that travel with a call to a lent GPU machine, refusing a plan over 60 MiB.
 # usage: check_gpu_check_dry_run.sh GPU_CHECK_SCRIPT BUILD_DIR WORK_DIR
 set -uo pipefail
 script=$1 build=$2 work=$3
@@ -50,6 +51,41 @@ expect "^  bench t5-v1_1-base-512-128 \[<=   45 s\] .* --checkpoint-every-blocks
 expect "^  bench t5-v1_1-xxl-147-26 \[<=   45 s\] .* --tp-shard 8 --checkpoint-every-blocks auto --profile 2 --json "
 expect "^  compare t5-v1_1-base-512-128 \[<=   45 s\] "
 expect "^  gpu-tests +\[<=   45 s\] "
+
+# --quick: the short plan for a GPU lent for minutes, in its order, within 7 minutes, and what travels with the call.
+output=$("$script" --quick --dry-run --build-dir "$build" "$out_dir" 2>&1) || fail "the quick dry run exited $?: $output"
+echo "$output"
+[[ ! -e $out_dir ]] || fail "the quick dry run created $out_dir"
+expect "budget 7 min; .*; the quick plan$"
+expect "^travels: the clone [0-9.]+ MiB \+ .* = [0-9.]+ MiB of the 60 MiB a call may carry$"
+stages=$(sed -nE 's/^  (environment|backend-load|backend-bench|gpu-tests|train|plan|bench|tp2|attention|compare|summary) .*/\1/p' \
+         <<<"$output" | uniq | tr '\n' ' ')
+[[ $stages == "environment backend-load backend-bench gpu-tests train plan bench tp2 attention compare summary " ]] ||
+  fail "the quick plan's stages, in order: $stages"
+expect "^  backend-load .*t5scale_mpi_tests --gtest_color=no --gtest_filter=CudaBackend\.\*$"
+expect "^  backend-bench .*t5scale-bench --device cuda --model tiny .*--steps 10 "
+expect "^  train .*check_train_on_gpu.py .*--steps 50 .*--grad-accumulation 2 "
+for row in "t5-3b 147 26 1" "t5-v1_1-xxl 512 128 8"; do
+  read -r model source target tp <<<"$row"
+  planned=$(grep -E "^  plan +$model $source/$target tp $tp: planner: micro-batch [0-9]+ " <<<"$output" |
+            sed -E 's/.*micro-batch ([0-9]+) .*/\1/')
+  [[ $planned =~ ^(1|2|4|8|16|32|64|128|256)$ ]] || fail "quick: no planner micro-batch for $model $source/$target"
+  eval "planned_${model//[-.]/_}=$planned"
+done
+expect "^  bench t5-3b-147-26 .* --micro-batch $planned_t5_3b .* --checkpoint-every-blocks auto --profile 2 --json "
+expect "^  bench t5-3b-147-26-selective .* --micro-batch $planned_t5_3b .* --checkpoint-every-blocks 0 --selective-recomputation --json "
+expect "^  bench t5-v1_1-xxl-512-128 .* --micro-batch $planned_t5_v1_1_xxl .* --tp-shard 8 --checkpoint-every-blocks auto --json "
+expect "^  bench t5-v1_1-xxl-512-128-sequence-parallel .* --tp-shard 8 --checkpoint-every-blocks auto --sequence-parallel --json "
+expect "^  tp2 +left out: NCCL refuses two ranks on one device"
+expect "^  attention .*attention_kernels.py --bias model --shapes ${planned_t5_3b}x32x147x128,${planned_t5_v1_1_xxl}x8x512x64 "
+expect "^  compare t5-v1_1-base-147-26 "
+# A bundle's tarball beside its folder is counted; one that would not fit beside the clone stops the quick plan.
+mkdir -p "$work/fat/t5scale-bundle-x" && printf 'source /dev/null\n' >"$work/fat/t5scale-bundle-x/env.sh"
+head -c $((40 * 1048576)) /dev/zero >"$work/fat/t5scale-bundle-x.tar.gz"
+bad=$("$script" --quick --dry-run --bundle "$work/fat/t5scale-bundle-x" "$out_dir" 2>&1)
+(($? == 1)) && grep -qE "the bundle .*t5scale-bundle-x.tar.gz 40.0 MiB = [0-9.]+ MiB of the 60 MiB a call may carry: OVER" \
+  <<<"$bad" || fail "a quick plan over 60 MiB was not refused: $bad"
+rm -rf "$work/fat"
 
 bad=$("$script" --dry-run --no-such-option 2>&1)
 (($? == 2)) && grep -q "unknown option '--no-such-option'" <<<"$bad" || fail "an unknown option was not refused: $bad"

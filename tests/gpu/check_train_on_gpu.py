@@ -2,10 +2,13 @@
 """t5scale-train on one GPU (bf16, NCCL backend, the synthetic task) and its run file read back with h5py: the job
 completed on a CUDA device, and every step has MFU, GPU energy and CUDA memory filled in with plausible values.
 
-usage: check_train_on_gpu.py --bin DIR --work DIR [--model NAME] [--steps N] [--global-batch B] [--json FILE]
+usage: check_train_on_gpu.py --bin DIR --work DIR [--model NAME] [--steps N] [--global-batch B]
+                             [--grad-accumulation N] [--json FILE]
 
 Exits 0 when every check passes, 1 when the run or a check fails, and 77 (ctest's skip code) when h5py cannot be
-imported: the run file is then left in --work, unchecked, and the message says so. --json writes the run's
+imported: the run file is then left in --work, unchecked, and the message says so. With --grad-accumulation N the
+global batch is N micro-batches (the run file's grad_accumulation must say N): the fp32 accumulation of bf16
+gradients then runs as well. --json writes the run's
 figures (model, steps, step time, tokens/s, MFU, peak memory, energy, power) for scripts/gpu-check.sh's summary.
 """
 
@@ -39,6 +42,7 @@ def run_training(args):
         "parallel.backend": "nccl",
         "train.max_steps": args.steps,
         "train.global_batch": args.global_batch,
+        "train.grad_accumulation": args.grad_accumulation,
         "train.log_every": max(1, args.steps // 5),
         "data.synthetic_examples": max(1024, 4 * args.global_batch * args.steps),
         "eval.at_end": "false",
@@ -68,6 +72,8 @@ def check_run_file(path, args):
 
     with h5py.File(path, "r") as f:
         attrs = {k: (text(v) if isinstance(v, (bytes, str)) else v) for k, v in f.attrs.items()}
+        if int(attrs.get("grad_accumulation", -1)) != args.grad_accumulation:
+            fail(f"grad_accumulation {attrs.get('grad_accumulation')!r} in the run file, expected {args.grad_accumulation}")
         if attrs.get("status") != "completed":
             fail(f"run file status {attrs.get('status')!r}, expected 'completed'")
         device = attrs.get("device_names", "")
@@ -110,6 +116,7 @@ def check_run_file(path, args):
         "device": device,
         "steps": n,
         "global_batch": args.global_batch,
+        "grad_accumulation": args.grad_accumulation,
         "mean_step_time_s": train_s / n,
         "mean_tokens_per_s": float(np.mean(column["tokens_per_s"])),
         "mean_mfu": float(np.mean(mfu)),
@@ -127,6 +134,7 @@ def main():
     parser.add_argument("--model", default="t5-small")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--global-batch", type=int, default=32)
+    parser.add_argument("--grad-accumulation", type=int, default=1, help="micro-batches per optimizer step")
     parser.add_argument("--timeout-s", type=float, default=240.0)
     parser.add_argument("--json", help="write the run's figures here")
     args = parser.parse_args()

@@ -6,7 +6,9 @@
 #include <c10/cuda/CUDAStream.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "core/check.h"
 #include "dist/cuda_backend.h"
@@ -149,8 +151,11 @@ TEST(NcclWatchdogProbe, DISABLED_StalledCollectiveAbortsTheJob) {
   const CommunicatorPtr probe =
       required_cuda_backend("the probe").nccl_communicator(copy, "probe", gpu_grid().cuda_device, /*timeout_s=*/1.0);
   torch::Tensor x = torch::ones({1024}, on_gpu(torch::kFloat32));
-  // The collective waits behind 30 s of compute: pending for longer than its 1 s timeout, as if a peer had stalled.
-  keep_current_stream_busy(30.0);
+  // The collective waits behind 30 s of compute (T5SCALE_TEST_STALL_S: scripts/gpu-check.sh --quick gives 3, so that
+  // a device whose context waits out the spin at exit costs seconds): pending for longer than its 1 s timeout, as if
+  // a peer had stalled.
+  const char* stall = std::getenv("T5SCALE_TEST_STALL_S");
+  keep_current_stream_busy(stall != nullptr ? std::max(2.0, std::atof(stall)) : 30.0);
   probe->all_reduce_sum(x);
   x.cpu();  // the host waits here; the watchdog must end the process first
   FAIL() << "the stalled collective was not aborted";
