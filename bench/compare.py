@@ -12,7 +12,9 @@ Both programs get the same options (model, precision, batch, lengths, steps, war
 checkpointing, seed); transformers' MFU uses the peak that t5scale-bench found for the device. Where transformers
 runs out of memory at t5scale's micro-batch (fp32 weights, Adam state and autocast copies take more than t5scale's
 bf16 weights), it gets the largest batch that fits, found by halving, for every round; both batches are reported
-and tokens/s compared.
+and tokens/s compared. The attention transformers actually ran (from torch.profiler, not its config's label) is
+printed beside each row. --hf-compile adds transformers through torch.compile as a third side of every round, at
+the batch eager transformers fitted, with its compile time apart from its step figures.
 """
 
 import argparse
@@ -48,6 +50,9 @@ def parse_args(argv=None):
     p.add_argument("--python", default=sys.executable, help="the interpreter with torch and transformers")
     p.add_argument("--reference", default=os.path.join(HERE, "hf_reference.py"),
                    help="the transformers side (bench/hf_reference.py)")
+    p.add_argument("--hf-compile", action="store_true",
+                   help="a third side: transformers through torch.compile (the Trainer's --torch_compile), in every "
+                        "round after the other two, its compile time reported apart")
     p.add_argument("--json", help="write the comparison and every run's report here")
     args = p.parse_args(argv)
     if args.rounds < 1 or args.steps < 1:
@@ -113,7 +118,7 @@ def main(argv=None):
         for model in args.models.split(","):
             for source, target in args.length_pairs:
                 options = common_options(args, model, source, target)
-                ours, theirs = [], []
+                ours, theirs, compiled = [], [], []
                 hf_batch = args.micro_batch
                 for r in range(args.rounds):
                     ours.append(run([args.bench_bin] + options, os.path.join(work, f"t5scale-{r}.json")))
@@ -126,12 +131,25 @@ def main(argv=None):
                     else:
                         report = run(reference + with_micro_batch(options, hf_batch), json_path)
                     theirs.append(report)
+                    if args.hf_compile:  # at the batch that fitted eager transformers: compiling needs no more
+                        warmup = ["--warmup-steps", str(max(args.warmup_steps, 1)), "--compile"]
+                        compiled.append(run(reference + with_micro_batch(options, hf_batch) + warmup,
+                                            os.path.join(work, f"transformers-compile-{r}.json")))
                 t5scale_tps = bench_report.median([r["tokens_per_s"] for r in ours])
                 hf_tps = bench_report.median([r["tokens_per_s"] for r in theirs])
-                results.append({"model": model, "source_length": source, "target_length": target,
-                                "t5scale_micro_batch": args.micro_batch, "transformers_micro_batch": hf_batch,
-                                "t5scale_tokens_per_s": t5scale_tps, "transformers_tokens_per_s": hf_tps,
-                                "ratio": t5scale_tps / hf_tps, "t5scale_runs": ours, "transformers_runs": theirs})
+                result = {"model": model, "source_length": source, "target_length": target,
+                          "t5scale_micro_batch": args.micro_batch, "transformers_micro_batch": hf_batch,
+                          "t5scale_tokens_per_s": t5scale_tps, "transformers_tokens_per_s": hf_tps,
+                          "ratio": t5scale_tps / hf_tps, "t5scale_runs": ours, "transformers_runs": theirs,
+                          "transformers_attention": median_round(theirs)["config"]["attention"]}
+                if compiled:
+                    compiled_tps = bench_report.median([r["tokens_per_s"] for r in compiled])
+                    result.update({"transformers_compile_tokens_per_s": compiled_tps,
+                                   "ratio_to_compiled": t5scale_tps / compiled_tps,
+                                   "transformers_compile_s": bench_report.median([r["compile_s"] for r in compiled]),
+                                   "transformers_compile_attention": median_round(compiled)["config"]["attention"],
+                                   "transformers_compile_runs": compiled})
+                results.append(result)
 
     print()
     print(f"{'model':<15} {'prec':<4} {'batch':>9} {'src/tgt':>9} | {'t5scale tok/s':>13} {'(runs)':<22} | "
@@ -145,8 +163,17 @@ def main(argv=None):
               f"{r['ratio']:>5.2f}x")
     if any(r["transformers_micro_batch"] != r["t5scale_micro_batch"] for r in results):
         print("batch: t5scale's micro-batch / the largest that transformers fits (halved until it runs)")
+    for r in results:
+        print(f"{r['model']} {r['source_length']}/{r['target_length']}: transformers' attention that ran: "
+              f"{r['transformers_attention']}")
+        if "transformers_compile_runs" in r:
+            compiled_runs = "/".join(f"{x['tokens_per_s']:.0f}" for x in r["transformers_compile_runs"])
+            print(f"  with torch.compile: {r['transformers_compile_tokens_per_s']:.0f} tokens/s ({compiled_runs}), "
+                  f"t5scale {r['ratio_to_compiled']:.2f}x; compile {r['transformers_compile_s']:.1f} s per run apart; "
+                  f"attention: {r['transformers_compile_attention']}")
     print("\nPhases of the round with the median tokens/s of each side:")
-    print(bench_report.table([median_round(r[k]) for r in results for k in ("t5scale_runs", "transformers_runs")]))
+    print(bench_report.table([median_round(r[k]) for r in results
+                              for k in ("t5scale_runs", "transformers_runs", "transformers_compile_runs") if k in r]))
     if args.json:
         summary = {"schema": "t5scale-compare/1", "arguments": sys.argv[1:] if argv is None else list(argv),
                    "rounds": args.rounds, "results": results}

@@ -16,8 +16,13 @@ The options that both programs have mean the same; the shape comes from t5scale-
     grouping for T5); or
     transformers' Adafactor with a fixed learning rate; gradients clipped to norm 1.0; zero_grad after the step;
   - inputs: random token ids of exactly the given lengths, no padding, moved to the device in the forward phase.
+  - --compile: the model through torch.compile (inductor, the Trainer's --torch_compile), compiled by the first
+    warmup step, whose time beyond a compiled step is reported apart as compile_s.
 Phases: forward (with the loss), backward, optimizer (unscale, clip, step, zero_grad); on CUDA the device is
-synchronised at each boundary. Model FLOPs are counted by torch's FlopCounterMode on one untimed training step
+synchronised at each boundary. The attention that ran is read from one more step under torch.profiler, by the
+operators and kernels it recorded (config.attention; the config's own label is config.attention_configured):
+transformers' T5 may go through SDPA whatever the label says, and inductor may replace the eager product and
+softmax by a fused kernel. Model FLOPs are counted by torch's FlopCounterMode on one untimed training step
 (before activation checkpointing is switched on, so recomputation is not counted: model FLOPs, as t5scale's cost
 model counts them).
 """
@@ -62,6 +67,8 @@ def parse_args(argv=None):
     p.add_argument("--peak-flops", type=float, default=None,
                    help="the device's peak FLOP/s for MFU (compare.py passes t5scale-bench's table figure)")
     p.add_argument("--matmul-peak", action="store_true", help="also measure a large matmul's TFLOP/s")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (the Trainer's --torch_compile); compile time reported apart")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--json", help="write every figure as JSON (schema t5scale-bench/1)")
     p.add_argument("--model-config", help="a config.json to use instead of asking t5scale-bench for --model")
@@ -73,6 +80,8 @@ def parse_args(argv=None):
             p.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     if args.warmup_steps < 0:
         p.error(f"--warmup-steps must be at least 0, got {args.warmup_steps}")
+    if args.compile and args.warmup_steps < 1:
+        p.error("--compile needs --warmup-steps 1 or more: the first step compiles")
     return args
 
 
@@ -121,6 +130,45 @@ def driver_version():
         return done.stdout.splitlines()[0].strip() if done.returncode == 0 and done.stdout else None
     except (OSError, subprocess.TimeoutExpired):
         return None
+
+
+# The operators by which an attention shows in torch.profiler, the first found naming it: SDPA's backends, then the
+# eager path's softmax (transformers' T5Attention: matmul, softmax, matmul).
+ATTENTION_OPERATORS = [
+    ("aten::_scaled_dot_product_flash_attention", "sdpa: flash"),
+    ("aten::_scaled_dot_product_efficient_attention", "sdpa: efficient"),
+    ("aten::_scaled_dot_product_cudnn_attention", "sdpa: cudnn"),
+    ("aten::_scaled_dot_product_attention_math", "sdpa: math"),
+    ("aten::_scaled_dot_product_flash_attention_for_cpu", "sdpa: flash (cpu)"),
+    ("aten::_efficient_attention_forward", "sdpa: efficient"),
+    ("aten::_flash_attention_forward", "sdpa: flash"),
+]
+ATTENTION_KERNEL_WORDS = ("fmha", "flash", "attention", "attn", "cudnn_sdpa", "softmax")
+
+
+def attention_that_ran(step, cuda):
+    """What one call of step() ran for attention, from torch.profiler: {"attention", "operators", "kernels"}."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as recorded:
+        step()
+    names, device_kernels = {}, set()
+    for event in recorded.events():
+        names[event.name] = names.get(event.name, 0) + 1
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            device_kernels.add(event.name)
+    found = sorted({label for op, label in ATTENTION_OPERATORS for name in names if name.startswith(op)})
+    if not found and any(n in names for n in ("aten::softmax", "aten::_softmax")):
+        found = ["eager (matmul, softmax)"]
+    elif not found:  # torch.compile: inductor's generated kernels replaced the ATen operators
+        found = ["no ATen attention operator ran (generated kernels" + (": see attention_kernels)" if cuda else ")")]
+    operators = {n: c for n, c in names.items() if n.startswith(("aten::_scaled_dot", "aten::scaled_dot",
+                                                                 "aten::_efficient_att", "aten::_flash_att",
+                                                                 "aten::softmax", "aten::_softmax"))}
+    kernels = sorted(n for n in device_kernels if any(w in n.lower() for w in ATTENTION_KERNEL_WORDS))
+    return {"attention": "; ".join(found), "operators": operators, "kernels": kernels[:12]}
 
 
 def git_revision():
@@ -185,6 +233,8 @@ def main(argv=None):
     model.zero_grad(set_to_none=True)
     if args.activation_checkpointing:
         model.gradient_checkpointing_enable()
+    if args.compile:
+        model = torch.compile(model)  # as the Trainer's --torch_compile (inductor, default mode)
 
     if args.optimizer == "adamw":
         # Norms and the position bias get no weight decay: t5scale's rule (weight_decay_applies: no "norm", no
@@ -207,6 +257,7 @@ def main(argv=None):
     scaler = torch.amp.GradScaler(device.type) if args.precision == "fp16" else None
 
     steps = []
+    first_step_s = None
     for i in range(args.warmup_steps + args.steps):
         synchronize()
         start = time.perf_counter()
@@ -230,6 +281,8 @@ def main(argv=None):
         model.zero_grad(set_to_none=True)
         synchronize()
         end = time.perf_counter()
+        if i == 0:
+            first_step_s = end - start
         if i < args.warmup_steps:
             continue
         phases = {"forward_s": t_forward - start, "backward_s": t_backward - t_forward, "comm_exposed_s": 0.0,
@@ -241,12 +294,18 @@ def main(argv=None):
                       "peak_bytes": {"forward": None, "backward": None, "optimizer": None}})
 
     median, minimum = bench_report.summarise_steps(steps)
+
+    def untimed_step():
+        forward_loss().backward()
+        model.zero_grad(set_to_none=True)
+    ran = attention_that_ran(untimed_step, cuda)
+    compile_s = max(first_step_s - median["total_s"], 0.0) if args.compile else None
     tokens = args.micro_batch * (args.source_length + args.target_length)
     step_s = median["total_s"]
     peak = args.peak_flops
     report = {
         "schema": bench_report.SCHEMA,
-        "implementation": "transformers",
+        "implementation": "transformers+compile" if args.compile else "transformers",
         "identity": {
             "device": torch.cuda.get_device_name(device) if cuda else cpu_model_name(),
             "device_type": device.type,
@@ -273,7 +332,11 @@ def main(argv=None):
             "optimizer": args.optimizer,
             "optimizer_detail": optimizer_detail,
             "activation_checkpointing": 1 if args.activation_checkpointing else 0,
-            "attention": f"transformers T5Attention ({getattr(config, '_attn_implementation', None) or 'eager'})",
+            "attention": ran["attention"] + (" (torch.compile)" if args.compile else ""),
+            "attention_configured": f"transformers T5Attention ({getattr(config, '_attn_implementation', None) or 'eager'})",
+            "attention_operators": ran["operators"],
+            "attention_kernels": ran["kernels"],
+            "compile": args.compile,
             "dropout_rate": config.dropout_rate,
             "tp_shard": 1,
             "sequence_parallel": False,
@@ -289,7 +352,10 @@ def main(argv=None):
             "inputs: random token ids of exactly the given lengths, no padding",
             "tokens = source + target tokens per step (as t5scale-train counts them)",
             f"transformers {transformers.__version__}; model FLOPs counted by torch FlopCounterMode",
-        ],
+            f"attention that ran (torch.profiler): {ran['attention']}; the config says "
+            f"{getattr(config, '_attn_implementation', None) or 'eager'}",
+        ] + ([f"torch.compile: the first step took {first_step_s:.1f} s, {compile_s:.1f} s more than a compiled "
+              f"step (compile time, not in the step figures)"] if args.compile else []),
         "steps": steps,
         "median": median,
         "min": minimum,
@@ -297,6 +363,7 @@ def main(argv=None):
         "samples_per_step": args.micro_batch,
         "tokens_per_s": tokens / step_s,
         "samples_per_s": args.micro_batch / step_s,
+        "compile_s": compile_s,
         "model_flops_per_step": model_flops,
         "model_tflops_per_s": model_flops / step_s / 1e12,
         "peak_flops_per_device": peak,

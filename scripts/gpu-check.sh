@@ -52,7 +52,8 @@
 #   tp2            left out, with the reason: two ranks of tp 2 on one GPU (NCCL refuses two ranks on one device,
 #                  and the MPI backend carries CPU tensors only)
 #   attention      bench/attention_kernels.py on the model's own (1, H, S, S) bias, the two rows' shapes
-#   compare        T5-v1.1-base 147/26 against transformers (2 rounds)
+#   compare        T5-v1.1-base 147/26 against transformers, eager and through torch.compile (2 alternated
+#                  rounds; the attention each ran, from its profiler; compile time apart)
 #   summary        as above
 set -uo pipefail
 
@@ -446,9 +447,9 @@ quick_plan() {
     ((DRY_RUN)) || mkdir -p "$OUT_DIR/compare"
     local runner=()
     [[ $COMPARE == *.py ]] && runner=("$PYTHON")
-    run_stage "compare t5-v1_1-base-147-26" 150 "$OUT_DIR/compare/t5-v1_1-base-147-26.log" "${runner[@]}" \
+    run_stage "compare t5-v1_1-base-147-26" 200 "$OUT_DIR/compare/t5-v1_1-base-147-26.log" "${runner[@]}" \
       "${COMPARE:-bench/compare.sh(MISSING)}" --models t5-v1_1-base --lengths 147/26 --precision bf16 \
-      --micro-batch "${micro[$base]}" --device cuda --rounds 2 --steps 10 --threads 0 \
+      --micro-batch "${micro[$base]}" --device cuda --rounds 2 --steps 10 --threads 0 --hf-compile \
       --bench-bin "${BENCH:-t5scale-bench(MISSING)}" --python "$PYTHON" --json "$OUT_DIR/compare/t5-v1_1-base-147-26.json"
   else
     missing compare "bench/compare.sh or compare.py (${COMPARE:-missing}) and t5scale-bench (${BENCH:-missing})"

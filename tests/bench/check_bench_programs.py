@@ -70,10 +70,15 @@ def check_report(r, steps, implementation):
     check(r["memory"]["peak_bytes"] > 0, f"memory {r['memory']}")
 
 
+# What only the transformers side reports: how it was compiled, and the attention its profiler saw beside the label
+# of its config (config.attention, which both have, is what ran).
+TRANSFORMERS_ONLY = {"compile_s", "attention_configured", "attention_operators", "attention_kernels", "compile"}
+
+
 def key_tree(value):
     """The keys of nested objects (lists by their first element), to compare two reports' schemas."""
     if isinstance(value, dict):
-        return {k: key_tree(v) for k, v in value.items() if k != "model_config"}
+        return {k: key_tree(v) for k, v in value.items() if k != "model_config" and k not in TRANSFORMERS_ONLY}
     if isinstance(value, list) and value and isinstance(value[0], dict):
         return [key_tree(value[0])]
     return None
@@ -132,6 +137,12 @@ def check_reference(args):
     check(math.isclose(theirs["model_flops_per_step"], ours["model_flops_per_step"], rel_tol=1e-12),
           f"FLOPs: transformers {theirs['model_flops_per_step']}, t5scale {ours['model_flops_per_step']}")
     check(theirs["config"]["dropout_rate"] == ours["config"]["dropout_rate"] == 0.1, "dropout differs")
+    # The attention that ran, as the profiler saw it: transformers' eager T5Attention (a softmax per attention layer:
+    # tiny's encoder self-attention, decoder self- and cross-attention, one layer each) on this CPU.
+    check(theirs["config"]["attention"] == "eager (matmul, softmax)", f"attention {theirs['config']['attention']}")
+    check(theirs["config"]["attention_operators"].get("aten::softmax", 0) >= 3,
+          f"attention operators {theirs['config']['attention_operators']}")
+    check(theirs["compile_s"] is None and theirs["config"]["compile"] is False, "compiled without --compile")
 
     bad = run([sys.executable, os.path.join(BENCH, "hf_reference.py"), "--bench-bin", args.bench_bin,
                "--model", "t5-smal"], expect_ok=False)

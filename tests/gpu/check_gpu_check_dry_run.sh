@@ -78,7 +78,7 @@ expect "^  bench t5-v1_1-xxl-512-128 .* --micro-batch $planned_t5_v1_1_xxl .* --
 expect "^  bench t5-v1_1-xxl-512-128-sequence-parallel .* --tp-shard 8 --checkpoint-every-blocks auto --sequence-parallel --json "
 expect "^  tp2 +left out: NCCL refuses two ranks on one device"
 expect "^  attention .*attention_kernels.py --bias model --shapes ${planned_t5_3b}x32x147x128,${planned_t5_v1_1_xxl}x8x512x64 "
-expect "^  compare t5-v1_1-base-147-26 "
+expect "^  compare t5-v1_1-base-147-26 .*--models t5-v1_1-base --lengths 147/26 .*--rounds 2 .*--hf-compile "
 # A bundle's tarball beside its folder is counted; one that would not fit beside the clone stops the quick plan.
 mkdir -p "$work/fat/t5scale-bundle-x" && printf 'source /dev/null\n' >"$work/fat/t5scale-bundle-x/env.sh"
 head -c $((40 * 1048576)) /dev/zero >"$work/fat/t5scale-bundle-x.tar.gz"
