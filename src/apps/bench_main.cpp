@@ -171,8 +171,8 @@ Arguments parse(int argc, char** argv) {
       a.print_model_config = true;
     } else {
       const std::string nearest = nearest_word(flag, option_names(), 4);
-      throw Error(msg("unknown option '", flag, "'", nearest.empty() ? "" : " (did you mean '" + nearest + "'?)",
-                      "; see --help"));
+      throw Error(msg("unknown option '", flag, "'", nearest.empty() ? "" : "; did you mean '" + nearest + "'?",
+                      " (see --help)"));
     }
   }
   return a;

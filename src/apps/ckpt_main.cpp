@@ -94,7 +94,7 @@ Arguments parse(int argc, char** argv) {
       a.length_penalty = line.number();
       a.length_penalty_given = true;
     } else if (flag.rfind("--", 0) == 0) {
-      throw Error(msg("unknown option ", flag, " (--help lists them)"));
+      throw Error(msg("unknown option '", flag, "' (see --help)"));
     } else {
       positional.push_back(flag);
     }
