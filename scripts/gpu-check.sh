@@ -216,6 +216,37 @@ EOF
            END { if (best) printf "%d %.1f\n", best, gib; else print "1 -" }' "$folder/runs.csv"
 }
 row_selected() { [[ -z $ROWS || $ROWS == *",$1,"* ]]; }
+# planned_row MODEL SOURCE TARGET TP FOLDER: the planner's micro-batch for the row into PLANNED (1 without the
+# planner), and the plan's line for it.
+planned_row() {
+  local planned="" note
+  [[ -n $STUDY ]] && planned=$(plan_micro_batch "$@")
+  PLANNED=${planned%% *}
+  [[ -n $PLANNED ]] || PLANNED=1
+  note="planner: micro-batch $PLANNED (predicted ${planned##* } GiB per GPU)"
+  [[ -n $planned ]] || note="planner unavailable (${STUDY:-t5scale-study missing}): micro-batch 1"
+  if ((DRY_RUN)); then echo "  plan         $1 $2/$3 tp $4: $note"; else progress "plan $1 $2/$3 tp $4: $note"; fi
+}
+# bench_row NAME LIMIT_S MODEL SOURCE TARGET TP MICRO OPTION...: one benchmark row, bf16, 10 timed steps.
+bench_row() {
+  local name=$1 limit=$2 model=$3 source=$4 target=$5 tp=$6 micro=$7
+  shift 7
+  local shard=()
+  ((tp > 1)) && shard=(--tp-shard "$tp")
+  run_stage "bench $name" "$limit" "$OUT_DIR/bench/$name.log" "${BENCH:-t5scale-bench(MISSING)}" --model "$model" \
+    --precision bf16 --micro-batch "$micro" --source-length "$source" --target-length "$target" --steps 10 \
+    "${shard[@]}" "$@" --json "$OUT_DIR/bench/$name.json"
+}
+# compare_row MODEL SOURCE TARGET MICRO OPTION...: t5scale against transformers on one row, 2 alternated rounds.
+compare_row() {
+  local model=$1 source=$2 target=$3 micro=$4 runner=()
+  shift 4
+  [[ $COMPARE == *.py ]] && runner=("$PYTHON")
+  run_stage "compare $model-$source-$target" 200 "$OUT_DIR/compare/$model-$source-$target.log" "${runner[@]}" \
+    "${COMPARE:-bench/compare.sh(MISSING)}" --models "$model" --lengths "$source/$target" --precision bf16 \
+    --micro-batch "$micro" --device cuda --rounds 2 --steps 10 --threads 0 "$@" \
+    --bench-bin "${BENCH:-t5scale-bench(MISSING)}" --python "$PYTHON" --json "$OUT_DIR/compare/$model-$source-$target.json"
+}
 
 # ---- the gpu label ----
 # gpu_tests_stage LIMIT_S: the gpu label, by ctest in a build tree, the bundle's runner, or the GPU test program.
@@ -405,30 +436,22 @@ quick_plan() {
   local -A micro=()
   local plan_dir=$OUT_DIR/plan
   ((DRY_RUN)) && QUICK_PLAN_DIR=$(mktemp -d) && plan_dir=$QUICK_PLAN_DIR && trap 'rm -rf "$QUICK_PLAN_DIR"' EXIT
-  local shape planned model source target tp
+  local shape model source target tp
   for shape in "t5-3b 147 26 1" "t5-v1_1-xxl 512 128 8" "t5-v1_1-base 147 26 1"; do
     read -r model source target tp <<<"$shape"
-    planned=""
-    [[ -n $STUDY ]] && planned=$(plan_micro_batch "$model" "$source" "$target" "$tp" "$plan_dir/$model-$source-$target")
-    micro[$shape]=${planned%% *}
-    [[ -n ${micro[$shape]} ]] || micro[$shape]=1
-    local note="planner: micro-batch ${micro[$shape]} (predicted ${planned##* } GiB per GPU)"
-    [[ -n $planned ]] || note="planner unavailable (${STUDY:-t5scale-study missing}): micro-batch 1"
-    if ((DRY_RUN)); then echo "  plan         $model $source/$target tp $tp: $note"; else progress "plan $model $source/$target tp $tp: $note"; fi
+    planned_row "$model" "$source" "$target" "$tp" "$plan_dir/$model-$source-$target"
+    micro[$shape]=$PLANNED
   done
   ((DRY_RUN)) || { mkdir -p "$OUT_DIR/bench"; SUMMARY+=("plan: micro-batches ${micro[*]} (plan/)"); }
-  local row name options shard checkpointing
+  local row name options checkpointing
   for row in "${rows[@]}"; do
     IFS='|' read -r name shape options <<<"$row"
     read -r model source target tp <<<"$shape"
-    shard=() checkpointing=(--checkpoint-every-blocks auto)
-    ((tp > 1)) && shard=(--tp-shard "$tp")
+    checkpointing=(--checkpoint-every-blocks auto)
     # Selective recomputation is the alternative to checkpointing whole blocks: the planner's auto would choose.
     [[ $options == *--selective-recomputation* ]] && checkpointing=(--checkpoint-every-blocks 0)
-    # shellcheck disable=SC2086
-    run_stage "bench $name" 75 "$OUT_DIR/bench/$name.log" "${BENCH:-t5scale-bench(MISSING)}" --model "$model" \
-      --precision bf16 --micro-batch "${micro[$shape]}" --source-length "$source" --target-length "$target" --steps 10 \
-      "${shard[@]}" "${checkpointing[@]}" $options --json "$OUT_DIR/bench/$name.json"
+    # shellcheck disable=SC2086  # the row's options, words
+    bench_row "$name" 75 "$model" "$source" "$target" "$tp" "${micro[$shape]}" "${checkpointing[@]}" $options
   done
 
   local why="NCCL refuses two ranks on one device, and the MPI backend carries CPU tensors only (dist/mpi_communicator.cpp)"
@@ -445,12 +468,7 @@ quick_plan() {
   local base="t5-v1_1-base 147 26 1"
   if [[ -n $COMPARE && -n $BENCH ]] || ((DRY_RUN)); then
     ((DRY_RUN)) || mkdir -p "$OUT_DIR/compare"
-    local runner=()
-    [[ $COMPARE == *.py ]] && runner=("$PYTHON")
-    run_stage "compare t5-v1_1-base-147-26" 200 "$OUT_DIR/compare/t5-v1_1-base-147-26.log" "${runner[@]}" \
-      "${COMPARE:-bench/compare.sh(MISSING)}" --models t5-v1_1-base --lengths 147/26 --precision bf16 \
-      --micro-batch "${micro[$base]}" --device cuda --rounds 2 --steps 10 --threads 0 --hf-compile \
-      --bench-bin "${BENCH:-t5scale-bench(MISSING)}" --python "$PYTHON" --json "$OUT_DIR/compare/t5-v1_1-base-147-26.json"
+    compare_row t5-v1_1-base 147 26 "${micro[$base]}" --hf-compile
   else
     missing compare "bench/compare.sh or compare.py (${COMPARE:-missing}) and t5scale-bench (${BENCH:-missing})"
   fi
@@ -479,16 +497,8 @@ PLAN_DIR=${OUT_DIR}/plan
 declare -a MICRO=()
 for row in "${BENCH_ROWS[@]}"; do
   read -r model source target tp <<<"$row"
-  planned=""
-  [[ -n $STUDY ]] && planned=$(plan_micro_batch "$model" "$source" "$target" "$tp" "$PLAN_DIR/$model-$source-$target")
-  if [[ -z $planned ]]; then
-    MICRO+=(1)
-    note="planner unavailable (${STUDY:-t5scale-study missing}): micro-batch 1"
-  else
-    MICRO+=("${planned%% *}")
-    note="planner: micro-batch ${planned%% *} (predicted ${planned##* } GiB per GPU)"
-  fi
-  if ((DRY_RUN)); then echo "  plan         $model $source/$target tp $tp: $note"; else progress "plan $model $source/$target tp $tp: $note"; fi
+  planned_row "$model" "$source" "$target" "$tp" "$PLAN_DIR/$model-$source-$target"
+  MICRO+=("$PLANNED")
 done
 ((DRY_RUN)) || SUMMARY+=("plan: micro-batches ${MICRO[*]} (plan/)")
 
@@ -499,14 +509,10 @@ if [[ -n $BENCH ]] || ((DRY_RUN)); then
     read -r model source target tp <<<"${BENCH_ROWS[$i]}"
     name=$model-$source-$target
     row_selected "$name" || { SUMMARY+=("bench $name: not selected (--rows)"); continue; }
-    shard=() profile=()
-    ((tp > 1)) && shard=(--tp-shard "$tp")
+    profile=()
     # The profiled row runs its profile in the same process, after its timed steps (the profile's table ends its log).
     [[ $name == "$PROFILE_ROW" ]] && profile=(--profile 2)
-    run_stage "bench $name" 150 "$OUT_DIR/bench/$name.log" "${BENCH:-t5scale-bench(MISSING)}" --model "$model" --precision bf16 \
-      --micro-batch "${MICRO[$i]}" --source-length "$source" --target-length "$target" --steps 10 "${shard[@]}" \
-      --checkpoint-every-blocks auto "${profile[@]}" \
-      --json "$OUT_DIR/bench/$name.json"
+    bench_row "$name" 150 "$model" "$source" "$target" "$tp" "${MICRO[$i]}" --checkpoint-every-blocks auto "${profile[@]}"
   done
 else
   missing bench "t5scale-bench was not found (${SEARCH[*]}, PATH)"
@@ -518,12 +524,7 @@ if [[ -n $COMPARE && -n $BENCH ]] || ((DRY_RUN)); then
   for i in 0 1 2 3; do
     read -r model source target tp <<<"${BENCH_ROWS[$i]}"
     row_selected "$model-$source-$target" || { SUMMARY+=("compare $model-$source-$target: not selected (--rows)"); continue; }
-    runner=()
-    [[ $COMPARE == *.py ]] && runner=("$PYTHON")
-    run_stage "compare $model-$source-$target" 200 "$OUT_DIR/compare/$model-$source-$target.log" "${runner[@]}" \
-      "${COMPARE:-bench/compare.sh(MISSING)}" --models "$model" --lengths "$source/$target" --precision bf16 --micro-batch "${MICRO[$i]}" \
-      --device cuda --rounds 2 --steps 10 --threads 0 --bench-bin "${BENCH:-t5scale-bench(MISSING)}" --python "$PYTHON" \
-      --json "$OUT_DIR/compare/$model-$source-$target.json"
+    compare_row "$model" "$source" "$target" "${MICRO[$i]}"
   done
 else
   missing compare "bench/compare.sh or compare.py (${COMPARE:-missing}) and t5scale-bench (${BENCH:-missing})"

@@ -50,6 +50,20 @@ def longest_chain(part, direct, seen=()):
     return max((1 + longest_chain(p, direct, seen + (part,)) for p in direct.get(part, ())), default=0)
 
 
+def drawing_problems(direct, drawn, where, differs):
+    """What a drawing of the parts gets wrong against the build: a part it leaves out, a part it holds that is not
+    built, and for a part in both, differs(part): a message, or False where the drawing is right."""
+    problems = []
+    for part in sorted(set(direct) | set(drawn)):
+        if part not in drawn:
+            problems.append(f"part '{part}' is built but {where} leave it out")
+        elif part not in direct:
+            problems.append(f"{where} hold part '{part}', which src/CMakeLists.txt does not build")
+        elif differs(part):
+            problems.append(differs(part))
+    return problems
+
+
 def main():
     src, arrows_path, architecture = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     direct = {}
@@ -57,27 +71,16 @@ def main():
         part, _, linked = line.partition(":")
         direct[part.strip()] = set(linked.split())
 
-    problems = []
     documented = documented_arrows(architecture)
-    for part in sorted(set(direct) | set(documented)):
-        if part not in documented:
-            problems.append(f"part '{part}' is built but {architecture.name} does not draw it")
-        elif part not in direct:
-            problems.append(f"{architecture.name} draws part '{part}', which src/CMakeLists.txt does not build")
-        elif direct[part] != documented[part]:
-            problems.append(f"{part}: links {', '.join(sorted(direct[part])) or 'nothing'}; {architecture.name} "
-                            f"draws {', '.join(sorted(documented[part])) or 'nothing'}")
-
+    problems = drawing_problems(direct, documented, f"the arrows of {architecture.name}", lambda part: (
+        direct[part] != documented[part] and
+        f"{part}: links {', '.join(sorted(direct[part])) or 'nothing'}; {architecture.name} "
+        f"draws {', '.join(sorted(documented[part])) or 'nothing'}"))
     # The layer picture: every part once, at the layer its longest chain of arrows gives.
     layers = documented_layers(architecture)
-    for part in sorted(set(direct) | set(layers)):
-        if part not in layers:
-            problems.append(f"part '{part}' is built but the layers of {architecture.name} leave it out")
-        elif part not in direct:
-            problems.append(f"the layers of {architecture.name} hold part '{part}', which is not built")
-        elif layers[part] != longest_chain(part, direct):
-            problems.append(f"{part}: drawn at layer {layers[part]}; its longest chain of arrows to core is "
-                            f"{longest_chain(part, direct)}")
+    problems += drawing_problems(direct, layers, f"the layers of {architecture.name}", lambda part: (
+        layers[part] != longest_chain(part, direct) and
+        f"{part}: drawn at layer {layers[part]}; its longest chain of arrows to core is {longest_chain(part, direct)}"))
 
     def reachable(part):
         seen, todo = set(), [part]
