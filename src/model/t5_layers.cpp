@@ -397,41 +397,39 @@ torch::Tensor T5AttentionImpl::core(const torch::Tensor& query, const torch::Ten
 torch::Tensor T5AttentionImpl::core_kept(const torch::Tensor& query, const torch::Tensor& key,
                                          const torch::Tensor& value, const torch::Tensor& bias,
                                          const AttentionMasking& masking) {
-  if (kernel == AttentionKernel::kCudnn && !is_training()) {
-    // Evaluation and generation run the sdpa kernel: generation's lengths change every step (a graph each).
-    return sdpa_core(query, key, value, masking.any() ? bias_with_masks(bias, masking, query.size(2), key.size(2),
-                                                                        query.scalar_type(), query.device())
-                                                      : bias,
-                     0.0);
-  }
   if (kernel == AttentionKernel::kCudnn) {
-    const double p = dropout_rate;
+    // The sdpa kernel, with the masks in the bias as it takes them.
+    const auto sdpa_with_masks = [&](double p) {
+      return sdpa_core(query, key, value,
+                       masking.any() ? bias_with_masks(bias, masking, query.size(2), key.size(2), query.scalar_type(),
+                                                       query.device())
+                                     : bias,
+                       p);
+    };
+    // Evaluation and generation run the sdpa kernel: generation's lengths change every step (a graph each).
+    if (!is_training()) return sdpa_with_masks(0.0);
     const CudnnContext context = cudnn_context(query.device());
-    std::string refusal =
-        cudnn_attention_refusal(query, key, bias, masking, p, context.compute_capability_major, context.unavailable);
+    std::string refusal = cudnn_attention_refusal(query, key, bias, masking, dropout_rate,
+                                                  context.compute_capability_major, context.unavailable);
     if (refusal.empty()) {
-      // Training builds the backward's graph with the forward's, also where grad mode is off (a checkpointed
-      // block's first forward): a backward graph cuDNN refused in the recompute only would send it to another kernel,
-      // with another dropout mask.
-      const bool with_backward = is_training();
       const torch::Tensor absent = torch::empty({0}, query.options());
       try {
-        // (B, T, Hl, D) from cuDNN, the layout the output projection reads: (B, Hl, T, D) as a view.
+        // The backward's graph is built with the forward's, also where grad mode is off (a checkpointed block's
+        // first forward): a backward graph refused in the recompute only would send it to another kernel, with
+        // another dropout mask. (B, T, Hl, D) from cuDNN, the layout the output projection reads; (B, Hl, T, D) as a
+        // view.
         return CudnnAttentionFunction::apply(
-                   cuda_backend(), rng.get(), bias.defined(), masking.key_lengths.defined(), masking.causal, p,
-                   with_backward, masking.key_lengths.defined() ? masking.key_lengths : absent.to(torch::kInt32),
-                   query, key, value, bias.defined() ? bias.contiguous() : absent)
+                   cuda_backend(), rng.get(), bias.defined(), masking.key_lengths.defined(), masking.causal,
+                   dropout_rate, /*with_backward=*/true,
+                   masking.key_lengths.defined() ? masking.key_lengths : absent.to(torch::kInt32), query, key, value,
+                   bias.defined() ? bias.contiguous() : absent)
             .transpose(1, 2);
       } catch (const Error& e) {
         refusal = std::string("cuDNN refused the graph: ") + e.what();  // thrown before anything ran
       }
     }
     cudnn_refusals.insert(refusal);
-    // The masks as the sdpa kernel takes them, in the bias.
-    const torch::Tensor masked = masking.any() ? bias_with_masks(bias, masking, query.size(2), key.size(2),
-                                                                 query.scalar_type(), query.device())
-                                               : bias;
-    return sdpa_core(query, key, value, masked, p);
+    return sdpa_with_masks(dropout_rate);
   }
   torch::Tensor heads_context;  // (B, Hl, T, D)
   if (kernel == AttentionKernel::kSdpa) {
