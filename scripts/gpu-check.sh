@@ -521,10 +521,11 @@ if ((QUICK)); then
 fi
 
 # ---- the attention A/B plan (--attention-ab) ----
+# Caps: 60 + 75 + 4 x 60 = 375 s of the 420, the rest for the environment and the planner.
 attention_plan() {
   backend_load_stage
   if [[ -n $GPU_TESTS ]] || ((DRY_RUN)); then
-    run_stage cudnn-tests 90 "$OUT_DIR/cudnn-tests.log" "${GPU_TESTS:-t5scale_gpu_tests(MISSING)}" --gtest_color=no \
+    run_stage cudnn-tests 75 "$OUT_DIR/cudnn-tests.log" "${GPU_TESTS:-t5scale_gpu_tests(MISSING)}" --gtest_color=no \
       --gtest_filter='CudnnAttention.*' --gtest_output="json:$OUT_DIR/cudnn-tests.json"
     stop_unless_passed $? cudnn-tests
   else
@@ -546,7 +547,7 @@ attention_plan() {
     for side in sdpa cudnn; do
       profile=()
       [[ $model == t5-3b && $side == cudnn ]] && profile=(--profile 2)
-      bench_row "$model-$source-$target-$side" 65 "$model" "$source" "$target" "$tp" "${micro[$shape]}" \
+      bench_row "$model-$source-$target-$side" 60 "$model" "$source" "$target" "$tp" "${micro[$shape]}" \
         --checkpoint-every-blocks auto --attention "$side" "${profile[@]}"
     done
   done

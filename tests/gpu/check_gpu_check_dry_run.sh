@@ -100,7 +100,7 @@ stages=$(sed -nE 's/^  (environment|backend-load|cudnn-tests|plan|bench|summary)
 [[ $stages == "environment backend-load cudnn-tests plan bench summary " ]] ||
   fail "the attention A/B plan's stages, in order: $stages"
 expect "^  backend-load .*t5scale_mpi_tests --gtest_color=no --gtest_filter=CudaBackend\.\*$"
-expect "^  cudnn-tests +\[<=   90 s\] .*t5scale_gpu_tests --gtest_color=no --gtest_filter=CudnnAttention\.\* "
+expect "^  cudnn-tests +\[<=   75 s\] .*t5scale_gpu_tests --gtest_color=no --gtest_filter=CudnnAttention\.\* "
 (($(grep -cE '^  bench ' <<<"$output") == 4)) || fail "--attention-ab: not four bench lines: $output"
 for row in "t5-3b 147 26 1" "t5-v1_1-xxl 512 128 8"; do
   read -r model source target tp <<<"$row"
@@ -113,7 +113,7 @@ for row in "t5-3b 147 26 1" "t5-v1_1-xxl 512 128 8"; do
     profile=""
     [[ $model == t5-3b && $side == cudnn ]] && profile=" --profile 2"
     name=$model-$source-$target-$side
-    expect "^  bench $name \[<=   65 s\] .*t5scale-bench --model $model --precision bf16 --micro-batch $planned --source-length $source --target-length $target --steps 10$shard --checkpoint-every-blocks auto --attention $side$profile --json $out_dir/bench/$name.json$"
+    expect "^  bench $name \[<=   60 s\] .*t5scale-bench --model $model --precision bf16 --micro-batch $planned --source-length $source --target-length $target --steps 10$shard --checkpoint-every-blocks auto --attention $side$profile --json $out_dir/bench/$name.json$"
   done
 done
 bad=$("$script" --dry-run --quick --attention-ab 2>&1)
