@@ -2,6 +2,9 @@
 #   Torch_DIR or CMAKE_PREFIX_PATH   LibTorch (a libtorch download or a torch wheel's share/cmake/Torch)
 #   T5SCALE_PYTHON                   a python whose torch provides LibTorch (used when Torch_DIR is unset)
 #   T5SCALE_NCCL_ROOT                NCCL (include/nccl.h, lib/libnccl.so*); default: the torch wheel's nvidia-nccl
+#   T5SCALE_CUDNN_ROOT               cuDNN's headers (include/cudnn.h); default: the torch wheel's nvidia-cudnn
+#   T5SCALE_CUDNN_FRONTEND_ROOT      cuDNN's header-only frontend (include/cudnn_frontend.h); default: the folder
+#                                    scripts/setup.sh installed it in (~/.cache/t5scale/cudnn-frontend-path)
 #   MPI_HOME / MPI_CXX_COMPILER      MPI (FindMPI)
 #   nlohmann_json_DIR                nlohmann/json (header only)
 #   HDF5_ROOT                        HDF5 (C library; serial is enough: rank 0 writes the run file)
@@ -55,6 +58,34 @@ if(T5SCALE_WITH_CUDA)
                         "'${T5SCALE_NCCL_ROOT}' (want include/nccl.h and lib/libnccl.so*)")
   endif()
   message(STATUS "t5scale: NCCL ${NCCL_LIBRARY}")
+endif()
+
+# ---- cuDNN's fused attention (dist/cudnn_attention.cpp): cuDNN 9's headers from the torch wheel (the library itself is
+# the one LibTorch loads, found at run time) and the header-only cuDNN frontend that scripts/setup.sh installs. Without
+# them the CUDA backend is built without the fused attention, and a run that asks for it falls back and says why.
+if(T5SCALE_WITH_CUDA)
+  if(NOT T5SCALE_CUDNN_ROOT)
+    set(T5SCALE_CUDNN_ROOT "${_site_packages}/nvidia/cudnn")
+  endif()
+  if(NOT T5SCALE_CUDNN_FRONTEND_ROOT)
+    set(_t5scale_cache "$ENV{T5SCALE_CACHE}")
+    if(NOT _t5scale_cache)
+      set(_t5scale_cache "$ENV{HOME}/.cache/t5scale")
+    endif()
+    if(EXISTS "${_t5scale_cache}/cudnn-frontend-path")
+      file(STRINGS "${_t5scale_cache}/cudnn-frontend-path" T5SCALE_CUDNN_FRONTEND_ROOT LIMIT_COUNT 1)
+    endif()
+  endif()
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${T5SCALE_CUDNN_ROOT}/include NO_DEFAULT_PATH)
+  find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h HINTS ${T5SCALE_CUDNN_FRONTEND_ROOT}/include NO_DEFAULT_PATH)
+  if(CUDNN_INCLUDE_DIR AND CUDNN_FRONTEND_INCLUDE_DIR)
+    set(T5SCALE_WITH_CUDNN_ATTENTION ON)
+    message(STATUS "t5scale: cuDNN fused attention: cuDNN ${CUDNN_INCLUDE_DIR}, frontend ${CUDNN_FRONTEND_INCLUDE_DIR}")
+  else()
+    set(T5SCALE_WITH_CUDNN_ATTENTION OFF)
+    message(STATUS "t5scale: cuDNN fused attention not built (cudnn.h: '${CUDNN_INCLUDE_DIR}', cudnn_frontend.h: "
+                   "'${CUDNN_FRONTEND_INCLUDE_DIR}'; scripts/setup.sh installs the frontend)")
+  endif()
 endif()
 
 # ---- MPI, JSON ----

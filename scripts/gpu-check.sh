@@ -3,7 +3,8 @@
 # that runs every GPU check and benchmark and leaves everything under one results folder, printing progress.
 #
 #   scripts/gpu-check.sh [--bundle DIR | --build-dir DIR] [--python PY] [--budget-min M] [--only STAGES]
-#                        [--rows NAMES] [--stage-cap S] [--profile-row NAME] [--quick] [--dry-run] [OUT_DIR]
+#                        [--rows NAMES] [--stage-cap S] [--profile-row NAME] [--quick | --attention-ab]
+#                        [--dry-run] [OUT_DIR]
 #
 #   --bundle DIR     a relocatable bundle (scripts/bundle.sh): DIR/env.sh is sourced with --python PY
 #   --build-dir DIR  a build tree with the programs in DIR/bin and ctest's files (default: build, when no bundle)
@@ -19,6 +20,8 @@
 #   --profile-row NAME  the benchmark row that is also profiled (default t5-3b-147-26): its bench stage runs
 #                    t5scale-bench --profile 2, whose table of kernels ends the row's log and JSON
 #   --quick          the short plan for a brief GPU window (below): 7 minutes unless --budget-min says otherwise
+#   --attention-ab   the plan that measures cuDNN's fused attention against the sdpa kernel (below): 7 minutes
+#                    unless --budget-min says otherwise
 #   --dry-run        print the stages and their commands without running anything (the planner's micro-batches
 #                    are computed, on the CPU), and the bytes that travel to a GPU machine that is lent by the call
 #                    (the clone's files and the bundle's tarball, against the 60 MiB they may take); nothing is
@@ -55,10 +58,26 @@
 #   compare        T5-v1.1-base 147/26 against transformers, eager and through torch.compile (2 alternated
 #                  rounds; the attention each ran, from its profiler; compile time apart)
 #   summary        as above
+#
+# --attention-ab, for a GPU lent for minutes: cuDNN's fused attention (model.attention: cudnn, t5scale-bench
+# --attention cudnn; off by default until this plan's evidence is committed) against the sdpa kernel on the two rows
+# it is for. A plan of its own: the quick plan fills its 7 minutes, and the A/B's two sides belong in one window on
+# one machine. A stage the later ones stand on stops the run when it fails:
+#   environment    as above
+#   backend-load   as in --quick
+#   cudnn-tests    t5scale_gpu_tests CudnnAttention.*: outputs and every gradient (the bias's included) against
+#                  the memory-efficient kernel and fp64 on the CPU, fp32's fallback, dropout's rate, a recomputed
+#                  block's masks bit for bit                                                   cudnn-tests.log
+#   plan           the planner's micro-batches of the two rows
+#   bench          T5-3B 147/26 and T5-v1.1-XXL --tp-shard 8 512/128, each with --attention sdpa and --attention
+#                  cudnn (the same micro-batch and checkpointing); the cudnn side of T5-3B profiled (attention's
+#                  share of the device time)                                          bench/<row>-{sdpa,cudnn}.json
+#   summary        as above, and the A/B of each row: step time, MFU and peak memory, cudnn against sdpa
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUNDLE="" BUILD_DIR="" PYTHON=python3 BUDGET_MIN="" DRY_RUN=0 OUT_DIR="" ONLY="" ROWS="" STAGE_CAP=0 QUICK=0
+ATTENTION_AB=0
 PROFILE_ROW=t5-3b-147-26
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "gpu-check: $*" >&2; exit 2; }
@@ -74,12 +93,14 @@ while (($#)); do
     --profile-row) (($# >= 2)) || die "--profile-row needs a row name"; PROFILE_ROW=$2; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
     --quick) QUICK=1; shift ;;
+    --attention-ab) ATTENTION_AB=1; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
     *) [[ -z $OUT_DIR ]] || die "one OUT_DIR only, got '$OUT_DIR' and '$1'"; OUT_DIR=$1; shift ;;
   esac
 done
-[[ -n $BUDGET_MIN ]] || BUDGET_MIN=$( ((QUICK)) && echo 7 || echo 19)
+((QUICK && ATTENTION_AB)) && die "--quick and --attention-ab are two plans: give one"
+[[ -n $BUDGET_MIN ]] || BUDGET_MIN=$( ((QUICK || ATTENTION_AB)) && echo 7 || echo 19)
 [[ $BUDGET_MIN =~ ^[0-9]+$ ]] || die "--budget-min: a whole number of minutes, got '$BUDGET_MIN'"
 [[ $STAGE_CAP =~ ^[0-9]+$ ]] || die "--stage-cap: a whole number of seconds, got '$STAGE_CAP'"
 [[ -z $BUNDLE || -z $BUILD_DIR ]] || die "--bundle and --build-dir exclude each other"
@@ -281,7 +302,7 @@ gpu_tests_stage() {
 write_summary() {
   if ((DRY_RUN)); then
     echo "  summary      summary.txt: one line per stage, the training run's figures (train.json), bench/*.json"
-    ((QUICK && TRAVEL_OVER)) && { echo "gpu-check: what travels is over $MAX_TRAVEL_MIB MiB (see 'travels' above)" >&2; exit 1; }
+    (((QUICK || ATTENTION_AB) && TRAVEL_OVER)) && { echo "gpu-check: what travels is over $MAX_TRAVEL_MIB MiB (see 'travels' above)" >&2; exit 1; }
     exit 0
   fi
   {
@@ -309,6 +330,24 @@ for path in [os.path.join(out, name) for name in ("backend-bench.json", "train.j
                   + ", ".join("%s %.1f%%" % (c["class"], 100 * c["fraction"]) for c in p["classes"]))
     except Exception as e:
         print(os.path.relpath(path, out) + f": unreadable ({e})")
+# --attention-ab: each row's two sides side by side.
+for sdpa_path in sorted(glob.glob(os.path.join(out, "bench", "*-sdpa.json"))):
+    cudnn_path = sdpa_path[: -len("-sdpa.json")] + "-cudnn.json"
+    if not os.path.exists(cudnn_path):
+        continue
+    try:
+        sides = [json.load(open(p)) for p in (sdpa_path, cudnn_path)]
+        step = [s["median"]["total_s"] for s in sides]
+        mfu = [s.get("mfu") for s in sides]
+        peak = [(s.get("memory") or {}).get("measured_peak_bytes") for s in sides]
+        kernels = [n for n in sides[1].get("notes", []) if n.startswith("attention: ")]
+        fmt = lambda v, f: "?" if not isinstance(v, (int, float)) else f % v
+        print("attention A/B %s: step %.1f -> %.1f ms (x%.2f), MFU %s -> %s, peak %s -> %s GiB; %s" % (
+            os.path.basename(sdpa_path)[: -len("-sdpa.json")], 1e3 * step[0], 1e3 * step[1], step[0] / step[1],
+            fmt(mfu[0], "%.3f"), fmt(mfu[1], "%.3f"), fmt(peak[0] and peak[0] / 2**30, "%.2f"),
+            fmt(peak[1] and peak[1] / 2**30, "%.2f"), kernels[0] if kernels else "cudnn side: no attention note"))
+    except Exception as e:
+        print("attention A/B " + os.path.basename(sdpa_path) + f": unreadable ({e})")
 EOF
   } > "$OUT_DIR/summary.txt"
   echo
@@ -344,7 +383,7 @@ travel_line() {
 }
 
 if ((DRY_RUN)); then
-  echo "gpu-check dry run: results would go to $OUT_DIR; budget $BUDGET_MIN min; $GPU_NOTE$( ((QUICK)) && echo "; the quick plan")"
+  echo "gpu-check dry run: results would go to $OUT_DIR; budget $BUDGET_MIN min; $GPU_NOTE$( ((QUICK)) && echo "; the quick plan")$( ((ATTENTION_AB)) && echo "; the attention A/B plan")"
   echo "programs: train=${TRAIN:-MISSING} bench=${BENCH:-MISSING} study=${STUDY:-MISSING} gpu-tests=${GPU_TESTS:-MISSING}"
   TRAVEL_OVER=0
   travel_line || TRAVEL_OVER=1
@@ -403,9 +442,8 @@ stop_unless_passed() {
   progress "${SUMMARY[-1]}"
   write_summary
 }
-quick_plan() {
-  local code
-  # The CUDA backend as every program loads it: found beside bin/, its build id checked, loaded.
+# The CUDA backend as every program loads it: found beside bin/, its build id checked, loaded. What follows stands on it.
+backend_load_stage() {
   local mpi_tests; mpi_tests=$(find_tool t5scale_mpi_tests)
   if [[ -n $mpi_tests ]]; then
     run_stage backend-load 60 "$OUT_DIR/backend-load.log" "$mpi_tests" --gtest_color=no --gtest_filter='CudaBackend.*'
@@ -413,6 +451,10 @@ quick_plan() {
   else
     missing backend-load "t5scale_mpi_tests was not found (${SEARCH[*]}; a bundle made with --with-gpu-tests has it)"
   fi
+}
+quick_plan() {
+  local code
+  backend_load_stage
   run_stage backend-bench 60 "$OUT_DIR/backend-bench.log" "${BENCH:-t5scale-bench(MISSING)}" --device cuda --model tiny \
     --precision bf16 --steps 10 --json "$OUT_DIR/backend-bench.json"
   stop_unless_passed $? backend-bench
@@ -475,6 +517,43 @@ quick_plan() {
 }
 if ((QUICK)); then
   quick_plan
+  write_summary
+fi
+
+# ---- the attention A/B plan (--attention-ab) ----
+# Caps: 60 + 75 + 4 x 60 = 375 s of the 420, the rest for the environment and the planner.
+attention_plan() {
+  backend_load_stage
+  if [[ -n $GPU_TESTS ]] || ((DRY_RUN)); then
+    run_stage cudnn-tests 75 "$OUT_DIR/cudnn-tests.log" "${GPU_TESTS:-t5scale_gpu_tests(MISSING)}" --gtest_color=no \
+      --gtest_filter='CudnnAttention.*' --gtest_output="json:$OUT_DIR/cudnn-tests.json"
+    stop_unless_passed $? cudnn-tests
+  else
+    missing cudnn-tests "t5scale_gpu_tests was not found (${SEARCH[*]}; a bundle made with --with-gpu-tests has it)"
+  fi
+  local -A micro=()
+  local plan_dir=$OUT_DIR/plan
+  ((DRY_RUN)) && AB_PLAN_DIR=$(mktemp -d) && plan_dir=$AB_PLAN_DIR && trap 'rm -rf "$AB_PLAN_DIR"' EXIT
+  local shape model source target tp
+  for shape in "t5-3b 147 26 1" "t5-v1_1-xxl 512 128 8"; do
+    read -r model source target tp <<<"$shape"
+    planned_row "$model" "$source" "$target" "$tp" "$plan_dir/$model-$source-$target"
+    micro[$shape]=$PLANNED
+  done
+  ((DRY_RUN)) || { mkdir -p "$OUT_DIR/bench"; SUMMARY+=("plan: micro-batches ${micro[*]} (plan/)"); }
+  local side profile
+  for shape in "t5-3b 147 26 1" "t5-v1_1-xxl 512 128 8"; do
+    read -r model source target tp <<<"$shape"
+    for side in sdpa cudnn; do
+      profile=()
+      [[ $model == t5-3b && $side == cudnn ]] && profile=(--profile 2)
+      bench_row "$model-$source-$target-$side" 60 "$model" "$source" "$target" "$tp" "${micro[$shape]}" \
+        --checkpoint-every-blocks auto --attention "$side" "${profile[@]}"
+    done
+  done
+}
+if ((ATTENTION_AB)); then
+  attention_plan
   write_summary
 fi
 

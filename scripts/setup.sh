@@ -5,11 +5,14 @@
 #     PyPI torch wheel (LibTorch + NCCL), the references the tests compare against (transformers, rouge-score)
 #     and the analysis packages (scripts/requirements-venv.txt, pinned; installed again when that file changes)
 #   - the analysis package itself (analysis/), whose t5scale-analyze command is then on the venv's PATH
+#   - cuDNN's header-only frontend (PyPI nvidia-cudnn-frontend, pinned) outside the clone, for the CUDA backend's
+#     fused attention; its folder is written to $T5SCALE_CACHE/cudnn-frontend-path for CMake
 # Prints nothing but progress; the venv path is written to $T5SCALE_CACHE/venv-path for the other scripts.
 set -euo pipefail
 
 TORCH_VERSION=2.11.0
 TRANSFORMERS_VERSION=4.57.1
+CUDNN_FRONTEND_VERSION=1.32.0
 PYTHON_BIN=${T5SCALE_PYTHON:-python3}
 CACHE_DIR=${T5SCALE_CACHE:-$HOME/.cache/t5scale}
 PY_TAG=$("$PYTHON_BIN" -c 'import sys; print(f"py{sys.version_info[0]}.{sys.version_info[1]}")')
@@ -93,6 +96,19 @@ if [[ ! -f $analysis_stamp || ! -x $VENV_DIR/bin/t5scale-analyze ]]; then
 fi
 mkdir -p "$CACHE_DIR"
 echo "$VENV_DIR" > "$CACHE_DIR/venv-path"
+
+# cuDNN's frontend: header-only C++ (include/cudnn_frontend.h), compiled into the CUDA backend against the cuDNN that
+# the torch wheel ships; nothing of it is loaded at run time. Kept beside the venv, keyed by its version.
+FRONTEND_DIR=$CACHE_DIR/cudnn-frontend-$CUDNN_FRONTEND_VERSION
+if [[ ! -f $FRONTEND_DIR/.t5scale-complete ]]; then
+  log "installing cuDNN's frontend $CUDNN_FRONTEND_VERSION (headers) in $FRONTEND_DIR"
+  rm -rf "$FRONTEND_DIR"
+  "$VENV_DIR/bin/pip" install -q --no-deps --target "$FRONTEND_DIR" "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION"
+  [[ -f $FRONTEND_DIR/include/cudnn_frontend.h ]] ||
+    { echo "[setup] error: $FRONTEND_DIR/include/cudnn_frontend.h is missing after the install" >&2; exit 1; }
+  touch "$FRONTEND_DIR/.t5scale-complete"
+fi
+echo "$FRONTEND_DIR" > "$CACHE_DIR/cudnn-frontend-path"
 
 # A CUDA torch wheel's CMake package (Caffe2Config) needs the CUDA toolkit of the wheel's CUDA version at configure
 # time, although nothing of it is linked (LibTorch, NCCL and the CUDA runtime come from the wheel): without nvcc,

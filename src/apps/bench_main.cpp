@@ -58,8 +58,9 @@ initialised as t5scale-train does.
   --vocab-size N            vocabulary of tiny                                             [32]
   --tp-shard N              one rank's share of a TP=N model on this device; communication excluded
   --sequence-parallel       with --tp-shard: the residual stream split over the TP group (parallel.sequence_parallel)
-  --attention A             auto (sdpa on CUDA, explicit elsewhere), sdpa or explicit; sdpa on the CPU holds the
-                            tensors a GPU's step holds, for the memory measurement                [auto]
+  --attention A             auto (sdpa on CUDA, explicit elsewhere), sdpa, explicit or cudnn (cuDNN's fused
+                            attention, sdpa where it does not take a call; a note names them); sdpa on the CPU
+                            holds the tensors a GPU's step holds, for the memory measurement   [auto]
   --peak-flops X            the device's peak FLOP/s for MFU, instead of the table's (CPUs have none)
   --matmul-peak             also measure a large matmul's TFLOP/s here, printed beside the table's peak
   --seed N                  weights, dropout and the random tokens                         [1234]

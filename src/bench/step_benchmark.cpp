@@ -224,8 +224,8 @@ void check_options(const StepBenchmarkOptions& o) {
   T5S_CHECK(!o.selective_recomputation || o.checkpoint_every_blocks == 0,
             "--selective-recomputation is an alternative to --activation-checkpointing and --checkpoint-every-blocks "
             "(auto chooses among all of them): give one");
-  T5S_CHECK(o.attention == "auto" || o.attention == "sdpa" || o.attention == "explicit", "--attention: '",
-            o.attention, "' is not auto, sdpa or explicit");
+  T5S_CHECK(o.attention == "auto" || o.attention == "sdpa" || o.attention == "explicit" || o.attention == "cudnn",
+            "--attention: '", o.attention, "' is not auto, sdpa, explicit or cudnn");
 }
 
 // The world the benchmark's run is resolved for: one shard of a TP group, the device's memory.
@@ -310,7 +310,9 @@ void StepBenchmark::build_trainer() {
                 rng);
   model->initialize_weights(o.seed);
   if (o.attention != "auto") {
-    model->set_attention_kernel(o.attention == "sdpa" ? AttentionKernel::kSdpa : AttentionKernel::kExplicit);
+    model->set_attention_kernel(o.attention == "sdpa"    ? AttentionKernel::kSdpa
+                                : o.attention == "cudnn" ? AttentionKernel::kCudnn
+                                                         : AttentionKernel::kExplicit);
   }
   if (o.checkpoint_every_blocks > 0) model->set_activation_checkpointing(o.checkpoint_every_blocks);
   model->set_selective_recomputation(o.selective_recomputation);
@@ -339,6 +341,8 @@ json StepBenchmark::run() {
                         " model; tokens/s as if communication were free, FLOPs and MFU per rank"));
   }
   if (!checkpointing_note_.empty()) notes.push_back(checkpointing_note_);
+  // After the timed steps: with --attention cudnn it names the calls cuDNN did not take.
+  notes.push_back("attention: " + trainer_->model()->attention_kernels());
   if (skipped > 0) notes.push_back(msg(skipped, " of ", o.steps, " timed steps skipped (fp16 overflow)"));
   report["steps"] = steps;
 

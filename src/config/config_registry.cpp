@@ -62,6 +62,9 @@ std::string lookup_enum_name(E value) {
   }                                                  \
   std::string enum_name(E value) { return lookup_enum_name(value); }
 
+T5S_ENUM_NAMES(ModelSettings::Attention, {ModelSettings::Attention::kAuto, "auto"},
+               {ModelSettings::Attention::kSdpa, "sdpa"}, {ModelSettings::Attention::kExplicit, "explicit"},
+               {ModelSettings::Attention::kCudnn, "cudnn"})
 T5S_ENUM_NAMES(DataSettings::Sampling, {DataSettings::Sampling::kRandom, "random"},
                {DataSettings::Sampling::kSortish, "sortish"}, {DataSettings::Sampling::kSequential, "sequential"})
 T5S_ENUM_NAMES(ParallelSettings::Backend, {ParallelSettings::Backend::kAuto, "auto"},
@@ -409,6 +412,15 @@ const std::vector<Entry>& registry() {
       };
       return e;
     }());
+    k.push_back(enum_key(
+        T5S_KEY(model, attention),
+        "Attention kernel: auto (sdpa on GPUs, explicit on CPUs), sdpa (scaled_dot_product_attention: the "
+        "memory-efficient kernel where the position bias needs its gradient), explicit (matmuls around an fp32 "
+        "softmax, bit-equal to transformers), or cudnn (cuDNN's fused flash attention through its graph API, with the "
+        "position bias and its gradient, the causal mask, padding as key lengths and dropout drawn by cuDNN from the "
+        "TP stream's seed and offset; sdpa runs a call cuDNN does not take: fp32, a head dim not a multiple of 8 or "
+        "over 128, no GPU). The run file's attention_kernels says what ran. cudnn is off by default until a GPU has "
+        "measured it."));
     auto dimension = [&k](const std::string& key, Accessor<int64_t> access, const std::string& what) {
       k.push_back(int_key(key, std::move(access), at_least(0),
                           what + "; 0 = the shape's own. For a model trained from scratch (not with init_from); "

@@ -33,6 +33,9 @@ struct RunSettings {
 };
 
 struct ModelSettings {
+  // The attention kernel (model/t5_layers.h AttentionKernel): auto (sdpa on GPUs, explicit on CPUs), sdpa, explicit,
+  // or cudnn (cuDNN's fused attention, sdpa where it does not take a call).
+  enum class Attention { kAuto, kSdpa, kExplicit, kCudnn };
   std::string name = "tiny";   // "tiny" or a named shape (named_model_names())
   std::string init_from;       // Hugging Face T5 folder or model name; "" = initialise from the seed
   double dropout_rate = -1.0;  // -1 = the model's own
@@ -45,6 +48,7 @@ struct ModelSettings {
   int64_t num_layers = 0;
   int64_t num_decoder_layers = 0;
   int64_t vocab_size = 0;  // embedding rows (and the LM head's); 0 = the shape's own (tiny: the data's)
+  Attention attention = Attention::kAuto;
 };
 
 struct DataSettings {
@@ -248,6 +252,7 @@ bool operator==(const RunConfig& a, const RunConfig& b);
 inline bool operator!=(const RunConfig& a, const RunConfig& b) { return !(a == b); }
 
 // The names as written in YAML ("fixed_global", "inverse_sqrt", ...).
+std::string enum_name(ModelSettings::Attention value);
 std::string enum_name(DataSettings::Sampling value);
 std::string enum_name(ParallelSettings::Backend value);
 std::string enum_name(ParallelSettings::ActivationCheckpointing value);

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "dist/communicator.h"
+#include "dist/fused_attention.h"
 
 namespace t5scale {
 
@@ -64,6 +65,20 @@ class CudaBackend {
   // The NCCL communicator of `group` (taken over and freed) on `device` (dist/nccl_communicator.h).
   virtual CommunicatorPtr nccl_communicator(MPI_Comm group, std::string name, int device, double timeout_s) const = 0;
   virtual std::unique_ptr<CudaStreamClock> stream_clock(int device) const = 0;
+  // cuDNN's fused attention (dist/fused_attention.h): "" when this backend can run it, else why not (a build without
+  // cuDNN's frontend, a cuDNN too old).
+  virtual std::string fused_attention_unavailable() const = 0;
+  // Forward; with dropout its seed and offset are taken from `generator` (a CUDA generator: the TP stream), which is
+  // advanced past them. with_backward: the backward's graph (with the bias's gradient if bias_gradient) is built
+  // too, before anything runs. A graph cuDNN refuses is an Error with cuDNN's message, thrown before any work.
+  virtual FusedAttentionForwardResult fused_attention_forward(const FusedAttentionInputs& in, at::Generator generator,
+                                                              bool with_backward, bool bias_gradient) const = 0;
+  // Backward of that forward (the same inputs; its result; grad_output (B, Sq, H, D) as its output); the bias's
+  // gradient only when bias_gradient.
+  virtual FusedAttentionGradients fused_attention_backward(const FusedAttentionInputs& in,
+                                                           const FusedAttentionForwardResult& forward,
+                                                           const torch::Tensor& grad_output,
+                                                           bool bias_gradient) const = 0;
 };
 
 // This process's CUDA backend, loaded at the first call: nullptr where it cannot be, with the reason in *why_not

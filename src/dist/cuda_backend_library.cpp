@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dist/cuda_backend.h"
+#include "dist/cudnn_attention.h"
 #include "dist/nccl_communicator.h"
 
 namespace t5scale {
@@ -106,6 +107,21 @@ class LibTorchCudaBackend final : public CudaBackend {
 
   std::unique_ptr<CudaStreamClock> stream_clock(int device) const override {
     return std::make_unique<EventStreamClock>(device);
+  }
+
+  std::string fused_attention_unavailable() const override { return cudnn_attention_unavailable(); }
+
+  FusedAttentionForwardResult fused_attention_forward(const FusedAttentionInputs& in,
+                                                      at::Generator generator, bool with_backward,
+                                                      bool bias_gradient) const override {
+    return cudnn_attention_forward(in, std::move(generator), with_backward, bias_gradient);
+  }
+
+  FusedAttentionGradients fused_attention_backward(const FusedAttentionInputs& in,
+                                                   const FusedAttentionForwardResult& forward,
+                                                   const torch::Tensor& grad_output,
+                                                   bool bias_gradient) const override {
+    return cudnn_attention_backward(in, forward, grad_output, bias_gradient);
   }
 };
 

@@ -332,6 +332,12 @@ void TrainingJob::set_up_model_and_trainer() {
   if (checkpoint_every_blocks_ > 0) model->set_activation_checkpointing(checkpoint_every_blocks_);
   model->set_selective_recomputation(resolved_.checkpointing.selective_recomputation);
   model->set_sequence_parallel(config_.parallel.sequence_parallel);
+  switch (config_.model.attention) {
+    case ModelSettings::Attention::kAuto: break;
+    case ModelSettings::Attention::kSdpa: model->set_attention_kernel(AttentionKernel::kSdpa); break;
+    case ModelSettings::Attention::kExplicit: model->set_attention_kernel(AttentionKernel::kExplicit); break;
+    case ModelSettings::Attention::kCudnn: model->set_attention_kernel(AttentionKernel::kCudnn); break;
+  }
   if (config_.parallel.sequence_parallel) {
     log(grid_.tp_size > 1 ? msg("[t5scale] sequence parallelism: each TP rank holds 1/", grid_.tp_size,
                                 " of the tokens between the tensor-parallel regions; lengths padded to multiples of ",
@@ -561,6 +567,11 @@ void TrainingJob::record_exit_code(int code) const {
 int TrainingJob::finish(const std::string& status) {
   const int exit_code = status == "preempted" ? kRequeueExitCode : status == "diverged" ? kDivergedExitCode : 0;
   record_exit_code(exit_code);
+  if (trainer_) {
+    // The calls cuDNN's attention did not take show only once they ran: named here if there were any.
+    const std::string attention = trainer_->model()->attention_kernels();
+    if (attention != attention_kernels_) log("[t5scale] attention, as it ran: " + attention);
+  }
   RunOutcome outcome;
   outcome.status = status;
   outcome.telemetry_time_s = telemetry_time_s_;

@@ -31,6 +31,20 @@ std::vector<torch::Tensor> recompute_inputs(AutogradContext* ctx, const std::vec
   return inputs;
 }
 
+// A masking in saved_data under `name` ("<name>_causal", "<name>_key_lengths" when it has them), and back.
+void save_masking(AutogradContext* ctx, const std::string& name, const AttentionMasking& masking) {
+  ctx->saved_data[name + "_causal"] = masking.causal;
+  if (masking.key_lengths.defined()) ctx->saved_data[name + "_key_lengths"] = masking.key_lengths;
+}
+
+AttentionMasking saved_masking(AutogradContext* ctx, const std::string& name) {
+  AttentionMasking masking;
+  masking.causal = ctx->saved_data[name + "_causal"].toBool();
+  const auto lengths = ctx->saved_data.find(name + "_key_lengths");
+  if (lengths != ctx->saved_data.end()) masking.key_lengths = lengths->second.toTensor();
+  return masking;
+}
+
 // While alive, the generators draw as in the forward; after, they continue from the states they had before.
 class ForwardRngRestored {
  public:
@@ -51,7 +65,8 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
   // Custom functions take no undefined tensors: an encoder block gets empty placeholders for the cross-attention
   // inputs and has_cross = false; a decoder block of an unpadded batch one for its cross mask, has_cross_bias false.
   static torch::Tensor forward(AutogradContext* ctx, T5BlockImpl* block, ParallelRng* rng, bool has_cross,
-                               bool has_cross_bias, bool sequence_split, const torch::Tensor& hidden,
+                               bool has_cross_bias, bool sequence_split, AttentionMasking self_masking,
+                               AttentionMasking cross_masking, const torch::Tensor& hidden,
                                const torch::Tensor& self_bias, const torch::Tensor& encoder_output,
                                const torch::Tensor& cross_bias) {
     save_object(ctx, "block", block);
@@ -59,12 +74,15 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
     ctx->saved_data["has_cross"] = has_cross;
     ctx->saved_data["has_cross_bias"] = has_cross_bias;
     ctx->saved_data["sequence_split"] = sequence_split;
+    save_masking(ctx, "self_masking", self_masking);
+    save_masking(ctx, "cross_masking", cross_masking);
     save_forward_state(ctx, *rng, {hidden, self_bias, encoder_output, cross_bias});
     ctx->save_for_backward({hidden, self_bias, encoder_output, cross_bias});
     torch::NoGradGuard no_grad;
     const SequenceLayout layout = sequence_split ? SequenceLayout::kSplit : SequenceLayout::kReplicated;
-    if (!has_cross) return block->forward(hidden, self_bias, {}, {}, layout);
-    return block->forward(hidden, self_bias, encoder_output, has_cross_bias ? cross_bias : torch::Tensor(), layout);
+    if (!has_cross) return block->forward(hidden, self_bias, {}, {}, layout, self_masking);
+    return block->forward(hidden, self_bias, encoder_output, has_cross_bias ? cross_bias : torch::Tensor(), layout,
+                          self_masking, cross_masking);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -82,12 +100,13 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
       torch::AutoGradMode enable_grad(true);
       output = block->forward(inputs[0], inputs[1], inputs[2], inputs[3],
                               ctx->saved_data["sequence_split"].toBool() ? SequenceLayout::kSplit
-                                                                         : SequenceLayout::kReplicated);
+                                                                         : SequenceLayout::kReplicated,
+                              saved_masking(ctx, "self_masking"), saved_masking(ctx, "cross_masking"));
     }
 
     // Parameters' gradients accumulate as in any backward; the inputs' gradients are returned.
     torch::autograd::backward({output}, {grad_outputs[0]});
-    variable_list grads = {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    variable_list grads(7);  // the block, the RNG, the flags and the maskings: no gradient
     for (const auto& t : inputs) grads.push_back(t.defined() ? t.grad() : torch::Tensor());
     return grads;
   }
@@ -96,14 +115,15 @@ struct CheckpointedBlock : torch::autograd::Function<CheckpointedBlock> {
 struct RecomputedAttentionCore : torch::autograd::Function<RecomputedAttentionCore> {
   // A core without a bias (cross-attention of an unpadded batch) gets an empty placeholder and has_bias false.
   static torch::Tensor forward(AutogradContext* ctx, T5AttentionImpl* attention, bool has_bias,
-                               const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
-                               const torch::Tensor& bias) {
+                               AttentionMasking masking, const torch::Tensor& query, const torch::Tensor& key,
+                               const torch::Tensor& value, const torch::Tensor& bias) {
     save_object(ctx, "attention", attention);
     ctx->saved_data["has_bias"] = has_bias;
+    save_masking(ctx, "masking", masking);
     save_forward_state(ctx, *attention->rng, {query, key, value, bias});
     ctx->save_for_backward({query, key, value, bias});
     torch::NoGradGuard no_grad;
-    return attention->core_kept(query, key, value, has_bias ? bias : torch::Tensor());
+    return attention->core_kept(query, key, value, has_bias ? bias : torch::Tensor(), masking);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -115,7 +135,7 @@ struct RecomputedAttentionCore : torch::autograd::Function<RecomputedAttentionCo
     {
       ForwardRngRestored forward_rng(ctx, *attention->rng);
       torch::AutoGradMode enable_grad(true);
-      output = attention->core_kept(inputs[0], inputs[1], inputs[2], inputs[3]);
+      output = attention->core_kept(inputs[0], inputs[1], inputs[2], inputs[3], saved_masking(ctx, "masking"));
     }
     std::vector<torch::Tensor> wanted;  // the inputs whose gradients autograd asks for
     for (const torch::Tensor& input : inputs) {
@@ -124,7 +144,7 @@ struct RecomputedAttentionCore : torch::autograd::Function<RecomputedAttentionCo
     const variable_list grads =
         torch::autograd::grad({output}, wanted, {grad_outputs[0]}, /*retain_graph=*/false, /*create_graph=*/false,
                               /*allow_unused=*/true);
-    variable_list result = {torch::Tensor(), torch::Tensor()};
+    variable_list result = {torch::Tensor(), torch::Tensor(), torch::Tensor()};
     size_t next = 0;
     for (const torch::Tensor& input : inputs) {
       result.push_back(input.defined() && input.requires_grad() ? grads[next++] : torch::Tensor());
@@ -137,17 +157,20 @@ struct RecomputedAttentionCore : torch::autograd::Function<RecomputedAttentionCo
 
 torch::Tensor recomputed_attention_core(T5AttentionImpl& attention, const torch::Tensor& query,
                                         const torch::Tensor& key, const torch::Tensor& value,
-                                        const torch::Tensor& bias) {
+                                        const torch::Tensor& bias, const AttentionMasking& masking) {
   const torch::Tensor absent = torch::empty({0}, query.options());
-  return RecomputedAttentionCore::apply(&attention, bias.defined(), query, key, value, bias.defined() ? bias : absent);
+  return RecomputedAttentionCore::apply(&attention, bias.defined(), masking, query, key, value,
+                                        bias.defined() ? bias : absent);
 }
 
 torch::Tensor checkpointed_block_forward(T5BlockImpl& block, ParallelRng& rng, const torch::Tensor& hidden,
                                          const torch::Tensor& self_bias, const torch::Tensor& encoder_output,
-                                         const torch::Tensor& cross_bias, SequenceLayout layout) {
+                                         const torch::Tensor& cross_bias, SequenceLayout layout,
+                                         const AttentionMasking& self_masking, const AttentionMasking& cross_masking) {
   const bool has_cross = encoder_output.defined(), has_cross_bias = has_cross && cross_bias.defined();
   const torch::Tensor absent = torch::empty({0}, hidden.options());
-  return CheckpointedBlock::apply(&block, &rng, has_cross, has_cross_bias, layout == SequenceLayout::kSplit, hidden,
+  return CheckpointedBlock::apply(&block, &rng, has_cross, has_cross_bias, layout == SequenceLayout::kSplit,
+                                  self_masking, cross_masking, hidden,
                                   self_bias, has_cross ? encoder_output : absent,
                                   has_cross_bias ? cross_bias : absent);
 }

@@ -12,14 +12,17 @@
 
 namespace t5scale {
 
+// The maskings (AttentionMasking) are kept with the RNG states and given to the recomputed block as to the first.
 torch::Tensor checkpointed_block_forward(T5BlockImpl& block, ParallelRng& rng, const torch::Tensor& hidden,
                                          const torch::Tensor& self_bias, const torch::Tensor& encoder_output,
-                                         const torch::Tensor& cross_bias, SequenceLayout layout);
+                                         const torch::Tensor& cross_bias, SequenceLayout layout,
+                                         const AttentionMasking& self_masking = {},
+                                         const AttentionMasking& cross_masking = {});
 
 // attention.core_kept(query, key, value, bias) keeping only its inputs; backward recomputes it with the forward's RNG
 // states and returns the gradients of query, key, value and bias.
 torch::Tensor recomputed_attention_core(T5AttentionImpl& attention, const torch::Tensor& query,
                                         const torch::Tensor& key, const torch::Tensor& value,
-                                        const torch::Tensor& bias);
+                                        const torch::Tensor& bias, const AttentionMasking& masking = {});
 
 }  // namespace t5scale

@@ -3,11 +3,16 @@
 #include <ATen/Context.h>
 
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <optional>
 
 #include "core/check.h"
+#include "dist/cuda_backend.h"
 #include "model/activation_checkpoint.h"
+#include "model/autograd_saved_object.h"
 #include "model/parameter_allocation.h"
+#include "model/t5_model.h"
 #include "model/tensor_parallel_mappings.h"
 
 namespace t5scale {
@@ -187,12 +192,115 @@ const char* sdpa_backend_name(SdpaBackend backend) {
   return "?";
 }
 
-std::string attention_kernels_description(AttentionKernel kernel, torch::Device device, torch::ScalarType dtype) {
-  if (kernel == AttentionKernel::kExplicit) return "explicit";
+const char* attention_kernel_name(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::kExplicit: return "explicit";
+    case AttentionKernel::kSdpa: return "sdpa";
+    case AttentionKernel::kCudnn: return "cudnn";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string sdpa_description(torch::Device device, torch::ScalarType dtype) {
   const std::string masked = sdpa_backend_name(sdpa_backend_for(device, dtype, true));
   const std::string unmasked = sdpa_backend_name(sdpa_backend_for(device, dtype, false));
   return "sdpa: self-attention " + masked + "; cross-attention " +
          (unmasked == masked ? masked : unmasked + ", " + masked + " when padded");
+}
+
+// What this process's CUDA side says of cuDNN's fused attention on `device`: why not ("" when it can), and the
+// device's compute capability. Asked once per device.
+struct CudnnContext {
+  std::string unavailable;
+  int compute_capability_major = 0;
+};
+
+CudnnContext cudnn_context(torch::Device device) {
+  if (!device.is_cuda()) return {"not on a CUDA device", 0};
+  static std::mutex mutex;
+  static std::map<int, CudnnContext> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  const int index = device.has_index() ? device.index() : 0;
+  auto found = known.find(index);
+  if (found != known.end()) return found->second;
+  CudnnContext context;
+  std::string why_not;
+  if (const CudaBackend* backend = cuda_backend(&why_not)) {
+    context.unavailable = backend->fused_attention_unavailable();
+    context.compute_capability_major = backend->device_facts(index).compute_capability_major;
+  } else {
+    context.unavailable = "no CUDA backend: " + why_not;
+  }
+  known.emplace(index, context);
+  return context;
+}
+
+}  // namespace
+
+std::string attention_kernels_description(AttentionKernel kernel, torch::Device device, torch::ScalarType dtype,
+                                          int64_t head_dim) {
+  if (kernel == AttentionKernel::kExplicit) return "explicit";
+  if (kernel == AttentionKernel::kSdpa) return sdpa_description(device, dtype);
+  const CudnnContext context = cudnn_context(device);
+  std::string refusal = context.unavailable;
+  if (refusal.empty()) {
+    FusedAttentionShape probe;  // what is known before a step: the dtype, the head dim, the device
+    probe.batch = probe.heads = probe.query_length = probe.key_length = 1;
+    probe.head_dim = head_dim;
+    probe.dtype = attention_dtype(dtype);
+    probe.compute_capability_major = context.compute_capability_major;
+    refusal = fused_attention_refusal(probe);
+  }
+  if (!refusal.empty()) return "cudnn refused (" + refusal + "), so " + sdpa_description(device, dtype);
+  return "cudnn: self-attention and cross-attention in training cuDNN fused attention (sdpa for a call cuDNN does "
+         "not take); evaluation and generation " + sdpa_description(device, dtype);
+}
+
+torch::Tensor key_lengths_of_padding_mask(const torch::Tensor& additive_mask) {
+  if (!additive_mask.defined()) return torch::Tensor();
+  return (additive_mask == 0).sum(-1).reshape({additive_mask.size(0)}).to(torch::kInt32);
+}
+
+torch::Tensor bias_with_masks(const torch::Tensor& bias, const AttentionMasking& masking, int64_t query_length,
+                              int64_t key_length, torch::ScalarType dtype, torch::Device device) {
+  torch::Tensor result = bias;
+  const auto add = [&](const torch::Tensor& mask) { result = result.defined() ? result + mask : mask; };
+  if (masking.causal) {
+    T5S_CHECK(query_length == key_length, "a causal mask needs as many queries as keys: ", query_length, " and ",
+              key_length);
+    add(causal_additive_mask(query_length, dtype, device));
+  }
+  if (masking.key_lengths.defined()) {
+    const torch::Tensor positions = torch::arange(key_length, masking.key_lengths.options().dtype(torch::kLong));
+    add(padding_additive_mask(positions.unsqueeze(0) < masking.key_lengths.unsqueeze(1).to(torch::kLong), dtype));
+  }
+  return result;
+}
+
+std::string cudnn_attention_refusal(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& bias,
+                                    const AttentionMasking& masking, double dropout, int compute_capability_major,
+                                    const std::string& cuda_unavailable) {
+  if (!cuda_unavailable.empty()) return cuda_unavailable;
+  FusedAttentionShape shape;
+  shape.batch = query.size(0);
+  shape.heads = query.size(1);
+  shape.query_length = query.size(2);
+  shape.key_length = key.size(2);
+  shape.head_dim = query.size(3);
+  shape.dtype = attention_dtype(query.scalar_type());
+  if (bias.defined()) {
+    const bool per_head = bias.dim() == 4 && bias.size(0) == 1 && bias.size(1) == shape.heads &&
+                          bias.size(2) == shape.query_length && bias.size(3) == shape.key_length;
+    shape.bias = per_head;
+    shape.bias_per_row = !per_head;
+  }
+  shape.causal = masking.causal;
+  shape.padded = masking.key_lengths.defined();
+  shape.dropout = dropout;
+  shape.compute_capability_major = compute_capability_major;
+  return fused_attention_refusal(shape);
 }
 
 namespace {
@@ -230,26 +338,102 @@ class OnlySdpaBackend {
   bool flash_, fa3_, efficient_, math_, cudnn_, overrideable_;
 };
 
+// cuDNN's fused attention as an autograd function: forward and backward through the CUDA backend. Custom functions
+// take no undefined tensors: a call without a bias or without key lengths gets an empty placeholder and a flag.
+struct CudnnAttentionFunction : torch::autograd::Function<CudnnAttentionFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const CudaBackend* backend, ParallelRng* rng,
+                               bool has_bias, bool has_lengths, bool causal, double dropout, bool with_backward,
+                               const torch::Tensor& key_lengths, const torch::Tensor& query, const torch::Tensor& key,
+                               const torch::Tensor& value, const torch::Tensor& bias) {
+    FusedAttentionInputs in{query, key, value, has_bias ? bias : torch::Tensor(),
+                            has_lengths ? key_lengths : torch::Tensor(), causal, dropout};
+    const bool bias_gradient = has_bias && bias.requires_grad();
+    FusedAttentionForwardResult result =
+        backend->fused_attention_forward(in, rng->tensor_parallel(), with_backward, bias_gradient);
+    save_object(ctx, "backend", backend);
+    ctx->saved_data["has_bias"] = has_bias;
+    ctx->saved_data["bias_gradient"] = bias_gradient;
+    ctx->saved_data["has_lengths"] = has_lengths;
+    ctx->saved_data["causal"] = causal;
+    ctx->saved_data["dropout"] = dropout;
+    ctx->saved_data["seed"] = result.seed;
+    ctx->saved_data["offset"] = result.offset;
+    ctx->saved_data["stats"] = result.stats;
+    ctx->save_for_backward({query, key, value, bias, key_lengths, result.output});
+    return result.output;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto* backend = saved_object<const CudaBackend>(ctx, "backend");
+    const auto saved = ctx->get_saved_variables();
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    FusedAttentionInputs in{saved[0], saved[1], saved[2], has_bias ? saved[3] : torch::Tensor(),
+                            ctx->saved_data["has_lengths"].toBool() ? saved[4] : torch::Tensor(),
+                            ctx->saved_data["causal"].toBool(), ctx->saved_data["dropout"].toDouble()};
+    FusedAttentionForwardResult forward;
+    forward.output = saved[5];
+    forward.stats = ctx->saved_data["stats"].toTensor();
+    forward.seed = ctx->saved_data["seed"].toInt();
+    forward.offset = ctx->saved_data["offset"].toInt();
+    const FusedAttentionGradients grads =
+        backend->fused_attention_backward(in, forward, grad_outputs[0], ctx->saved_data["bias_gradient"].toBool());
+    torch::autograd::variable_list result(8);  // the flags and the key lengths: no gradient
+    result.insert(result.end(), {grads.query, grads.key, grads.value, grads.bias});
+    return result;
+  }
+};
+
 }  // namespace
 
 torch::Tensor T5AttentionImpl::core(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
-                                    const torch::Tensor& bias) {
+                                    const torch::Tensor& bias, const AttentionMasking& masking) {
   if (recompute_core && is_training() && torch::GradMode::is_enabled()) {
-    return recomputed_attention_core(*this, query, key, value, bias);
+    return recomputed_attention_core(*this, query, key, value, bias, masking);
   }
-  return core_kept(query, key, value, bias);
+  return core_kept(query, key, value, bias, masking);
 }
 
 torch::Tensor T5AttentionImpl::core_kept(const torch::Tensor& query, const torch::Tensor& key,
-                                         const torch::Tensor& value, const torch::Tensor& bias) {
+                                         const torch::Tensor& value, const torch::Tensor& bias,
+                                         const AttentionMasking& masking) {
+  if (kernel == AttentionKernel::kCudnn) {
+    // The sdpa kernel, with the masks in the bias as it takes them.
+    const auto sdpa_with_masks = [&](double p) {
+      return sdpa_core(query, key, value,
+                       masking.any() ? bias_with_masks(bias, masking, query.size(2), key.size(2), query.scalar_type(),
+                                                       query.device())
+                                     : bias,
+                       p);
+    };
+    // Evaluation and generation run the sdpa kernel: generation's lengths change every step (a graph each).
+    if (!is_training()) return sdpa_with_masks(0.0);
+    const CudnnContext context = cudnn_context(query.device());
+    std::string refusal = cudnn_attention_refusal(query, key, bias, masking, dropout_rate,
+                                                  context.compute_capability_major, context.unavailable);
+    if (refusal.empty()) {
+      const torch::Tensor absent = torch::empty({0}, query.options());
+      try {
+        // The backward's graph is built with the forward's, also where grad mode is off (a checkpointed block's
+        // first forward): a backward graph refused in the recompute only would send it to another kernel, with
+        // another dropout mask. (B, T, Hl, D) from cuDNN, the layout the output projection reads; (B, Hl, T, D) as a
+        // view.
+        return CudnnAttentionFunction::apply(
+                   cuda_backend(), rng.get(), bias.defined(), masking.key_lengths.defined(), masking.causal,
+                   dropout_rate, /*with_backward=*/true,
+                   masking.key_lengths.defined() ? masking.key_lengths : absent.to(torch::kInt32), query, key, value,
+                   bias.defined() ? bias.contiguous() : absent)
+            .transpose(1, 2);
+      } catch (const Error& e) {
+        refusal = std::string("cuDNN refused the graph: ") + e.what();  // thrown before anything ran
+      }
+    }
+    cudnn_refusals.insert(refusal);
+    return sdpa_with_masks(dropout_rate);
+  }
   torch::Tensor heads_context;  // (B, Hl, T, D)
   if (kernel == AttentionKernel::kSdpa) {
-    const double p = is_training() ? dropout_rate : 0.0;
-    std::optional<TensorParallelStreamAsDefault> tp_stream;
-    if (p > 0.0) tp_stream.emplace(*rng);
-    const std::optional<torch::Tensor> mask = bias.defined() ? std::optional<torch::Tensor>(bias) : std::nullopt;
-    OnlySdpaBackend pinned(sdpa_backend_for(query.device(), query.scalar_type(), bias.defined()));
-    heads_context = at::scaled_dot_product_attention(query, key, value, mask, p, /*is_causal=*/false, /*scale=*/1.0);
+    heads_context = sdpa_core(query, key, value, bias, is_training() ? dropout_rate : 0.0);
   } else {
     torch::Tensor scores = torch::matmul(query, key.transpose(3, 2));  // (B, Hl, T, S)
     if (bias.defined()) scores = scores + bias;
@@ -260,24 +444,36 @@ torch::Tensor T5AttentionImpl::core_kept(const torch::Tensor& query, const torch
   return heads_context;
 }
 
+torch::Tensor T5AttentionImpl::sdpa_core(const torch::Tensor& query, const torch::Tensor& key,
+                                         const torch::Tensor& value, const torch::Tensor& bias, double p) {
+  std::optional<TensorParallelStreamAsDefault> tp_stream;
+  if (p > 0.0) tp_stream.emplace(*rng);
+  const std::optional<torch::Tensor> mask = bias.defined() ? std::optional<torch::Tensor>(bias) : std::nullopt;
+  OnlySdpaBackend pinned(sdpa_backend_for(query.device(), query.scalar_type(), bias.defined()));
+  return at::scaled_dot_product_attention(query, key, value, mask, p, /*is_causal=*/false, /*scale=*/1.0);
+}
+
 torch::Tensor T5AttentionImpl::attend(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
-                                      const torch::Tensor& bias, SequenceLayout output) {
-  const torch::Tensor context = core(query, key, value, bias).transpose(1, 2).contiguous();  // (B, T, Hl, D)
+                                      const torch::Tensor& bias, SequenceLayout output,
+                                      const AttentionMasking& masking) {
+  const torch::Tensor context = core(query, key, value, bias, masking).transpose(1, 2).contiguous();  // (B, T, Hl, D)
   return o(context.view({context.size(0), context.size(1), heads_per_rank * d_kv}), output);
 }
 
-torch::Tensor T5AttentionImpl::forward(const torch::Tensor& hidden, const torch::Tensor& bias, SequenceLayout layout) {
+torch::Tensor T5AttentionImpl::forward(const torch::Tensor& hidden, const torch::Tensor& bias, SequenceLayout layout,
+                                       const AttentionMasking& masking) {
   if (layout == SequenceLayout::kSplit) {
     const auto qkv = column_parallel_from_sequence_split(hidden, {q.get(), k.get(), v.get()}, *tp);
-    return attend(split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]), bias, layout);
+    return attend(split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]), bias, layout, masking);
   }
   const torch::Tensor region_hidden = copy_to_tensor_parallel_region(hidden, *tp);
   auto [key, value] = project_key_value(region_hidden);
-  return attend(project_query(region_hidden), key, value, bias);
+  return attend(project_query(region_hidden), key, value, bias, SequenceLayout::kReplicated, masking);
 }
 
 torch::Tensor T5AttentionImpl::forward_cross(const torch::Tensor& hidden, const torch::Tensor& encoder_output,
-                                             const torch::Tensor& bias, SequenceLayout layout) {
+                                             const torch::Tensor& bias, SequenceLayout layout,
+                                             const AttentionMasking& masking) {
   // One edge per block into the encoder's output: the key's and value's gradients are summed here first, as the
   // recompute of a checkpointed block sums them, so that the encoder's gradient adds the blocks' parts in the same
   // order with and without activation checkpointing (the same step bit for bit).
@@ -285,7 +481,7 @@ torch::Tensor T5AttentionImpl::forward_cross(const torch::Tensor& hidden, const 
   const torch::Tensor query = layout == SequenceLayout::kSplit
                                   ? split_heads(column_parallel_from_sequence_split(hidden, {q.get()}, *tp)[0])
                                   : project_query(copy_to_tensor_parallel_region(hidden, *tp));
-  return attend(query, key, value, bias, layout);
+  return attend(query, key, value, bias, layout, masking);
 }
 
 // ---- feed-forward ----
@@ -353,14 +549,15 @@ T5BlockImpl::T5BlockImpl(const ModelConfig& config, bool is_decoder_, Communicat
 
 torch::Tensor T5BlockImpl::forward(const torch::Tensor& hidden, const torch::Tensor& self_bias,
                                    const torch::Tensor& encoder_output, const torch::Tensor& cross_bias,
-                                   SequenceLayout layout) {
+                                   SequenceLayout layout, const AttentionMasking& self_masking,
+                                   const AttentionMasking& cross_masking) {
   const bool training = is_training();
   auto dropout = [&](const torch::Tensor& x) { return residual_dropout(x, dropout_rate, training, layout, *rng); };
   torch::Tensor normed = self_attn_norm(hidden, layout);
-  torch::Tensor h = clamp_fp16(hidden + dropout(self_attn(normed, self_bias, layout)));
+  torch::Tensor h = clamp_fp16(hidden + dropout(self_attn(normed, self_bias, layout, self_masking)));
   if (is_decoder) {
-    h = clamp_fp16(
-        h + dropout(cross_attn->forward_cross(cross_attn_norm(h, layout), encoder_output, cross_bias, layout)));
+    h = clamp_fp16(h + dropout(cross_attn->forward_cross(cross_attn_norm(h, layout), encoder_output, cross_bias,
+                                                         layout, cross_masking)));
   }
   return clamp_fp16(h + dropout(ff(ff_norm(h, layout), layout)));
 }

@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include <set>
 #include <string>
 
 #include "config/model_config.h"
@@ -72,26 +73,51 @@ torch::Tensor read_with_fp32_gradient(const torch::Tensor& half_copy, const torc
 //   explicit: two matmuls around an fp32 softmax, dropout from the TP stream (bit-equal to transformers);
 //   sdpa: at::scaled_dot_product_attention with scale 1 and the bias as its float mask; on CUDA the
 //     memory-efficient kernel, which also returns the bias gradient the relative positions need, with its
-//     dropout drawn from the TP stream (TensorParallelStreamAsDefault).
+//     dropout drawn from the TP stream (TensorParallelStreamAsDefault);
+//   cudnn: cuDNN's fused flash attention (dist/fused_attention.h) through the CUDA backend, with the position bias
+//     as (1, H, T, S) and its gradient, the causal mask and padding given as such (AttentionMasking, not folded into
+//     the bias), dropout from the TP stream's seed and offset, in training; where cuDNN does not take a call (fp32,
+//     a head dim it is not used for, a bias per row, no GPU, a graph cuDNN refuses) the sdpa kernel runs instead,
+//     and the log and attention_kernels_description say so. Evaluation and generation run sdpa (generation's
+//     lengths change every step: a graph each). Off unless asked for (model.attention, t5scale-bench --attention)
+//     until a GPU has measured it.
 // On CPU a mask that needs a gradient sends SDPA to its math path, which measured no faster than explicit
 // (forward + backward of (8, 8, 128, 64) on one thread: 33-41 ms against 36-40 ms), so CPU keeps explicit.
-enum class AttentionKernel { kExplicit, kSdpa };
+enum class AttentionKernel { kExplicit, kSdpa, kCudnn };
 AttentionKernel default_attention_kernel(torch::Device device);  // CUDA: sdpa; elsewhere: explicit
+const char* attention_kernel_name(AttentionKernel kernel);        // "explicit", "sdpa", "cudnn"
 
-// The SDPA kernel each call site runs, decided by what it attends with and pinned for the call (every other kernel
-// switched off around it), so that a checkpointed block's recomputation runs the kernel, and draws the dropout, of
-// its forward, and a kernel that cannot take the inputs is an error rather than a silent fallback:
-//   CUDA, with a float mask (every self-attention's position bias, a padded batch's cross-attention): the
-//     memory-efficient kernel, the one that returns the mask's gradient the bias table needs;
-//   CUDA, no mask, bf16 or fp16 (an unpadded batch's cross-attention): flash;
-//   CUDA, no mask, fp32: memory-efficient (flash has no fp32 kernel);
-//   CPU: math (what SDPA takes on the CPU for a mask that needs a gradient, or with dropout).
+// The masks of an attention call that the bias does not carry: with the cudnn kernel the stack passes the position
+// bias alone and these beside it; every other caller passes none (its masks are in its additive bias).
+struct AttentionMasking {
+  bool causal = false;        // query i attends keys 0..i (the decoder's self-attention)
+  torch::Tensor key_lengths;  // (B) int32: row b attends its first key_lengths[b] keys; undefined: all
+  bool any() const { return causal || key_lengths.defined(); }
+};
+// Each row's token count (B) int32 from an additive padding mask (B, 1, 1, S) that is 0 on tokens (right-padded
+// rows, as the collation makes them); undefined for an undefined mask.
+torch::Tensor key_lengths_of_padding_mask(const torch::Tensor& additive_mask);
+// `bias` with the masks added as the other kernels take them (the dtype's lowest value where masked):
+// (1 or B, H, T, S).
+torch::Tensor bias_with_masks(const torch::Tensor& bias, const AttentionMasking& masking, int64_t query_length,
+                              int64_t key_length, torch::ScalarType dtype, torch::Device device);
+
+// Whether the cudnn kernel runs a call (q (B, Hl, T, D), k (B, Hl, S, D), bias as the core gets it): "" when it
+// does, else the reason the sdpa kernel runs it ("fp32 (cuDNN's fused attention takes fp16 and bf16)").
+// cuda_unavailable: why this process has no CUDA backend or no cuDNN attention ("" when it has).
+std::string cudnn_attention_refusal(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& bias,
+                                    const AttentionMasking& masking, double dropout, int compute_capability_major,
+                                    const std::string& cuda_unavailable);
+
 enum class SdpaBackend { kMath, kFlash, kEfficient };
 SdpaBackend sdpa_backend_for(torch::Device device, torch::ScalarType dtype, bool has_mask);
 const char* sdpa_backend_name(SdpaBackend backend);  // "math", "flash", "efficient"
 // What a model's attention runs, for the log and the run file: "explicit", or the SDPA kernel of each call site
-// ("sdpa: self-attention efficient; cross-attention flash, efficient when padded").
-std::string attention_kernels_description(AttentionKernel kernel, torch::Device device, torch::ScalarType dtype);
+// ("sdpa: self-attention efficient; cross-attention flash, efficient when padded"), or with cudnn whether cuDNN
+// takes the model's calls, from what is known before a step (dtype, head dim, device, the backend) ("cudnn:
+// self-attention and cross-attention cuDNN fused attention", or "cudnn refused (fp32 (...)): sdpa: ...").
+std::string attention_kernels_description(AttentionKernel kernel, torch::Device device, torch::ScalarType dtype,
+                                          int64_t head_dim = 64);
 
 // Multi-head attention without score scaling (T5 folds 1/sqrt(D) into the initialisation). The input of q, k
 // and v enters the TP region once per sub-layer (one backward all-reduce, as in Megatron's fused QKV).
@@ -102,12 +128,13 @@ class T5AttentionImpl : public torch::nn::Module {
   // Self-attention over hidden (B, T, C); bias broadcastable to (B, Hl, T, T): relative-position bias plus
   // additive mask. Returns (B, T, C); with layout kSplit hidden and the result are this rank's (B, T / tp, C).
   torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& bias,
-                        SequenceLayout layout = SequenceLayout::kReplicated);
+                        SequenceLayout layout = SequenceLayout::kReplicated, const AttentionMasking& masking = {});
   // Cross-attention: queries from hidden (B, T, C), keys and values from encoder_output (B, S, C), which the
   // caller has put in the TP region (copy_to_tensor_parallel_region, or under sequence parallelism
   // gather_from_sequence_parallel_region) once for every decoder block; layout as for forward().
   torch::Tensor forward_cross(const torch::Tensor& hidden, const torch::Tensor& encoder_output,
-                              const torch::Tensor& bias, SequenceLayout layout = SequenceLayout::kReplicated);
+                              const torch::Tensor& bias, SequenceLayout layout = SequenceLayout::kReplicated,
+                              const AttentionMasking& masking = {});
 
   // The projections take inputs already in the TP region (copy_to_tensor_parallel_region, the identity in
   // forward: generation without gradients may pass plain hidden states).
@@ -115,17 +142,25 @@ class T5AttentionImpl : public torch::nn::Module {
   std::pair<torch::Tensor, torch::Tensor> project_key_value(const torch::Tensor& region_input);  // 2 x (B, Hl, S, D)
   // (B, T, C), or with output kSplit this rank's (B, T / tp, C): the core, then the output projection.
   torch::Tensor attend(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
-                       const torch::Tensor& bias, SequenceLayout output = SequenceLayout::kReplicated);
+                       const torch::Tensor& bias, SequenceLayout output = SequenceLayout::kReplicated,
+                       const AttentionMasking& masking = {});
   // The attention core, softmax(q k^T + bias) v with dropout on the probabilities, per head: (B, Hl, T, D). With
   // recompute_core while training it keeps only its inputs and computes itself again in backward.
   torch::Tensor core(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
-                     const torch::Tensor& bias);
+                     const torch::Tensor& bias, const AttentionMasking& masking = {});
   torch::Tensor core_kept(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
-                          const torch::Tensor& bias);  // the core, its activations kept for backward
+                          const torch::Tensor& bias,
+                          const AttentionMasking& masking = {});  // the core, its activations kept for backward
   torch::Tensor split_heads(const torch::Tensor& projected) const;  // (B, L, Hl * D) -> (B, Hl, L, D)
+  // The core through SDPA's pinned kernel (sdpa_backend_for), dropout p from the TP stream.
+  torch::Tensor sdpa_core(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
+                          const torch::Tensor& bias, double p);
 
   int64_t heads_per_rank, d_kv;
   double dropout_rate;
+  // With the cudnn kernel: the reasons cuDNN did not take a call, each logged once when first seen (a set: calls of
+  // every shape pass here, the log names each reason once).
+  std::set<std::string> cudnn_refusals;
   AttentionKernel kernel;  // default_attention_kernel of the parameters' device; T5Model::set_attention_kernel
   // Selective recomputation (Megatron's): the core's scores, softmax, dropout mask and probabilities are not kept but
   // made again in backward, from q, k, v, the bias and the RNG states of the forward
@@ -169,9 +204,11 @@ class T5BlockImpl : public torch::nn::Module {
               torch::TensorOptions param_options);
   // layout: of hidden and the result (the residual stream); encoder_output: in the TP region already, whole (see
   // T5AttentionImpl::forward_cross).
+  // self_masking, cross_masking: the masks the biases do not carry (the cudnn kernel's; see AttentionMasking).
   torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& self_bias,
                         const torch::Tensor& encoder_output = {}, const torch::Tensor& cross_bias = {},
-                        SequenceLayout layout = SequenceLayout::kReplicated);
+                        SequenceLayout layout = SequenceLayout::kReplicated, const AttentionMasking& self_masking = {},
+                        const AttentionMasking& cross_masking = {});
   // One decoder position (B, 1, C) against the cache, which it extends.
   torch::Tensor forward_step(const torch::Tensor& hidden, const torch::Tensor& self_bias, DecoderLayerCache& cache,
                              const torch::Tensor& cross_bias);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <ATen/CPUGeneratorImpl.h>
 #include <limits>
+#include <set>
 
 #include "core/check.h"
 #include "core/fnv1a.h"
@@ -63,7 +64,18 @@ torch::Tensor T5StackImpl::forward(const torch::Tensor& embeddings, const torch:
   // cast once, and each block reads the one copy with its gradient handed back in fp32: the blocks' gradients are
   // summed in fp32 (transformers sums them in the compute dtype).
   torch::Tensor bias = relative_attention_bias(length, length);
-  if (self_mask.defined()) bias = bias + self_mask;
+  // The cudnn kernel takes the masks apart from the bias: the causal mask as such, padding as key lengths.
+  const bool masks_apart =
+      !blocks->is_empty() && blocks[0]->as<T5BlockImpl>()->self_attn->kernel == AttentionKernel::kCudnn;
+  AttentionMasking self_masking, cross_masking;
+  if (masks_apart) {
+    self_masking.causal = is_decoder;
+    self_masking.key_lengths = is_decoder ? torch::Tensor() : key_lengths_of_padding_mask(self_mask);
+    cross_masking.key_lengths = key_lengths_of_padding_mask(cross_mask);
+  } else if (self_mask.defined()) {
+    bias = bias + self_mask;
+  }
+  const torch::Tensor block_cross_mask = masks_apart ? torch::Tensor() : cross_mask;
   const bool fp32_gradient = bias.scalar_type() != dtype && bias.requires_grad();
   const torch::Tensor shared_bias = fp32_gradient ? bias.detach().to(dtype) : bias.to(dtype);
   torch::Tensor hidden = residual_dropout(embeddings, dropout_rate, is_training(), layout, *rng);
@@ -72,9 +84,10 @@ torch::Tensor T5StackImpl::forward(const torch::Tensor& embeddings, const torch:
     auto* block = blocks[i]->as<T5BlockImpl>();
     const torch::Tensor self_bias = fp32_gradient ? read_with_fp32_gradient(shared_bias, bias) : shared_bias;
     if (checkpointing && static_cast<int64_t>(i) % checkpoint_every == 0) {
-      hidden = checkpointed_block_forward(*block, *rng, hidden, self_bias, encoder_output, cross_mask, layout);
+      hidden = checkpointed_block_forward(*block, *rng, hidden, self_bias, encoder_output, block_cross_mask, layout,
+                                          self_masking, cross_masking);
     } else {
-      hidden = block->forward(hidden, self_bias, encoder_output, cross_mask, layout);
+      hidden = block->forward(hidden, self_bias, encoder_output, block_cross_mask, layout, self_masking, cross_masking);
     }
   }
   return residual_dropout(final_norm(hidden, layout), dropout_rate, is_training(), layout, *rng);
@@ -132,7 +145,18 @@ std::string T5ModelImpl::attention_kernels() {
   const torch::Tensor& weight = shared->weight;
   for (const auto& module : modules()) {
     if (auto* attention = module->as<T5AttentionImpl>()) {
-      return attention_kernels_description(attention->kernel, weight.device(), weight.scalar_type());
+      std::string description =
+          attention_kernels_description(attention->kernel, weight.device(), weight.scalar_type(), config_.d_kv);
+      std::set<std::string> refusals;  // the calls cuDNN did not take so far, over every attention layer
+      for (const auto& other : modules()) {
+        if (auto* layer = other->as<T5AttentionImpl>()) {
+          refusals.insert(layer->cudnn_refusals.begin(), layer->cudnn_refusals.end());
+        }
+      }
+      for (const std::string& refusal : refusals) {
+        description += "; sdpa ran where cuDNN did not take a call: " + refusal;
+      }
+      return description;
     }
   }
   return "none";

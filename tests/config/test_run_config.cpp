@@ -33,6 +33,7 @@ model:
   name: t5-v1_1-base
   init_from: /models/t5-v1_1-base
   dropout_rate: 0.05
+  attention: cudnn
   d_model: 384
   d_kv: 48
   d_ff: 1536
@@ -193,6 +194,7 @@ TEST(RunConfigLoad, FullFileSetsEveryMember) {
   EXPECT_EQ(c.model.name, "t5-v1_1-base");
   EXPECT_EQ(c.model.init_from, "/models/t5-v1_1-base");
   EXPECT_EQ(c.model.dropout_rate, 0.05);
+  EXPECT_EQ(c.model.attention, ModelSettings::Attention::kCudnn);
   EXPECT_EQ(c.model.d_model, 384);
   EXPECT_EQ(c.model.d_kv, 48);
   EXPECT_EQ(c.model.d_ff, 1536);
@@ -314,6 +316,7 @@ TEST(RunConfigLoad, DefaultsAreTheSchemas) {
   EXPECT_EQ(c.run.seed, 1234);
   EXPECT_EQ(c.model.name, "tiny");
   EXPECT_EQ(c.model.dropout_rate, -1.0);
+  EXPECT_EQ(c.model.attention, ModelSettings::Attention::kAuto);
   EXPECT_EQ(c.data.dataset, "synthetic");
   EXPECT_EQ(c.data.max_source_length, 512);
   EXPECT_EQ(c.data.max_target_length, 128);
@@ -1154,7 +1157,7 @@ TEST(ConfigReference, EveryKeyHasARowWithItsDefaultAndDoc) {
   for (const auto& section : config_sections()) {
     EXPECT_NE(markdown.find("\n## " + section.name + "\n\n" + section.doc + "\n"), std::string::npos) << section.name;
   }
-  EXPECT_EQ(config_keys().size(), 108u);  // the schema's keys; a new key changes this and the reference
+  EXPECT_EQ(config_keys().size(), 109u);  // the schema's keys; a new key changes this and the reference
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 # scripts/gpu-check.sh --dry-run on this machine: it lists every stage with its command (the gpu label, the 50-step
 # training run, the eight benchmark rows with the planner's micro-batches, the comparison with transformers),
 # writes nothing, and refuses bad arguments with a message; --quick --dry-run lists the short plan in its order and
-# states the bytes that travel with a call to a lent GPU machine, refusing a plan over 60 MiB.
+# states the bytes that travel with a call to a lent GPU machine, refusing a plan over 60 MiB; --attention-ab
+# --dry-run lists the attention A/B plan (cuDNN's fused attention against the sdpa kernel on the two rows).
 # usage: check_gpu_check_dry_run.sh GPU_CHECK_SCRIPT BUILD_DIR WORK_DIR
 set -uo pipefail
 script=$1 build=$2 work=$3
@@ -86,6 +87,37 @@ bad=$("$script" --quick --dry-run --bundle "$work/fat/t5scale-bundle-x" "$out_di
 (($? == 1)) && grep -qE "the bundle .*t5scale-bundle-x.tar.gz 40.0 MiB = [0-9.]+ MiB of the 60 MiB a call may carry: OVER" \
   <<<"$bad" || fail "a quick plan over 60 MiB was not refused: $bad"
 rm -rf "$work/fat"
+
+# --attention-ab: the cuDNN tests, then each row with --attention sdpa and --attention cudnn on the planner's
+# micro-batch, within 7 minutes; the cudnn side of T5-3B profiled.
+output=$("$script" --attention-ab --dry-run --build-dir "$build" "$out_dir" 2>&1) ||
+  fail "the attention A/B dry run exited $?: $output"
+echo "$output"
+[[ ! -e $out_dir ]] || fail "the attention A/B dry run created $out_dir"
+expect "budget 7 min; .*; the attention A/B plan$"
+expect "^travels: the clone [0-9.]+ MiB \+ .* = [0-9.]+ MiB of the 60 MiB a call may carry$"
+stages=$(sed -nE 's/^  (environment|backend-load|cudnn-tests|plan|bench|summary) .*/\1/p' <<<"$output" | uniq | tr '\n' ' ')
+[[ $stages == "environment backend-load cudnn-tests plan bench summary " ]] ||
+  fail "the attention A/B plan's stages, in order: $stages"
+expect "^  backend-load .*t5scale_mpi_tests --gtest_color=no --gtest_filter=CudaBackend\.\*$"
+expect "^  cudnn-tests +\[<=   75 s\] .*t5scale_gpu_tests --gtest_color=no --gtest_filter=CudnnAttention\.\* "
+(($(grep -cE '^  bench ' <<<"$output") == 4)) || fail "--attention-ab: not four bench lines: $output"
+for row in "t5-3b 147 26 1" "t5-v1_1-xxl 512 128 8"; do
+  read -r model source target tp <<<"$row"
+  planned=$(grep -E "^  plan +$model $source/$target tp $tp: planner: micro-batch [0-9]+ " <<<"$output" |
+            sed -E 's/.*micro-batch ([0-9]+) .*/\1/')
+  [[ $planned =~ ^(1|2|4|8|16|32|64|128|256)$ ]] || fail "attention A/B: no planner micro-batch for $model $source/$target"
+  shard=""
+  ((tp > 1)) && shard=" --tp-shard $tp"
+  for side in sdpa cudnn; do
+    profile=""
+    [[ $model == t5-3b && $side == cudnn ]] && profile=" --profile 2"
+    name=$model-$source-$target-$side
+    expect "^  bench $name \[<=   60 s\] .*t5scale-bench --model $model --precision bf16 --micro-batch $planned --source-length $source --target-length $target --steps 10$shard --checkpoint-every-blocks auto --attention $side$profile --json $out_dir/bench/$name.json$"
+  done
+done
+bad=$("$script" --dry-run --quick --attention-ab 2>&1)
+(($? == 2)) && grep -q "two plans: give one" <<<"$bad" || fail "--quick with --attention-ab was not refused: $bad"
 
 bad=$("$script" --dry-run --no-such-option 2>&1)
 (($? == 2)) && grep -q "unknown option '--no-such-option'" <<<"$bad" || fail "an unknown option was not refused: $bad"

@@ -1,10 +1,12 @@
 #include "gpu/gpu_test_support.h"
 
 #include <ATen/cuda/Sleep.h>
+#include <cstdio>
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
 
 #include "core/check.h"
+#include "dist/cuda_backend.h"
 
 namespace t5scale::testing {
 
@@ -33,6 +35,12 @@ void keep_current_stream_busy(double seconds) {
             cudaGetErrorString(status));
   // Cycles at the peak clock: at any lower clock the spin only lasts longer.
   at::cuda::sleep(static_cast<int64_t>(seconds * 1e3 * peak_khz));
+}
+
+bool cudnn_attention_available() {
+  const std::string why_not = required_cuda_backend("the cuDNN attention tests").fused_attention_unavailable();
+  if (!why_not.empty()) std::printf("cuDNN's fused attention is not available: %s\n", why_not.c_str());
+  return why_not.empty();
 }
 
 }  // namespace t5scale::testing

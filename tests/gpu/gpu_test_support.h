@@ -26,4 +26,8 @@ ProcessGrid& gpu_grid();
 // stream starts only then.
 void keep_current_stream_busy(double seconds);
 
+// Whether the CUDA backend runs cuDNN's fused attention here (a build with cuDNN's frontend, a cuDNN it can use);
+// prints why not when it does not.
+bool cudnn_attention_available();
+
 }  // namespace t5scale::testing

@@ -141,19 +141,30 @@ std::map<std::string, torch::Tensor> training_step(const ModelConfig& config, At
   return results;
 }
 
+// The model of the recomputation tests: dropout 0.2, gated GELU, untied.
+ModelConfig dropout_config() {
+  ModelConfig config = small_config(FeedForwardKind::kGatedGelu, false);
+  config.dropout_rate = 0.2;
+  return config;
+}
+
+// Two rows of 7 source tokens, the second padded after 4, and 5 labels each: ids, attention mask, labels.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> padded_batch() {
+  const torch::Tensor ids = torch::randint(3, 50, {2, 7});
+  torch::Tensor padded = torch::ones({2, 7}, torch::kLong);
+  padded.index_put_({1, torch::indexing::Slice(4, torch::indexing::None)}, 0);
+  return {ids, padded, torch::randint(3, 50, {2, 5})};
+}
+
 // Activation checkpointing recomputes a block exactly as its forward ran: the same inputs with the same
 // requires-grad flags (the attention backend depends on them, and backends draw different dropout masks), the same
 // generator states. So a training step with dropout is the same, bit for bit, with and without it; padded inputs make
 // the masks and the position bias real inputs of every block. Selective recomputation (each attention core made again
 // in backward) likewise, padded and unpadded (cross-attention without a mask), and together with checkpointing.
 TEST(T5Model, RecomputedStepWithDropoutEqualsTheStepWithout) {
-  for (const AttentionKernel kernel : {AttentionKernel::kSdpa, AttentionKernel::kExplicit}) {
-    ModelConfig config = small_config(FeedForwardKind::kGatedGelu, false);
-    config.dropout_rate = 0.2;
-    const torch::Tensor ids = torch::randint(3, 50, {2, 7});
-    torch::Tensor padded = torch::ones({2, 7}, torch::kLong);
-    padded.index_put_({1, torch::indexing::Slice(4, torch::indexing::None)}, 0);
-    const torch::Tensor labels = torch::randint(3, 50, {2, 5});
+  for (const AttentionKernel kernel : {AttentionKernel::kSdpa, AttentionKernel::kExplicit, AttentionKernel::kCudnn}) {
+    const ModelConfig config = dropout_config();
+    const auto [ids, padded, labels] = padded_batch();
     for (const torch::Tensor& mask : {padded, torch::Tensor()}) {
       const auto plain = training_step(config, kernel, 0, 21, ids, mask, labels);
       struct Recomputation {
@@ -202,6 +213,65 @@ TEST(T5Model, AnUnpaddedBatchNeedsNoMask) {
       }
     }
   }
+}
+
+// The cudnn kernel where cuDNN takes no call (the CPU): the stack hands it the position bias alone with the causal
+// mask and the key lengths beside it (AttentionMasking), and the sdpa kernel it falls back to gets them added to the
+// bias per call. That is the sdpa kernel's step, bit for bit, with dropout, padded or not, with activation
+// checkpointing and selective recomputation (which keep the maskings for the recompute), but for the position
+// biases' gradients, reduced over the rows in each block rather than once for the stack (1e-6 of their largest
+// element). The model says which kernel ran, and why.
+TEST(T5Model, CudnnKernelWithoutCudnnRunsTheSdpaStepAndSaysWhy) {
+  const ModelConfig config = dropout_config();
+  const auto [ids, padded, labels] = padded_batch();
+  for (const torch::Tensor& mask : {padded, torch::Tensor()}) {
+    for (const int every : {0, 1}) {
+      const bool selective = every == 0;
+      const auto sdpa = training_step(config, AttentionKernel::kSdpa, every, 5, ids, mask, labels, selective);
+      const auto cudnn = training_step(config, AttentionKernel::kCudnn, every, 5, ids, mask, labels, selective);
+      for (const auto& [name, expected] : sdpa) {
+        const torch::Tensor& got = cudnn.at(name);
+        const std::string which = msg(name, mask.defined() ? " (padded" : " (unpadded", ", checkpoint every ", every,
+                                      selective ? ", selective)" : ")");
+        if (name.find("relative_attention_bias") != std::string::npos) {
+          const double scale = expected.abs().max().item<double>();
+          EXPECT_LE((got - expected).abs().max().item<double>(), 1e-6 * scale) << which;
+        } else {
+          EXPECT_TRUE(torch::equal(got, expected))
+              << which << " differs from sdpa by up to " << (got - expected).abs().max().item<double>();
+        }
+      }
+    }
+  }
+  T5Model model(config, solo());
+  model->set_attention_kernel(AttentionKernel::kCudnn);
+  EXPECT_EQ(model->attention_kernels(), "cudnn refused (not on a CUDA device), so sdpa: self-attention math; "
+                                        "cross-attention math");
+  model->train();
+  model->forward(ids, padded, model->shift_right(labels));
+  EXPECT_EQ(model->attention_kernels(), "cudnn refused (not on a CUDA device), so sdpa: self-attention math; "
+                                        "cross-attention math; sdpa ran where cuDNN did not take a call: not on a "
+                                        "CUDA device");
+}
+
+// The masks the cudnn kernel takes apart from the bias, added back for the other kernels: key lengths from a
+// right-padded additive mask, and the causal and padding masks as the model's own additive masks.
+TEST(T5Model, AttentionMaskingAddsBackAsTheAdditiveMasks) {
+  const torch::Tensor attention_mask = torch::tensor({{1, 1, 1, 1}, {1, 1, 0, 0}});
+  const torch::Tensor additive = padding_additive_mask(attention_mask, torch::kFloat32);
+  const torch::Tensor lengths = key_lengths_of_padding_mask(additive);
+  EXPECT_TRUE(torch::equal(lengths, torch::tensor({4, 2}, torch::kInt32))) << lengths;
+  EXPECT_FALSE(key_lengths_of_padding_mask(torch::Tensor()).defined());
+  const torch::Tensor bias = torch::randn({1, 3, 4, 4});
+  AttentionMasking padding;
+  padding.key_lengths = lengths;
+  EXPECT_TRUE(torch::equal(bias_with_masks(bias, padding, 4, 4, torch::kFloat32, torch::kCPU), bias + additive));
+  AttentionMasking causal;
+  causal.causal = true;
+  EXPECT_TRUE(torch::equal(bias_with_masks(bias, causal, 4, 4, torch::kFloat32, torch::kCPU),
+                           bias + causal_additive_mask(4, torch::kFloat32, torch::kCPU)));
+  EXPECT_TRUE(torch::equal(bias_with_masks(torch::Tensor(), padding, 4, 4, torch::kFloat32, torch::kCPU), additive));
+  EXPECT_FALSE(AttentionMasking().any());
 }
 
 // A stand-in for one rank of a TP group that is never asked for a collective: construction and initialisation
