@@ -20,7 +20,9 @@ int64_t largest_proper_divisor(int64_t n) {
 }  // namespace
 
 std::string MemoryRemedy::describe() const {
-  return msg(setting, ": ", gib_text(static_cast<double>(memory.total_bytes())), fits ? ", fits" : ", does not fit");
+  return msg(setting, ": ", gib_text(static_cast<double>(memory.total_bytes())),
+             memory.host_bytes > 0 ? msg(" (host ", gib_text(static_cast<double>(memory.host_bytes)), ")") : "",
+             fits ? ", fits" : ", does not fit");
 }
 
 std::vector<MemoryRemedy> memory_remedies(const ModelConfig& model, const MemoryInputs& now, const RemedyLimits& limits) {
@@ -77,6 +79,24 @@ std::vector<MemoryRemedy> memory_remedies(const ModelConfig& model, const Memory
           tried);
   }
   const bool one_fits = std::any_of(remedies.begin(), remedies.end(), [](const MemoryRemedy& r) { return r.fits; });
+  if (!one_fits && now.on_gpu && !now.offload_optimizer) {
+    // Nothing else fits alone: the optimizer's state to the host (ZeRO-Offload), with every block recomputed where it
+    // does not fit without. Its host memory is in the prediction's host_bytes. Where it fits, nothing more is offered.
+    MemoryInputs tried = now;
+    tried.offload_optimizer = true;
+    std::string setting = "parallel.offload_optimizer=true";
+    if (!fits_device_memory(predict_memory(model, tried).total_bytes(), limits.device_memory_bytes) &&
+        now.checkpoint_every_blocks != 1) {
+      tried.checkpoint_every_blocks = 1;
+      tried.selective_recomputation = false;
+      setting += " with parallel.activation_checkpointing=true, parallel.checkpoint_every_blocks=1";
+    }
+    offer(setting, tried);
+    if (!remedies.empty() && remedies.back().setting.rfind("parallel.offload_optimizer", 0) == 0 &&
+        remedies.back().fits) {
+      return remedies;
+    }
+  }
   if (!one_fits && remedies.size() > 1) {
     // None fits alone: the changes offered, all together (the least checkpointing that then fits, else every block).
     MemoryInputs together = now;
