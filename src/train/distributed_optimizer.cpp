@@ -179,14 +179,16 @@ void DistributedOptimizer::write_back(size_t b) {
   torch::Tensor& buffer = parameter_buffers_[b];
   // The owned new weights in the parameters' dtype where the parameters are: host-resident state rounds them on
   // the host (into pinned staging off the CPU) and sends them in one copy.
+  // (The staging is written again only after the next step's blocking gradient copy, which this copy precedes on
+  // the stream: it has finished by then.)
   torch::Tensor owned = master_[b];
-  if (host_resident_) {
-    if (host_staging_[b].defined()) {
-      host_staging_[b].copy_(master_[b]);
-      owned = host_staging_[b].to(buffer.device(), /*non_blocking=*/true);
-    } else {
-      owned = master_[b].to(buffer.scalar_type());
+  if (host_resident_ && host_staging_[b].defined()) {
+    host_staging_[b].copy_(master_[b]);
+    if (!gradients_.zero1()) {
+      buffer.copy_(host_staging_[b], /*non_blocking=*/true);
+      return;
     }
+    owned = host_staging_[b].to(buffer.device(), /*non_blocking=*/true);
   }
   if (gradients_.zero1()) {
     // Gathered in the parameters' dtype (rounding is per element, so rounding before the gather gives the same

@@ -18,7 +18,8 @@
 // the CPU cores, reading a host copy of each owned gradient bucket (copied once per step, after the reduction; the
 // norm and the non-finite check still read the reduced gradients where they are), and each bucket's new weights go
 // back as one copy in the parameters' dtype. The arithmetic is the same, so on the CPU the step is bit for bit the
-// step without it; the checkpoint's state has the same names and shapes.
+// step without it; the checkpoint's state has the same names and shapes. (Step 4's unscaled, clipped gradient is then
+// the host copy; the reduced gradients on the device stay as reduced.)
 #pragma once
 
 #include <torch/torch.h>

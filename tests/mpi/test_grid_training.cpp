@@ -416,9 +416,10 @@ TEST(GridZero2, EqualsZero1OnItsGrid) {
 }
 
 // Host-resident optimizer state (parallel.offload_optimizer) against the same run without it, on every grid of the
-// world, 2 steps in fp32: the same update code on host copies of the same tensors, so every loss, gradient and
+// world, 2 steps in fp32: the same update code on host copies of the same tensors, so every loss, gradient norm and
 // weight is equal bit for bit. AdamW with ZeRO-1 and accumulation (each rank offloads its shard), and Adafactor
-// (its TP sums made on the gradients' device) with checkpointing.
+// (its TP sums made on the gradients' device) with checkpointing. (The reduced gradients themselves are not compared:
+// the step clips the update's copy of them in place, which with offload is the host copy, not the buckets.)
 TEST(GridOffload, EqualsTheStepWithoutIt) {
   const ModelConfig config = grid_model(true);
   for (int tp : testing::tp_sizes_for_world()) {
@@ -427,8 +428,8 @@ TEST(GridOffload, EqualsTheStepWithoutIt) {
       Variant offloaded = plain;
       offloaded.offload_optimizer = true;
       const std::string what = msg(grid.tp_size, "x", grid.dp_size, " ", plain.name);
-      const auto want = quantities(train_run(config, grid, plain, 2, torch::kFloat32), /*with_gradients=*/true);
-      const auto got = quantities(train_run(config, grid, offloaded, 2, torch::kFloat32), /*with_gradients=*/true);
+      const auto want = quantities(train_run(config, grid, plain, 2, torch::kFloat32), /*with_gradients=*/false);
+      const auto got = quantities(train_run(config, grid, offloaded, 2, torch::kFloat32), /*with_gradients=*/false);
       ASSERT_EQ(got.size(), want.size()) << what;
       for (const auto& [name, tensor] : want) {
         EXPECT_TRUE(torch::equal(got.at(name), tensor)) << what << ": " << name << " differs with offload";
