@@ -38,6 +38,8 @@
 #   bench        t5scale-bench, bf16: T5-v1.1-base, -large, T5-3B (whole model), T5-v1.1-XXL (--tp-shard 8);
 #                lengths 512/128 and SAMSum-like 147/26                                       bench/*.json
 #                the --profile-row also profiled: device time per kernel and class      bench/<row>.log
+#                T5-3B 147/26 again with --offload-optimizer (the optimizer's state on the host, the
+#                update on the CPU cores: its step against the row without)             bench/*-offload.json
 #   compare      bench/compare.sh (or compare.py): t5scale-bench against transformers         compare/
 #   summary      one line per stage and the figures                                           summary.txt
 #
@@ -50,8 +52,8 @@
 #   gpu-tests      the gpu label, the watchdog's stalled collective cut to 3 s (T5SCALE_TEST_STALL_S)
 #   train          a 50-step t5scale-train run with 2 micro-batches per step (bf16 gradients accumulated in fp32)
 #   plan           the planner's micro-batches of the rows below
-#   bench          T5-3B 147/26 (profiled) and with --selective-recomputation; T5-v1.1-XXL --tp-shard 8 512/128,
-#                  and with --sequence-parallel
+#   bench          T5-3B 147/26 (profiled), with --selective-recomputation and with --offload-optimizer;
+#                  T5-v1.1-XXL --tp-shard 8 512/128, and with --sequence-parallel
 #   tp2            left out, with the reason: two ranks of tp 2 on one GPU (NCCL refuses two ranks on one device,
 #                  and the MPI backend carries CPU tensors only)
 #   attention      bench/attention_kernels.py on the model's own (1, H, S, S) bias, the two rows' shapes
@@ -474,7 +476,8 @@ quick_plan() {
   local -a rows=("t5-3b-147-26|t5-3b 147 26 1|--profile 2"
                  "t5-v1_1-xxl-512-128|t5-v1_1-xxl 512 128 8|"
                  "t5-v1_1-xxl-512-128-sequence-parallel|t5-v1_1-xxl 512 128 8|--sequence-parallel"
-                 "t5-3b-147-26-selective|t5-3b 147 26 1|--selective-recomputation")
+                 "t5-3b-147-26-selective|t5-3b 147 26 1|--selective-recomputation"
+                 "t5-3b-147-26-offload|t5-3b 147 26 1|--offload-optimizer")
   local -A micro=()
   local plan_dir=$OUT_DIR/plan
   ((DRY_RUN)) && QUICK_PLAN_DIR=$(mktemp -d) && plan_dir=$QUICK_PLAN_DIR && trap 'rm -rf "$QUICK_PLAN_DIR"' EXIT
@@ -485,15 +488,18 @@ quick_plan() {
     micro[$shape]=$PLANNED
   done
   ((DRY_RUN)) || { mkdir -p "$OUT_DIR/bench"; SUMMARY+=("plan: micro-batches ${micro[*]} (plan/)"); }
-  local row name options checkpointing
+  local row name options checkpointing limit
   for row in "${rows[@]}"; do
     IFS='|' read -r name shape options <<<"$row"
     read -r model source target tp <<<"$shape"
     checkpointing=(--checkpoint-every-blocks auto)
     # Selective recomputation is the alternative to checkpointing whole blocks: the planner's auto would choose.
     [[ $options == *--selective-recomputation* ]] && checkpointing=(--checkpoint-every-blocks 0)
+    # The update on the host's cores: some seconds a step for T5-3B, so a longer limit.
+    limit=75
+    [[ $options == *--offload-optimizer* ]] && limit=120
     # shellcheck disable=SC2086  # the row's options, words
-    bench_row "$name" 75 "$model" "$source" "$target" "$tp" "${micro[$shape]}" "${checkpointing[@]}" $options
+    bench_row "$name" "$limit" "$model" "$source" "$target" "$tp" "${micro[$shape]}" "${checkpointing[@]}" $options
   done
 
   local why="NCCL refuses two ranks on one device, and the MPI backend carries CPU tensors only (dist/mpi_communicator.cpp)"
@@ -593,6 +599,12 @@ if [[ -n $BENCH ]] || ((DRY_RUN)); then
     [[ $name == "$PROFILE_ROW" ]] && profile=(--profile 2)
     bench_row "$name" 150 "$model" "$source" "$target" "$tp" "${MICRO[$i]}" --checkpoint-every-blocks auto "${profile[@]}"
   done
+  # T5-3B 147/26 with the optimizer's state on the host (parallel.offload_optimizer), against the row above.
+  if row_selected t5-3b-147-26-offload; then
+    bench_row t5-3b-147-26-offload 200 t5-3b 147 26 1 "${MICRO[5]}" --checkpoint-every-blocks auto --offload-optimizer
+  else
+    SUMMARY+=("bench t5-3b-147-26-offload: not selected (--rows)")
+  fi
 else
   missing bench "t5scale-bench was not found (${SEARCH[*]}, PATH)"
 fi

@@ -58,6 +58,8 @@ initialised as t5scale-train does.
   --vocab-size N            vocabulary of tiny                                             [32]
   --tp-shard N              one rank's share of a TP=N model on this device; communication excluded
   --sequence-parallel       with --tp-shard: the residual stream split over the TP group (parallel.sequence_parallel)
+  --offload-optimizer       master weights and moments in host memory, the update on the CPU
+                            (parallel.offload_optimizer)
   --attention A             auto (sdpa on CUDA, explicit elsewhere), sdpa, explicit or cudnn (cuDNN's fused
                             attention, sdpa where it does not take a call; a note names them); sdpa on the CPU
                             holds the tensors a GPU's step holds, for the memory measurement   [auto]
@@ -92,6 +94,7 @@ const std::vector<std::string>& option_names() {
       "--model", "--precision", "--micro-batch", "--source-length", "--target-length", "--steps", "--warmup-steps",
       "--device", "--threads", "--activation-checkpointing", "--checkpoint-every-blocks", "--selective-recomputation",
       "--device-memory-gib", "--optimizer", "--lr", "--dropout", "--vocab-size", "--tp-shard", "--sequence-parallel",
+      "--offload-optimizer",
       "--attention", "--peak-flops", "--matmul-peak", "--seed", "--json", "--rates", "--calibrate", "--profile", "--profile-trace",
       "--print-model-config", "--help"};
   return names;
@@ -157,6 +160,8 @@ Arguments parse(int argc, char** argv) {
       o.measure_matmul = true;
     } else if (flag == "--sequence-parallel") {
       o.sequence_parallel = true;
+    } else if (flag == "--offload-optimizer") {
+      o.offload_optimizer = true;
     } else if (flag == "--selective-recomputation") {
       o.selective_recomputation = true;
     } else if (flag == "--seed") {

@@ -106,6 +106,7 @@ RunConfig benchmark_run_config(const StepBenchmarkOptions& o) {
   c.data.pad_to_multiple_of = 1;  // the batch has exactly the given lengths
   c.parallel.tp = o.tp_shard;
   c.parallel.sequence_parallel = o.sequence_parallel;
+  c.parallel.offload_optimizer = o.offload_optimizer;
   using Checkpointing = ParallelSettings::ActivationCheckpointing;
   if (o.selective_recomputation) {
     c.parallel.activation_checkpointing = Checkpointing::kSelective;
@@ -433,6 +434,7 @@ json StepBenchmark::config_section() const {
       {"dropout_rate", model_config_.dropout_rate},
       {"tp_shard", o.tp_shard},
       {"sequence_parallel", o.sequence_parallel},
+      {"offload_optimizer", o.offload_optimizer},
       {"attention", o.attention != "auto" ? o.attention
                     : default_attention_kernel(o.device) == AttentionKernel::kSdpa ? "sdpa" : "explicit"},
       {"seed", o.seed},

@@ -53,6 +53,7 @@ struct StepBenchmarkOptions {
   double max_grad_norm = 1.0;   // clipping, as t5scale-train and Hugging Face's Trainer do by default
   int tp_shard = 1;             // > 1: one rank's share of a TP = tp_shard model, communication excluded
   bool sequence_parallel = false;  // parallel.sequence_parallel (an effect with tp_shard > 1 only)
+  bool offload_optimizer = false;  // parallel.offload_optimizer: master weights and moments on the host
   std::string attention = "auto";  // auto (the device's: sdpa on CUDA, explicit elsewhere), sdpa or explicit;
                                    // sdpa on the CPU holds the tensors the GPU's step holds
   double peak_flops_per_device = 0.0;  // > 0 replaces the peak table's figure

@@ -77,6 +77,9 @@ struct ParallelSettings {
   int64_t tp = 1;
   bool zero1 = false;
   bool zero2 = false;  // needs zero1
+  // The fp32 master weights, the optimizer's moments and a copy of the reduced gradients in host memory, the update
+  // on the CPU cores (ZeRO-Offload; train/distributed_optimizer.h).
+  bool offload_optimizer = false;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::kOff;
   int64_t checkpoint_every_blocks = 1;
   bool sequence_parallel = false;  // the residual stream split over the TP group (no effect at tp 1)

@@ -301,7 +301,7 @@ MemoryPrediction predict_memory(const ModelConfig& c, const MemoryInputs& in) {
   // fp32 training without ZeRO-1: the trained parameters are the fp32 master weights themselves
   // (DistributedOptimizer makes them views of its buckets), counted in optimizer_bytes below, not twice; frozen
   // parameters have no master and are held as they are.
-  const bool parameters_are_masters = e == 4 && !in.zero1;
+  const bool parameters_are_masters = e == 4 && !in.zero1 && !in.offload_optimizer;
   p.weights_bytes = parameters_are_masters ? in.frozen_parameters_per_rank * e : all * e;
   T5S_CHECK(!in.zero2 || in.zero1, "ZeRO-2 needs ZeRO-1");
   T5S_CHECK(in.bucket_bytes > 0, "bucket bytes must be positive, got ", in.bucket_bytes);
@@ -319,6 +319,14 @@ MemoryPrediction predict_memory(const ModelConfig& c, const MemoryInputs& in) {
   } else {
     // Master weights, first and second moments, and the weight-decay mask (a byte per element).
     p.optimizer_bytes = shard * (4 * 3 + 1);
+  }
+  if (in.offload_optimizer && in.on_gpu) {
+    // The same state on the host, beside the owned gradients' host copy and the weights' pinned staging.
+    p.host_bytes = p.optimizer_bytes + shard * 4 + shard * e;
+    p.optimizer_bytes = 0;
+  } else if (in.offload_optimizer) {
+    // On the CPU the host is the device: the state stays where it is counted, the gradients' copy beside it.
+    p.gradients_bytes += shard * 4;
   }
   T5S_CHECK(in.checkpoint_every_blocks >= 0, "checkpoint_every_blocks must be >= 0, got ", in.checkpoint_every_blocks);
   p.activations_bytes = static_cast<int64_t>(StepActivations(c, in).peak());
@@ -425,7 +433,7 @@ std::string MemoryPrediction::describe() const {
   auto gib = [](int64_t bytes) { return gib_text(static_cast<double>(bytes)); };
   return msg("weights ", gib(weights_bytes), " + gradients ", gib(gradients_bytes), " + optimizer ",
              gib(optimizer_bytes), " + activations ", gib(activations_bytes), " + workspace ", gib(workspace_bytes),
-             " = ", gib(total_bytes()));
+             " = ", gib(total_bytes()), host_bytes > 0 ? msg(", host ", gib(host_bytes)) : std::string());
 }
 
 }  // namespace t5scale

@@ -61,6 +61,9 @@ struct MemoryInputs {
   // vocabulary's size, the LM head's weight gradient.
   bool half_products_through_fp32 = false;
   int64_t frozen_parameters_per_rank = 0;  // of this rank's shard: no gradients, no optimizer state
+  // parallel.offload_optimizer: master weights, moments, a host copy of the owned reduced gradients and (on a GPU)
+  // the staging of the new weights in host memory; the device keeps the weights and gradient buckets.
+  bool offload_optimizer = false;
 };
 
 // Bytes per rank, by what holds them.
@@ -73,11 +76,17 @@ struct MemoryPrediction {
   int64_t activations_bytes = 0;    // the step's own tensors at its peak: what backward keeps of one micro-batch,
                                     // the loss, and the gradients in flight
   int64_t workspace_bytes = 0;      // CUDA context, allocator slack and communication buffers (GPU only)
+  // Host memory of this rank's host-resident optimizer state (parallel.offload_optimizer; 0 without it): fp32 master
+  // weights and moments (optimizer_bytes is then 0), the host copy of the owned fp32 gradients, and on a GPU the
+  // pinned staging of the new weights in the compute dtype. Not in total_bytes(), which is the device's. On the CPU
+  // the host is the device: the state stays in optimizer_bytes, the gradients' host copy in gradients_bytes, and this
+  // is 0.
+  int64_t host_bytes = 0;
   int64_t total_bytes() const { return tensor_bytes() + workspace_bytes; }
   // What the job's own tensors hold at the peak, without the backend's buffers (workspace_bytes): the figure a
   // tracking allocator measures (t5scale-bench's predicted_peak_bytes against measured_peak_bytes).
   int64_t tensor_bytes() const { return weights_bytes + gradients_bytes + optimizer_bytes + activations_bytes; }
-  std::string describe() const;  // "weights 1.2 GiB + gradients ... = 14.3 GiB"
+  std::string describe() const;  // "weights 1.2 GiB + gradients ... = 14.3 GiB" (", host 40.1 GiB" when offloaded)
 };
 
 // Parameters held by one rank of a TP group: tensors split by TP count 1/tp, the norms count fully.

@@ -26,25 +26,44 @@ struct GpuFigures {
   double power_w;                   // board power (TDP)
   std::string default_interconnect;
   std::string source;
+  // The GPU's usual node's host (its DGX): memory bandwidth (channels x rate), memory, cores, and the PCIe link.
+  double host_memory_bytes_per_s = 0.0;
+  double host_memory_bytes = 0.0;
+  int64_t host_cores = 0;
+  double pcie_bytes_per_s = 0.0;  // each direction, x16
+  std::string host_source;
 };
 
 const std::vector<GpuFigures>& gpu_figures() {
+  // The hosts: DGX datasheets (sockets x 8 memory channels x the DIMMs' rate; PCIe x16 to each GPU).
+  const std::string dgx_h100 = "DGX H100 datasheet: 2x Xeon Platinum 8480C (112 cores), 2 TB DDR5-4800 (8 channels "
+                               "per socket: 614.4 GB/s), PCIe 5.0 x16 to each GPU (64 GB/s each direction)";
+  const std::string dgx_a100 = "DGX A100 datasheet: 2x AMD EPYC 7742 (128 cores), DDR4-3200 (8 channels per socket: "
+                               "409.6 GB/s; 2 TB in the 640 GB system, 1 TB in the 320 GB one), PCIe 4.0 x16 to each "
+                               "GPU (32 GB/s each direction)";
+  const std::string dgx1 = "DGX-1 datasheet: 2x Xeon E5-2698 v4 (40 cores), 512 GB DDR4-2400 (4 channels per socket: "
+                           "153.6 GB/s), PCIe 3.0 x16 to each GPU (16 GB/s each direction)";
   static const std::vector<GpuFigures> table = {
       {{"H100", "H100-80GB", "H100-SXM"}, 989.4e12, 3.35e12, 450e9, 700.0, "ib-ndr-8x",
        "NVIDIA H100 Tensor Core GPU datasheet (SXM5: 989.4 TFLOP/s dense BF16, 3.35 TB/s HBM3, NVLink 900 GB/s "
-       "both directions, 700 W)"},
+       "both directions, 700 W)",
+       614.4e9, 2e12, 112, 64e9, dgx_h100},
       {{"H200", "GH200"}, 989.4e12, 4.8e12, 450e9, 700.0, "ib-ndr-8x",
        "NVIDIA H200 Tensor Core GPU datasheet (SXM: 989 TFLOP/s dense BF16, 4.8 TB/s HBM3e, NVLink 900 GB/s both "
-       "directions, 700 W)"},
+       "directions, 700 W)",
+       614.4e9, 2e12, 112, 64e9, dgx_h100 + " (the DGX H200's host is the same)"},
       {{"A100", "A100-80GB"}, 312e12, 2.039e12, 300e9, 400.0, "ib-hdr-8x",
        "NVIDIA A100 Tensor Core GPU datasheet (SXM 80GB: 312 TFLOP/s dense BF16, 2,039 GB/s HBM2e, NVLink 600 GB/s "
-       "both directions, 400 W)"},
+       "both directions, 400 W)",
+       409.6e9, 2e12, 128, 32e9, dgx_a100},
       {{"A100-40GB"}, 312e12, 1.555e12, 300e9, 400.0, "ib-hdr-8x",
        "NVIDIA A100 Tensor Core GPU datasheet (SXM 40GB: 312 TFLOP/s dense BF16, 1,555 GB/s HBM2, NVLink 600 GB/s "
-       "both directions, 400 W)"},
+       "both directions, 400 W)",
+       409.6e9, 1e12, 128, 32e9, dgx_a100},
       {{"V100", "V100-32GB", "V100-16GB"}, 125e12, 900e9, 150e9, 300.0, "ib-edr-4x",
        "NVIDIA V100 Tensor Core GPU datasheet (SXM2: 125 TFLOP/s FP16 tensor cores, no BF16; 900 GB/s HBM2, NVLink "
-       "300 GB/s both directions, 300 W)"},
+       "300 GB/s both directions, 300 W)",
+       153.6e9, 512e9, 40, 16e9, dgx1},
   };
   return table;
 }
@@ -67,6 +86,13 @@ const std::vector<Interconnect>& interconnects() {
   };
   return table;
 }
+
+// Of a host's nominal memory bandwidth, what a multi-threaded streaming kernel reaches (STREAM's triad on
+// two-socket servers: 70 to 80%; the lower end, for an update that also reads and writes several streams); of a
+// PCIe x16 link's nominal rate, what a copy from pinned memory reaches (about 80%: 25 of 32 GB/s on PCIe 4.0).
+// Published shares, not measured here: the gpu-check row of T5-3B with offload measures the whole update.
+constexpr double kHostStreamEfficiency = 0.7;
+constexpr double kHostLinkEfficiency = 0.8;
 
 // What t5scale's own step reached on one H200 (results/gpu/NVIDIA_H200/2026-11-26/, its README), per kernel class
 // as a share of the H200's datasheet figures: the GPU whose figures are measured. Another GPU gets its own
@@ -283,6 +309,11 @@ std::vector<std::string> MachineRates::problems() const {
   }
   if (!(power_w_per_device >= 0)) out.push_back("power_w_per_device: must be >= 0");
   if (!(peak_flops_per_device >= 0)) out.push_back("peak_flops_per_device: must be >= 0");
+  if (!(host_memory_bandwidth_bytes_per_s >= 0 && host_memory_bytes_per_node >= 0 && host_link_bytes_per_s >= 0 &&
+        host_cores_per_node >= 0)) {
+    out.push_back("host_memory_bandwidth_bytes_per_s, host_memory_bytes_per_node, host_cores_per_node and "
+                  "host_link_bytes_per_s: must be >= 0");
+  }
   for (size_t i = 0; i < links.size(); ++i) {
     const LinkRates& l = links[i];
     if (l.scope != "intra_node" && l.scope != "inter_node") {
@@ -355,6 +386,12 @@ std::optional<MachineRates> published_machine_rates(const std::string& gpu, cons
     r.asynchronous_device = true;
     r.power_w_per_device = g.power_w;
     r.peak_flops_per_device = g.dense_peak_flops;
+    // The host at the shares a streaming kernel (STREAM's triad) and a pinned copy reach of the nominal figures.
+    r.host_memory_bandwidth_bytes_per_s = kHostStreamEfficiency * g.host_memory_bytes_per_s;
+    r.host_memory_bytes_per_node = g.host_memory_bytes;
+    r.host_cores_per_node = g.host_cores;
+    r.host_link_bytes_per_s = kHostLinkEfficiency * g.pcie_bytes_per_s;
+    r.source += "; the host: " + g.host_source;
     LinkRates nvlink;
     nvlink.scope = "intra_node";
     nvlink.latency_s = kNvlinkLatencyS;
@@ -453,6 +490,10 @@ std::string machine_rates_json(const MachineRates& r) {
   }
   j["power_w_per_device"] = r.power_w_per_device;
   j["peak_flops_per_device"] = r.peak_flops_per_device;
+  j["host_memory_bandwidth_bytes_per_s"] = r.host_memory_bandwidth_bytes_per_s;
+  j["host_memory_bytes_per_node"] = r.host_memory_bytes_per_node;
+  j["host_cores_per_node"] = r.host_cores_per_node;
+  j["host_link_bytes_per_s"] = r.host_link_bytes_per_s;
   j["links"] = nlohmann::ordered_json::array();
   for (const LinkRates& l : r.links) {
     j["links"].push_back({{"scope", l.scope},
@@ -554,7 +595,8 @@ MachineRates read_machine_rates(const std::string& path) {
                  "device_idle_per_operator_s",
                  "compute_efficiency",
                  "asynchronous_device", "cores_per_node", "threads_per_rank", "nodes_per_host", "busy_host",
-                 "power_w_per_device", "peak_flops_per_device", "links"},
+                 "power_w_per_device", "peak_flops_per_device", "host_memory_bandwidth_bytes_per_s",
+                 "host_memory_bytes_per_node", "host_cores_per_node", "host_link_bytes_per_s", "links"},
              where);
   if (!j.contains("schema") || j["schema"] != kSchema) {
     throw Error(msg(where, ": schema: expected \"", kSchema, "\", got ", j.contains("schema") ? j["schema"].dump() : "nothing"));
@@ -592,6 +634,15 @@ MachineRates read_machine_rates(const std::string& path) {
                                        read_busy_host_slowdown);
   if (j.contains("power_w_per_device")) r.power_w_per_device = number(j, "power_w_per_device", where);
   if (j.contains("peak_flops_per_device")) r.peak_flops_per_device = number(j, "peak_flops_per_device", where);
+  for (const auto& [key, field] : {std::pair<const char*, double*>{"host_memory_bandwidth_bytes_per_s",
+                                                                   &r.host_memory_bandwidth_bytes_per_s},
+                                   {"host_memory_bytes_per_node", &r.host_memory_bytes_per_node},
+                                   {"host_link_bytes_per_s", &r.host_link_bytes_per_s}}) {
+    if (j.contains(key)) *field = number(j, key, where);
+  }
+  if (j.contains("host_cores_per_node")) {
+    r.host_cores_per_node = static_cast<int64_t>(number(j, "host_cores_per_node", where));
+  }
   r.links = read_list<LinkRates>(j, "links", where, "a list", read_link_rates);
   const std::vector<std::string> problems = r.problems();
   if (!problems.empty()) throw Error(msg(where, ": ", join(problems, "; ")));

@@ -97,6 +97,13 @@ struct MachineRates {
   // against as t5scale-bench's is (0: unknown, as for a CPU).
   double peak_flops_per_device = 0.0;
   std::vector<LinkRates> links;
+  // A GPU node's host, for host-resident optimizer state (parallel.offload_optimizer): its memory's bandwidth (the
+  // update's bytes at the share a streaming kernel reaches) and size, its cores, and each device's link to it, each
+  // direction. 0: unknown (on a CPU machine the host is the device: memory_bandwidth_bytes_per_s serves).
+  double host_memory_bandwidth_bytes_per_s = 0.0;  // per node
+  double host_memory_bytes_per_node = 0.0;
+  int64_t host_cores_per_node = 0;
+  double host_link_bytes_per_s = 0.0;  // per device (PCIe), each direction
 
   // Seconds of one (m x k) @ (k x n) product at its shape class's rate (2 m n k FLOPs).
   double matmul_seconds(double m, double n, double k) const;

@@ -20,7 +20,9 @@ int64_t largest_proper_divisor(int64_t n) {
 }  // namespace
 
 std::string MemoryRemedy::describe() const {
-  return msg(setting, ": ", gib_text(static_cast<double>(memory.total_bytes())), fits ? ", fits" : ", does not fit");
+  return msg(setting, ": ", gib_text(static_cast<double>(memory.total_bytes())),
+             memory.host_bytes > 0 ? msg(" (host ", gib_text(static_cast<double>(memory.host_bytes)), ")") : "",
+             fits ? ", fits" : ", does not fit");
 }
 
 std::vector<MemoryRemedy> memory_remedies(const ModelConfig& model, const MemoryInputs& now, const RemedyLimits& limits) {
@@ -112,6 +114,21 @@ std::vector<MemoryRemedy> memory_remedies(const ModelConfig& model, const Memory
       if (k > 0) settings.push_back(msg("parallel.activation_checkpointing=true, checkpoint_every_blocks=", k));
     }
     offer("all together: " + join(settings, ", "), together);
+  }
+  const bool any_fits = std::any_of(remedies.begin(), remedies.end(), [](const MemoryRemedy& r) { return r.fits; });
+  if (!any_fits && now.on_gpu && !now.offload_optimizer) {
+    // Nothing else fits, alone or together: the optimizer's state to the host (ZeRO-Offload), with every block
+    // recomputed where it does not fit without. Its host memory is in the prediction's host_bytes.
+    MemoryInputs tried = now;
+    tried.offload_optimizer = true;
+    std::string setting = "parallel.offload_optimizer=true";
+    if (!fits_device_memory(predict_memory(model, tried).total_bytes(), limits.device_memory_bytes) &&
+        now.checkpoint_every_blocks != 1) {
+      tried.checkpoint_every_blocks = 1;
+      tried.selective_recomputation = false;
+      setting += " with parallel.activation_checkpointing=true, parallel.checkpoint_every_blocks=1";
+    }
+    offer(setting, tried);
   }
   return remedies;
 }

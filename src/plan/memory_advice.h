@@ -30,7 +30,9 @@ struct RemedyLimits {
 // In the order to try: activation checkpointing (the least that fits, else every block), ZeRO-1 then ZeRO-2 (with
 // DP > 1; ZeRO-1 not with Adafactor), twice the TP inside a node (the same world: DP halves, so with a fixed global
 // batch each replica's micro-batch grows), and a smaller micro-batch with more accumulation (the same global
-// batch); and where none of them fits alone, all of them together ("all together: ..."). `now`: the run's memory
+// batch); where none of them fits alone, all of them together ("all together: ..."); and on a GPU where nothing
+// fits even so, the optimizer's state in host memory (parallel.offload_optimizer, with every block recomputed where
+// it needs it; its host memory in the prediction's host_bytes). `now`: the run's memory
 // inputs as resolved (checkpointing included).
 std::vector<MemoryRemedy> memory_remedies(const ModelConfig& model, const MemoryInputs& now, const RemedyLimits& limits);
 

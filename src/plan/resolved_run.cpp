@@ -230,6 +230,7 @@ void resolve_memory_and_flops(const RunConfig& c, const RunWorld& world, const R
       resolve_precision(c.precision, world.on_gpu, /*gpu_has_bf16=*/true) == RunConfig::Precision::kFp32 ? 4 : 2;
   m.zero1 = c.parallel.zero1;
   m.zero2 = c.parallel.zero2;
+  m.offload_optimizer = c.parallel.offload_optimizer;
   m.bucket_bytes = mib_to_bytes(c.parallel.bucket_mib);
   m.adafactor = c.optimizer.name == OptimizerSettings::Name::kAdafactor;
   m.checkpoint_every_blocks = requested_checkpoint_every_blocks(c.parallel);

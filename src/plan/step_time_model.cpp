@@ -261,6 +261,10 @@ int64_t recomputed_blocks(int64_t depth, int64_t every) {
 // Bytes per parameter the optimizer step reads and writes: the fp32 gradient (norm, then update), master weights and
 // moments (AdamW two, Adafactor's factored ones negligible but its update's temporaries), and in bf16 the copy back
 // into the compute weights.
+// One core's own streaming rate (its outstanding cache-line misses bound it: about 10 GB/s on the server cores of
+// the DGX hosts' generations), which bounds an update given few cores per rank below the memory's share.
+constexpr double kHostCoreStreamBytesPerS = 10e9;
+
 double optimizer_bytes_per_parameter(const MemoryInputs& m) {
   const double base = m.adafactor ? 24.0 : 32.0;
   return base + (m.compute_bytes_per_element == 2 ? 14.0 : 0.0);
@@ -374,6 +378,27 @@ StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs&
   const double optimizer_host = kOperatorsPerStepOptimizer * rates.op_latency_s;
   p.optimizer_s = rates.asynchronous_device ? std::max(optimizer_device, optimizer_host)
                                             : (optimizer_device + optimizer_host) * p.compute_share_factor;
+  if (m.offload_optimizer && rates.asynchronous_device) {
+    // Host-resident state: the device computes the norm only (a read of the owned gradients); the gradients go to
+    // the host, the update runs there (its passes and the gradients' host copy), the new weights come back.
+    T5S_CHECK(rates.host_memory_bandwidth_bytes_per_s > 0 && rates.host_link_bytes_per_s > 0,
+              "parallel.offload_optimizer: the machine rates (", rates.name, ") give no host memory bandwidth or host "
+              "link (host_memory_bandwidth_bytes_per_s, host_link_bytes_per_s) to time the update on the host");
+    const double e = static_cast<double>(m.compute_bytes_per_element);
+    p.offload_copies_s = owned * (4.0 + e) / rates.host_link_bytes_per_s;
+    double host_bandwidth = rates.host_memory_bandwidth_bytes_per_s / static_cast<double>(in.ranks_per_node);
+    if (rates.host_cores_per_node > 0) {
+      const double cores = static_cast<double>(rates.host_cores_per_node) / static_cast<double>(in.ranks_per_node);
+      host_bandwidth = std::min(host_bandwidth, cores * kHostCoreStreamBytesPerS);
+    }
+    p.host_update_s = owned * (optimizer_bytes_per_parameter(m) + 4.0) / host_bandwidth;
+    const double norm_s = owned * 4.0 / rates.optimizer_bandwidth();
+    p.optimizer_s = std::max(norm_s, optimizer_host) + p.offload_copies_s + p.host_update_s;
+  } else if (m.offload_optimizer) {
+    // On the CPU the host is the device: the gradients' copy (read and write) and the weights' write-back added.
+    p.host_update_s = owned * 12.0 / rates.optimizer_bandwidth() * p.compute_share_factor;
+    p.optimizer_s += p.host_update_s;
+  }
 
   p.total_s = p.forward_s + p.backward_s + p.comm_exposed_s + p.optimizer_s;
   return p;
@@ -398,6 +423,8 @@ StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs&
     sum.compute_share_factor = p.compute_share_factor;
     if (i + 1 == micro_batches.size()) {  // the reduction and the update, once
       sum.comm_exposed_s = p.comm_exposed_s;
+      sum.offload_copies_s = p.offload_copies_s;
+      sum.host_update_s = p.host_update_s;
       sum.dp_collectives_s = p.dp_collectives_s;
       sum.optimizer_s = p.optimizer_s;
     }
@@ -419,7 +446,9 @@ std::string StepTimePrediction::describe() const {
     return std::string(text);
   };
   return "forward " + s(forward_s) + " + backward " + s(backward_s) + " + DP exposed " + s(comm_exposed_s) +
-         " + optimizer " + s(optimizer_s) + " = " + s(total_s);
+         " + optimizer " + s(optimizer_s) +
+         (host_update_s > 0 ? " (host update " + s(host_update_s) + ", copies " + s(offload_copies_s) + ")" : "") +
+         " = " + s(total_s);
 }
 
 }  // namespace t5scale

@@ -184,6 +184,22 @@ void plan_run(RunPlan& p, const StudyPlan& study, DatasetCache& datasets) {
                           : std::string("activation checkpointing auto: none predicted (the device's memory is "
                                         "unknown to the plan; the job chooses from the memory it sees)"));
   }
+  if (r.memory_inputs && r.memory_inputs->offload_optimizer && p.world.on_gpu) {
+    // The host memory the offloaded state takes, per rank and per node, against the node's (where it is known).
+    const int64_t host = r.checkpointing.memory.host_bytes;
+    const double node = static_cast<double>(host) * static_cast<double>(p.run.gpus_per_node);
+    const double node_memory = p.world.rates ? p.world.rates->host_memory_bytes_per_node : 0.0;
+    const std::string figures =
+        msg("parallel.offload_optimizer: ", gib_text(static_cast<double>(host)), " of host memory per rank, ",
+            gib_text(node), " per node of ", p.run.gpus_per_node, " rank(s)",
+            node_memory > 0 ? msg(" (the node has ", gib_text(node_memory), ")") : std::string(" (the node's memory "
+                                                                                                  "is unknown)"));
+    if (node_memory > 0 && !fits_device_memory(static_cast<int64_t>(node), static_cast<int64_t>(node_memory))) {
+      r.errors.push_back("memory: " + figures + ": does not fit the host with 5% to spare");
+    } else {
+      r.notes.push_back(figures);
+    }
+  }
   if (p.device_memory_gib <= 0) {
     p.fits = "-";
   } else if (r.memory_inputs) {

@@ -8,12 +8,16 @@ namespace t5scale {
 namespace {
 
 // Replaces each tensor by its sum over the TP group, all of them in one all-reduce (same dtype).
-void sum_over_tp(Communicator& tp, const std::vector<torch::Tensor*>& parts) {
+// `device`: where the communicator's tensors live (host-resident state reduces on the gradients' device: NCCL
+// takes CUDA tensors).
+void sum_over_tp(Communicator& tp, const std::vector<torch::Tensor*>& parts, torch::Device device) {
   if (tp.size() == 1 || parts.empty()) return;
   std::vector<torch::Tensor> flat;
   for (const torch::Tensor* part : parts) flat.push_back(part->reshape({-1}));
-  torch::Tensor buffer = torch::cat(flat);
+  const torch::Device home = parts.front()->device();
+  torch::Tensor buffer = torch::cat(flat).to(device);
   tp.all_reduce_sum(buffer);
+  buffer = buffer.to(home);
   int64_t offset = 0;
   for (torch::Tensor* part : parts) {
     *part = buffer.narrow(0, offset, part->numel()).view(part->sizes());
@@ -24,8 +28,8 @@ void sum_over_tp(Communicator& tp, const std::vector<torch::Tensor*>& parts) {
 }  // namespace
 
 DistributedAdafactor::DistributedAdafactor(GradientBuckets& gradients, const ProcessGrid& grid,
-                                           AdafactorOptions options)
-    : DistributedOptimizer(gradients, grid), options_(options) {
+                                           AdafactorOptions options, bool host_resident)
+    : DistributedOptimizer(gradients, grid, host_resident), options_(options) {
   T5S_CHECK(!gradients_.zero1(), "optimizer.name: adafactor keeps factored second moments per matrix; ZeRO-1 "
             "(parallel.zero1) shards a flat buffer — use adamw with zero1");
   T5S_CHECK(!options_.warmup_init || options_.relative_step,
@@ -94,7 +98,7 @@ double DistributedAdafactor::update(double learning_rate, const torch::Tensor& g
   for (size_t i = 0; i < n; ++i) {
     SlotState& s = slots_[i];
     const ParameterSlot& slot = slots[s.slot];
-    grads[i] = gradients_.owned_grad(slot.bucket).narrow(0, slot.offset, slot.numel).view(s.master.sizes());
+    grads[i] = update_grad(slot.bucket).narrow(0, slot.offset, slot.numel).view(s.master.sizes());
     if (options_.scale_parameter) {
       param_sq[i] = s.master.square().sum();
       if (s.split) first_reduction.push_back(&param_sq[i]);
@@ -107,7 +111,7 @@ double DistributedAdafactor::update(double learning_rate, const torch::Tensor& g
       if (s.rows_split) first_reduction.push_back(&col_sums[i]);
     }
   }
-  sum_over_tp(*tp_, first_reduction);
+  sum_over_tp(*tp_, first_reduction, device());
 
   // 2. The running averages; factored: the mean of the row averages over all rows (spans TP when rows are split).
   std::vector<torch::Tensor> row_totals(n), updates(n), update_sq(n);
@@ -123,7 +127,7 @@ double DistributedAdafactor::update(double learning_rate, const torch::Tensor& g
       s.exp_avg_sq.mul_(beta2t).add_(squares[i], 1.0 - beta2t);
     }
   }
-  sum_over_tp(*tp_, second_reduction);
+  sum_over_tp(*tp_, second_reduction, device());
 
   // 3. The unclipped update g / sqrt(v) and its RMS partial sums.
   for (size_t i = 0; i < n; ++i) {
@@ -139,7 +143,7 @@ double DistributedAdafactor::update(double learning_rate, const torch::Tensor& g
     update_sq[i] = updates[i].square().sum();
     if (s.split) third_reduction.push_back(&update_sq[i]);
   }
-  sum_over_tp(*tp_, third_reduction);
+  sum_over_tp(*tp_, third_reduction, device());
 
   // 4. Clip by RMS, scale by the step size, momentum, weight decay, apply.
   for (size_t i = 0; i < n; ++i) {

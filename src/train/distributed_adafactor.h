@@ -36,7 +36,8 @@ struct AdafactorOptions {
 class DistributedAdafactor final : public DistributedOptimizer {
  public:
   // Throws on invalid options and with ZeRO-1 buckets.
-  DistributedAdafactor(GradientBuckets& gradients, const ProcessGrid& grid, AdafactorOptions options);
+  // host_resident: parallel.offload_optimizer (DistributedOptimizer's top).
+  DistributedAdafactor(GradientBuckets& gradients, const ProcessGrid& grid, AdafactorOptions options, bool host_resident = false);
 
   std::string name() const override { return "adafactor"; }
 

@@ -12,8 +12,9 @@ bool fused_adamw_supported(torch::Device device, torch::ScalarType dtype) {
   return (device.is_cpu() || device.is_cuda()) && (dtype == torch::kFloat32 || dtype == torch::kFloat64);
 }
 
-DistributedAdamW::DistributedAdamW(GradientBuckets& gradients, const ProcessGrid& grid, AdamWOptions options)
-    : DistributedOptimizer(gradients, grid), options_(options) {
+DistributedAdamW::DistributedAdamW(GradientBuckets& gradients, const ProcessGrid& grid, AdamWOptions options,
+                                   bool host_resident)
+    : DistributedOptimizer(gradients, grid, host_resident), options_(options) {
   T5S_CHECK(options_.beta1 >= 0.0 && options_.beta1 < 1.0 && options_.beta2 >= 0.0 && options_.beta2 < 1.0,
             "optimizer.beta1 and optimizer.beta2 must lie in [0, 1), got ", options_.beta1, " and ", options_.beta2);
   T5S_CHECK(options_.eps >= 0.0 && options_.weight_decay >= 0.0, "optimizer.eps and optimizer.weight_decay must be "
@@ -79,7 +80,7 @@ void DistributedAdamW::update_fused(double learning_rate, const torch::Tensor& g
     const Segment& s = segments_[i];
     const int group = s.decays ? 0 : 1;
     params[group].push_back(master_[s.bucket].narrow(0, s.begin, s.length));
-    grad_views[group].push_back(gradients_.owned_grad(s.bucket).narrow(0, s.begin, s.length));
+    grad_views[group].push_back(update_grad(s.bucket).narrow(0, s.begin, s.length));
     exp_avgs[group].push_back(exp_avg_[s.bucket].narrow(0, s.begin, s.length));
     exp_avg_sqs[group].push_back(exp_avg_sq_[s.bucket].narrow(0, s.begin, s.length));
     steps[group].push_back(fused_steps_[static_cast<int64_t>(i)]);
@@ -99,7 +100,7 @@ void DistributedAdamW::update_whole_buckets(double learning_rate) {
   const double bias_correction2 = 1.0 - std::pow(options_.beta2, static_cast<double>(step_count_));
   for (size_t b = 0; b < master_.size(); ++b) {
     torch::Tensor& master = master_[b];
-    const torch::Tensor grad = gradients_.owned_grad(b);
+    const torch::Tensor grad = update_grad(b);
     if (options_.weight_decay != 0.0) {
       // The factor in the master weights' dtype (a where() of two plain numbers would round it to fp32).
       const auto options = master.options();

@@ -30,7 +30,8 @@ bool fused_adamw_supported(torch::Device device, torch::ScalarType dtype);
 class DistributedAdamW final : public DistributedOptimizer {
  public:
   // Throws when options.fused is kOn and the fused kernel cannot run on the buckets' device and dtype.
-  DistributedAdamW(GradientBuckets& gradients, const ProcessGrid& grid, AdamWOptions options);
+  // host_resident: parallel.offload_optimizer (DistributedOptimizer's top).
+  DistributedAdamW(GradientBuckets& gradients, const ProcessGrid& grid, AdamWOptions options, bool host_resident = false);
 
   std::string name() const override { return "adamw"; }
   bool fused() const { return fused_; }

@@ -25,8 +25,18 @@ ParameterLayout DistributedOptimizer::state_layout(const ParameterLayout& parame
   return parameter;
 }
 
-DistributedOptimizer::DistributedOptimizer(GradientBuckets& gradients, const ProcessGrid& grid)
-    : gradients_(gradients), tp_(grid.tp), world_(grid.world) {
+namespace {
+
+// Host memory for state and staging: pinned where the gradients are on CUDA (so that the copies run at the link's
+// rate and asynchronously), plain on the CPU (a CPU-only process has no pinned allocator).
+torch::Tensor host_zeros(int64_t elements, torch::ScalarType dtype, torch::Device gradients_device) {
+  return torch::zeros({elements}, torch::TensorOptions().dtype(dtype).pinned_memory(gradients_device.is_cuda()));
+}
+
+}  // namespace
+
+DistributedOptimizer::DistributedOptimizer(GradientBuckets& gradients, const ProcessGrid& grid, bool host_resident)
+    : gradients_(gradients), tp_(grid.tp), world_(grid.world), host_resident_(host_resident) {
   T5S_CHECK(tp_ != nullptr && world_ != nullptr, "the optimizer needs the grid's TP and world groups");
   torch::NoGradGuard no_grad;
   const auto& slots = gradients_.slots();
@@ -39,7 +49,13 @@ DistributedOptimizer::DistributedOptimizer(GradientBuckets& gradients, const Pro
       full.narrow(0, slot.offset, slot.numel).copy_(slot.param.detach().reshape({-1}));
     }
     const auto [begin, end] = gradients_.owned_range(b);
-    master_.push_back(full.narrow(0, begin, end - begin).clone());
+    if (host_resident_) {
+      master_.push_back(host_zeros(end - begin, full.scalar_type(), full.device()));
+      master_.back().copy_(full.narrow(0, begin, end - begin));
+      host_grads_.push_back(host_zeros(end - begin, full.scalar_type(), full.device()));
+    } else {
+      master_.push_back(full.narrow(0, begin, end - begin).clone());
+    }
     // Where every parameter of the bucket has the masters' dtype and the rank owns the whole bucket, the
     // parameters become views of the master buffer: the copy back after each update (a full pass over the
     // weights) disappears.
@@ -49,7 +65,8 @@ DistributedOptimizer::DistributedOptimizer(GradientBuckets& gradients, const Pro
                 c10::toString(slots[k].param.scalar_type()), " beside ", c10::toString(param_dtype),
                 " parameters in its gradient bucket: a model trains in one dtype");
     }
-    const bool alias = !gradients_.zero1() && param_dtype == full.scalar_type();
+    // (Host-resident state never aliases: the parameters stay where the model is, written back once per step.)
+    const bool alias = !host_resident_ && !gradients_.zero1() && param_dtype == full.scalar_type();
     // Otherwise the parameters become views of one flat buffer in their own dtype, so that the write-back after
     // each update is one copy per bucket rather than one per parameter. (Without ZeRO-1 the owned range is the
     // whole bucket.) The Variables stay the same objects, so hooks and module references hold.
@@ -60,6 +77,9 @@ DistributedOptimizer::DistributedOptimizer(GradientBuckets& gradients, const Pro
     }
     parameters_are_masters_.push_back(alias);
     parameter_buffers_.push_back(alias ? torch::Tensor() : buffer);
+    if (host_resident_) {
+      host_staging_.push_back(buffer.is_cpu() ? torch::Tensor() : host_zeros(end - begin, param_dtype, full.device()));
+    }
     // The owned range as runs of TP-split or replicated elements (slots sit back to back; neighbours merged).
     for (size_t k : bucket.slots) {
       const ParameterSlot& slot = slots[k];
@@ -98,6 +118,14 @@ StepOutcome DistributedOptimizer::step(double learning_rate, const GradientScali
       grad_scale = grad_scale * (scaling.max_grad_norm / (outcome.grad_norm + 1e-6)).clamp_max(1.0);
     }
     grad_scale = grad_scale.to(master_.empty() ? torch::kFloat32 : gradients_.owned_grad(0).scalar_type());
+    if (host_resident_) grad_scale = grad_scale.to(torch::kCPU);
+  }
+  if (host_resident_) {
+    // Each bucket's owned gradient to the host, in bucket order (asynchronous from the device; one wait below).
+    // The last copy is a blocking one: it returns when the stream's copies before it are done too.
+    for (size_t b = 0; b < master_.size(); ++b) {
+      host_grads_[b].copy_(gradients_.owned_grad(b), /*non_blocking=*/b + 1 < master_.size());
+    }
   }
   ++step_count_;
   outcome.learning_rate = update(learning_rate, grad_scale);
@@ -106,11 +134,11 @@ StepOutcome DistributedOptimizer::step(double learning_rate, const GradientScali
 
 void DistributedOptimizer::scale_gradients(const torch::Tensor& grad_scale) {
   if (!grad_scale.defined()) return;
-  for (size_t b = 0; b < master_.size(); ++b) gradients_.owned_grad(b).mul_(grad_scale);
+  for (size_t b = 0; b < master_.size(); ++b) update_grad(b).mul_(grad_scale);
 }
 
 torch::Device DistributedOptimizer::device() const {
-  return master_.empty() ? torch::Device(torch::kCPU) : master_[0].device();
+  return gradients_.buckets().empty() ? torch::Device(torch::kCPU) : gradients_.buckets()[0].options.device();
 }
 
 torch::Tensor DistributedOptimizer::grad_norm(double grad_scale) {
@@ -138,7 +166,7 @@ torch::Tensor DistributedOptimizer::grad_norm(double grad_scale) {
 bool DistributedOptimizer::found_non_finite(Communicator& world) {
   torch::NoGradGuard no_grad;
   // One flag on the device for all buckets: a single host synchronisation, after the all-reduce.
-  torch::Tensor flag = torch::zeros({1}, master_.empty() ? torch::TensorOptions() : master_[0].options());
+  torch::Tensor flag = torch::zeros({1}, master_.empty() ? torch::TensorOptions() : gradients_.owned_grad(0).options());
   for (size_t b = 0; b < master_.size(); ++b) {
     flag = torch::maximum(flag, (~torch::isfinite(gradients_.owned_grad(b))).any().to(flag.scalar_type()).reshape({1}));
   }
@@ -149,12 +177,25 @@ bool DistributedOptimizer::found_non_finite(Communicator& world) {
 void DistributedOptimizer::write_back(size_t b) {
   if (parameters_are_masters_[b]) return;  // the update wrote them
   torch::Tensor& buffer = parameter_buffers_[b];
+  // The owned new weights in the parameters' dtype where the parameters are: host-resident state rounds them on
+  // the host (into pinned staging off the CPU) and sends them in one copy.
+  // (The staging is written again only after the next step's blocking gradient copy, which this copy precedes on
+  // the stream: it has finished by then.)
+  torch::Tensor owned = master_[b];
+  if (host_resident_ && host_staging_[b].defined()) {
+    host_staging_[b].copy_(master_[b]);
+    if (!gradients_.zero1()) {
+      buffer.copy_(host_staging_[b], /*non_blocking=*/true);
+      return;
+    }
+    owned = host_staging_[b].to(buffer.device(), /*non_blocking=*/true);
+  }
   if (gradients_.zero1()) {
     // Gathered in the parameters' dtype (rounding is per element, so rounding before the gather gives the same
     // parameters): half the traffic of fp32 masters for bf16 and fp16 models.
-    buffer.copy_(gradients_.dp().all_gather(master_[b].to(buffer.scalar_type())).reshape({-1}));
+    buffer.copy_(gradients_.dp().all_gather(owned.to(buffer.scalar_type())).reshape({-1}));
   } else {
-    buffer.copy_(master_[b]);
+    buffer.copy_(owned);
   }
 }
 

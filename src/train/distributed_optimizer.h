@@ -12,6 +12,14 @@
 //      its kernel as grad_scale; the others multiply in place first; a scale of exactly 1, no loss scale and no
 //      clipping, costs no pass), after which the reduced gradients hold the unscaled, clipped gradient the update
 //      used; write-back to the parameters, one copy per bucket.
+//
+// Host-resident state (parallel.offload_optimizer, DeepSpeed's ZeRO-Offload): the master weights and every moment
+// live in host memory (pinned where the gradients are on CUDA), the update is the same code run on host tensors by
+// the CPU cores, reading a host copy of each owned gradient bucket (copied once per step, after the reduction; the
+// norm and the non-finite check still read the reduced gradients where they are), and each bucket's new weights go
+// back as one copy in the parameters' dtype. The arithmetic is the same, so on the CPU the step is bit for bit the
+// step without it; the checkpoint's state has the same names and shapes. (Step 4's unscaled, clipped gradient is then
+// the host copy; the reduced gradients on the device stay as reduced.)
 #pragma once
 
 #include <torch/torch.h>
@@ -79,7 +87,8 @@ class DistributedOptimizer {
   bool found_non_finite(Communicator& world);
 
   int64_t step_count() const { return step_count_; }
-  torch::Device device() const;  // where the master weights and gradients live
+  torch::Device device() const;  // where the reduced gradients live (the master weights too unless host-resident)
+  bool host_resident() const { return host_resident_; }  // master weights and moments in host memory
   // The fp32 (fp64 for fp64 models) master weights of the range of `bucket` this rank owns.
   torch::Tensor master_weights(size_t bucket) const { return master_[bucket]; }
 
@@ -97,7 +106,13 @@ class DistributedOptimizer {
   Communicator& tp() { return *tp_; }
 
  protected:
-  DistributedOptimizer(GradientBuckets& gradients, const ProcessGrid& grid);
+  // host_resident: the master weights (and so every state made like them) in host memory (see the top).
+  DistributedOptimizer(GradientBuckets& gradients, const ProcessGrid& grid, bool host_resident);
+
+  // The owned gradient the update reads: the reduced gradient itself, or its host copy when host-resident.
+  torch::Tensor update_grad(size_t bucket) const {
+    return host_resident_ ? host_grads_[bucket] : gradients_.owned_grad(bucket);
+  }
 
   // The update with the owned gradients times grad_scale (a 0-d tensor on their device in their dtype; undefined:
   // 1), for step number step_count() (already incremented). An update that does not fold the scale into its own
@@ -116,6 +131,11 @@ class DistributedOptimizer {
   CommunicatorPtr tp_;
   CommunicatorPtr world_;
   std::vector<torch::Tensor> master_;    // per bucket, the owned range: (owned elements,), fp32 or fp64
+  bool host_resident_ = false;
+  // Host-resident: per bucket, the host copy of the owned reduced gradient, (owned elements,), in the masters'
+  // dtype, pinned where the gradients are on CUDA; and the new weights in the parameters' dtype before their one
+  // copy to the device (where that is not the host).
+  std::vector<torch::Tensor> host_grads_, host_staging_;
   // Per bucket: its parameters' storage is the master buffer itself (no ZeRO-1 and parameters in the masters'
   // dtype, i.e. fp32/fp64 training), so the update writes the parameters and there is nothing to write back.
   std::vector<bool> parameters_are_masters_;

@@ -38,6 +38,7 @@ ParallelTrainingOptions training_options_for(const RunConfig& config) {
   options.max_grad_norm = config.train.max_grad_norm;
   options.zero1 = config.parallel.zero1;
   options.zero2 = config.parallel.zero2;
+  options.offload_optimizer = config.parallel.offload_optimizer;
   options.bucket_bytes = mib_to_bytes(config.parallel.bucket_mib);
   options.precision = config.precision;
   return options;
@@ -143,10 +144,11 @@ ParallelTrainer::ParallelTrainer(T5Model model, ProcessGrid grid, ParallelTraini
   }
   switch (options_.optimizer) {
     case OptimizerKind::kAdamW:
-      optimizer_ = std::make_unique<DistributedAdamW>(*gradients_, grid_, options_.adamw);
+      optimizer_ = std::make_unique<DistributedAdamW>(*gradients_, grid_, options_.adamw, options_.offload_optimizer);
       break;
     case OptimizerKind::kAdafactor:
-      optimizer_ = std::make_unique<DistributedAdafactor>(*gradients_, grid_, options_.adafactor);
+      optimizer_ = std::make_unique<DistributedAdafactor>(*gradients_, grid_, options_.adafactor,
+                                                          options_.offload_optimizer);
       break;
   }
   loss_scale_ = options_.precision == Precision::kFp16 ? options_.initial_loss_scale : 1.0;

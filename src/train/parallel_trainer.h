@@ -40,6 +40,7 @@ struct ParallelTrainingOptions {
   double max_grad_norm = 1.0;  // 0: no clipping
   bool zero1 = false;  // the optimizer state sharded over DP
   bool zero2 = false;  // the fp32 gradients too (needs zero1)
+  bool offload_optimizer = false;  // master weights and moments in host memory, the update on the CPU
   int64_t bucket_bytes = 25 * 1024 * 1024;
   Precision precision = Precision::kFp32;
   double initial_loss_scale = 65536.0;  // fp16 only

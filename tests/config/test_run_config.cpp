@@ -59,6 +59,7 @@ parallel:
   tp: 4
   zero1: true
   zero2: true
+  offload_optimizer: true
   activation_checkpointing: true
   checkpoint_every_blocks: 2
   sequence_parallel: true
@@ -217,6 +218,7 @@ TEST(RunConfigLoad, FullFileSetsEveryMember) {
   EXPECT_EQ(c.data.synthetic_examples, 512);
   EXPECT_EQ(c.parallel.tp, 4);
   EXPECT_TRUE(c.parallel.zero2);
+  EXPECT_TRUE(c.parallel.offload_optimizer);
   EXPECT_TRUE(c.parallel.zero1);
   EXPECT_EQ(c.parallel.activation_checkpointing, ParallelSettings::ActivationCheckpointing::kOn);
   EXPECT_EQ(c.parallel.checkpoint_every_blocks, 2);
@@ -1157,7 +1159,7 @@ TEST(ConfigReference, EveryKeyHasARowWithItsDefaultAndDoc) {
   for (const auto& section : config_sections()) {
     EXPECT_NE(markdown.find("\n## " + section.name + "\n\n" + section.doc + "\n"), std::string::npos) << section.name;
   }
-  EXPECT_EQ(config_keys().size(), 109u);  // the schema's keys; a new key changes this and the reference
+  EXPECT_EQ(config_keys().size(), 110u);  // the schema's keys; a new key changes this and the reference
 }
 
 }  // namespace

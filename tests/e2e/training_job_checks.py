@@ -2,7 +2,9 @@
 
   resume        prep -> train on a tp 2 x dp 2 grid -> SIGKILL every rank after a checkpoint -> the killed run file
                 opens (h5py, swmr=True, no h5clear) -> run again: it resumes, and its loss trajectory equals an
-                uninterrupted run's bit for bit; the run files' datasets and attributes are checked
+                uninterrupted run's bit for bit (the killed and resumed run with its optimizer state in host
+                memory, parallel.offload_optimizer; the uninterrupted one without); the run files' datasets and
+                attributes are checked
   signal        SIGUSR1 to one rank: every rank checkpoints the same step, the run file says preempted, the exit
                 code is the requeue code (75); the next start resumes from that checkpoint and completes
   early_stop    early stopping on eval_loss with a min_delta no run can reach stops after `patience` evaluations
@@ -129,7 +131,10 @@ def text(value):
 
 
 def scenario_resume(job):
-    resume_after_kill(job, ["parallel.tp=2", "train.grad_accumulation=2", "parallel.zero1=true"])
+    # The killed and resumed run keeps its optimizer state in host memory (parallel.offload_optimizer): it must
+    # continue the uninterrupted run without it, bit for bit, across the resume.
+    resume_after_kill(job, ["parallel.tp=2", "train.grad_accumulation=2", "parallel.zero1=true"],
+                      killed_only=["parallel.offload_optimizer=true"])
 
 
 def scenario_resume_replicated(job):
@@ -263,11 +268,13 @@ def check_checkpoint_tool(job):
     print("t5scale-ckpt: inspect, reshard, export and four refusals as expected")
 
 
-def resume_after_kill(job, layout):
+def resume_after_kill(job, layout, killed_only=()):
+    """killed_only: settings of the killed and resumed run alone (ones that must not change its losses)."""
     job.prep()
     grid = layout + ["train.max_steps=60", "checkpoint.every_steps=10", "telemetry.flush_every_steps=1",
                      "data.sampling=sortish"]
     job.run(4, "uninterrupted", *grid)
+    grid = grid + list(killed_only)
 
     # The same run, killed with SIGKILL (every rank and mpirun) once its first checkpoint is on disk.
     log_path = os.path.join(job.work, "killed.log")

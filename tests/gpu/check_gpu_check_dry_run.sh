@@ -36,6 +36,9 @@ for model in t5-v1_1-base t5-v1_1-large t5-3b t5-v1_1-xxl; do
     expect "^  bench $model-$source-$target .*t5scale-bench.* --model $model --precision bf16 --micro-batch $planned --source-length $source --target-length $target --steps [0-9]+$shard --checkpoint-every-blocks auto$profile --json $out_dir/bench/$model-$source-$target.json"
   done
 done
+# T5-3B 147/26 with the optimizer's state on the host, beside the same row without.
+planned_3b=$(grep -E "^  plan +t5-3b 147/26 tp 1: planner: micro-batch [0-9]+ " <<<"$output" | sed -E 's/.*micro-batch ([0-9]+) .*/\1/')
+expect "^  bench t5-3b-147-26-offload .* --model t5-3b --precision bf16 --micro-batch $planned_3b .* --checkpoint-every-blocks auto --offload-optimizer --json $out_dir/bench/t5-3b-147-26-offload.json"
 expect "^  compare t5-v1_1-base-512-128 .*--models t5-v1_1-base --lengths 512/128 --precision bf16"
 expect "^  summary "
 # The larger model gets the smaller micro-batch at the same lengths.
@@ -75,6 +78,7 @@ for row in "t5-3b 147 26 1" "t5-v1_1-xxl 512 128 8"; do
 done
 expect "^  bench t5-3b-147-26 .* --micro-batch $planned_t5_3b .* --checkpoint-every-blocks auto --profile 2 --json "
 expect "^  bench t5-3b-147-26-selective .* --micro-batch $planned_t5_3b .* --checkpoint-every-blocks 0 --selective-recomputation --json "
+expect "^  bench t5-3b-147-26-offload \[<=  120 s\] .* --micro-batch $planned_t5_3b .* --checkpoint-every-blocks auto --offload-optimizer --json "
 expect "^  bench t5-v1_1-xxl-512-128 .* --micro-batch $planned_t5_v1_1_xxl .* --tp-shard 8 --checkpoint-every-blocks auto --json "
 expect "^  bench t5-v1_1-xxl-512-128-sequence-parallel .* --tp-shard 8 --checkpoint-every-blocks auto --sequence-parallel --json "
 expect "^  tp2 +left out: NCCL refuses two ranks on one device"

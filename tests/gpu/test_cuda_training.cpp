@@ -147,6 +147,63 @@ TEST(CudaTraining, FusedAdamWOnCudaMatchesTheCpu) {
   }
 }
 
+// ---- Host-resident optimizer state (parallel.offload_optimizer) ----
+// The same bf16 steps on the GPU with the optimizer's state on the device and on the host: the update is the same fp32
+// arithmetic run by the CPU's kernels instead of CUDA's (fused AdamW: the bound of kFusedAdamWTolerance above; Adafactor:
+// the same operators, a few ulps of an update of size lr apart), so the fp32 master weights agree within 1e-6
+// relative after kSteps. The first step's loss is equal bit for bit (nothing was updated yet); later losses see bf16
+// weights of which a few elements may round the other way (2^-8 each), within 1e-3.
+struct OffloadRun {
+  std::vector<StepResult> steps;
+  torch::Tensor masters;  // every owned master weight, concatenated, fp32 on the CPU
+  bool host_resident = false, pinned = false;
+};
+
+OffloadRun offload_run(OptimizerKind kind, bool offload) {
+  const ModelConfig config = small_model();
+  T5Model model(config, gpu_grid().tp, torch::TensorOptions().dtype(torch::kBFloat16).device(gpu_grid().device()));
+  model->initialize_weights(31);
+  ParallelTrainingOptions options;
+  options.precision = Precision::kBf16;
+  options.optimizer = kind;
+  options.adamw.weight_decay = 0.01;
+  options.adafactor.weight_decay = 0.01;
+  options.offload_optimizer = offload;
+  ParallelTrainer trainer(model, gpu_grid(), options);
+  SyntheticTaskOptions task_options;
+  task_options.vocab_size = config.vocab_size;
+  SyntheticTask task(task_options);
+  OffloadRun run;
+  for (int s = 0; s < kSteps; ++s) {
+    run.steps.push_back(trainer.step(replica_micro_batches(task.next_batch(kGlobalBatch), gpu_grid(), 1), 1e-3));
+  }
+  std::vector<torch::Tensor> parts;
+  for (size_t b = 0; b < trainer.gradients().buckets().size(); ++b) {
+    parts.push_back(trainer.optimizer().master_weights(b).to(torch::kCPU));
+  }
+  run.masters = torch::cat(parts);
+  run.host_resident = trainer.optimizer().master_weights(0).is_cpu();
+  run.pinned = trainer.optimizer().master_weights(0).is_pinned();
+  return run;
+}
+
+TEST(CudaTraining, OffloadedOptimizerStateGivesTheSameSteps) {
+  for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kAdafactor}) {
+    SCOPED_TRACE(kind == OptimizerKind::kAdamW ? "adamw" : "adafactor");
+    const OffloadRun want = offload_run(kind, false);
+    const OffloadRun got = offload_run(kind, true);
+    EXPECT_FALSE(want.host_resident);
+    EXPECT_TRUE(got.host_resident);
+    EXPECT_TRUE(got.pinned) << "the host-resident master weights are not in pinned memory";
+    EXPECT_EQ(got.steps[0].loss, want.steps[0].loss);
+    for (int s = 1; s < kSteps; ++s) {
+      EXPECT_TRUE(tensors_close("loss of step " + std::to_string(s + 1), torch::tensor({got.steps[s].loss}),
+                                torch::tensor({want.steps[s].loss}), 1e-3));
+    }
+    EXPECT_TRUE(tensors_close("master weights", got.masters, want.masters, 1e-6));
+  }
+}
+
 }  // namespace
 }  // namespace t5scale
 

@@ -146,7 +146,31 @@ TEST(MemoryAdvice, ZeroTwoComesAfterZeroOneAndOnlyWhatChangesTheRunIsOffered) {
   ASSERT_NE(sequence_parallel, nullptr);
   done.parallel.sequence_parallel = true;
   EXPECT_EQ(sequence_parallel->memory.total_bytes(), total_bytes(done));
+  // Then, nothing else fitting, the optimizer's state on the host; with it, nothing is left.
+  const std::vector<MemoryRemedy> last = remedies_of(done, 1);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].setting, "parallel.offload_optimizer=true");
+  done.parallel.offload_optimizer = true;
+  EXPECT_EQ(last[0].memory.total_bytes(), total_bytes(done));
+  EXPECT_GT(last[0].memory.host_bytes, 0);
   EXPECT_TRUE(remedies_of(done, 1).empty());
+}
+
+// parallel.offload_optimizer moves the masters and moments off the device: the device keeps the weights in the
+// compute dtype and the fp32 buckets; the host holds the state, the gradients' copy and the weights' staging.
+TEST(MemoryAdvice, OffloadCountsTheHostApart) {
+  RunConfig c = three_b();
+  c.optimizer.name = OptimizerSettings::Name::kAdafactor;
+  const MemoryPrediction plain = resolved(c).checkpointing.memory;
+  c.parallel.offload_optimizer = true;
+  const MemoryPrediction offloaded = resolved(c).checkpointing.memory;
+  const int64_t n = plain.parameters_per_rank;
+  EXPECT_EQ(plain.host_bytes, 0);
+  EXPECT_EQ(offloaded.optimizer_bytes, 0);
+  EXPECT_EQ(offloaded.weights_bytes, plain.weights_bytes);
+  EXPECT_EQ(offloaded.gradients_bytes, plain.gradients_bytes);
+  EXPECT_EQ(offloaded.host_bytes, plain.optimizer_bytes + n * 4 + n * 2);  // state, fp32 gradients, bf16 staging
+  EXPECT_EQ(offloaded.total_bytes(), plain.total_bytes() - plain.optimizer_bytes);
 }
 
 TEST(MemoryAdvice, TheLeastCheckpointingThatFitsIsOfferedBeforeEveryBlock) {

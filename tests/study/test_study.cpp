@@ -1229,6 +1229,7 @@ base:
 axes:
   grid:
     - {label: 1-gpu, gpus_per_node: 1, parallel.tp: 1, train.grad_accumulation: 4}
+    - {label: 1-gpu-offload, gpus_per_node: 1, parallel.tp: 1, train.grad_accumulation: 4, parallel.offload_optimizer: true}
     - {label: 4-gpus-tp4, gpus_per_node: 4, parallel.tp: 4, train.grad_accumulation: 4}
     - {label: 4-gpus-tp2-dp2, gpus_per_node: 4, parallel.tp: 2, train.grad_accumulation: 2}
 slurm:
@@ -1239,7 +1240,7 @@ cost:
   price_per_node_hour_usd: 16.39
 )");
   const StudyPlan plan = plan_study(spec);
-  ASSERT_EQ(plan.runs.size(), 3u);
+  ASSERT_EQ(plan.runs.size(), 4u);
   const RunPlan& one = plan.runs[0];
   ASSERT_EQ(one.run.name, "1-gpu");
   EXPECT_EQ(one.fits, "NO");
@@ -1250,8 +1251,31 @@ cost:
   EXPECT_TRUE(contains(one.resolved.errors[0], " per GPU does not fit 80 GiB per GPU (slurm.gpu A100-80GB) with 5% to spare"))
       << one.resolved.errors[0];
   EXPECT_TRUE(contains(one.resolved.errors[0], "t5scale-study --allow-over-memory renders it all the same")) << one.resolved.errors[0];
+  // The advice offers the optimizer's state on the host, which fits with its host memory beside it.
+  EXPECT_TRUE(contains(one.resolved.errors[0], "parallel.offload_optimizer=true: ")) << one.resolved.errors[0];
+  EXPECT_TRUE(contains(one.resolved.errors[0], "(host ")) << one.resolved.errors[0];
+  // With it, one A100-80GB holds the step: the device's memory, the host's per rank and node, and the step's time.
+  const RunPlan& offloaded = plan.runs[1];
+  ASSERT_EQ(offloaded.run.name, "1-gpu-offload");
+  EXPECT_EQ(offloaded.fits, "yes");
+  EXPECT_TRUE(offloaded.valid()) << join(offloaded.resolved.errors, "; ");
+  const MemoryPrediction& memory = offloaded.resolved.checkpointing.memory;
+  EXPECT_EQ(memory.optimizer_bytes, 0);
+  EXPECT_GT(memory.host_bytes, one.resolved.checkpointing.memory.optimizer_bytes);
+  EXPECT_LT(memory.total_bytes(), one.resolved.checkpointing.memory.total_bytes());
+  EXPECT_TRUE(std::any_of(offloaded.resolved.notes.begin(), offloaded.resolved.notes.end(), [](const std::string& n) {
+    return contains(n, "parallel.offload_optimizer: ") && contains(n, " of host memory per rank") &&
+           contains(n, "(the node has 1862.65 GiB)");
+  })) << join(offloaded.resolved.notes, "; ");
+  ASSERT_TRUE(offloaded.resolved.step_time.has_value());
+  EXPECT_GT(offloaded.resolved.step_time->host_update_s, 0.0);
+  EXPECT_GT(offloaded.resolved.step_time->offload_copies_s, 0.0);
+  EXPECT_GT(offloaded.resolved.step_time->total_s, one.resolved.step_time->total_s);
+  std::printf("T5-v1.1-XXL on one A100-80GB with offload: device %s; host %s per rank; step %s\n",
+              memory.describe().c_str(), gib_text(static_cast<double>(memory.host_bytes)).c_str(),
+              offloaded.resolved.step_time->describe().c_str());
   const std::string text = format_plan(plan);
-  EXPECT_TRUE(contains(text, "3 run(s), 1 invalid;")) << text;
+  EXPECT_TRUE(contains(text, "4 run(s), 1 invalid;")) << text;
   EXPECT_TRUE(contains(text, "1-gpu (INVALID)")) << text;
   TempDir dir;
   const std::string refused =
