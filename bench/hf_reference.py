@@ -341,6 +341,7 @@ def main(argv=None):
             "tp_shard": 1,
             "sequence_parallel": False,
             "selective_recomputation": False,
+            "offload_optimizer": False,  # the Trainer keeps the optimizer's state on the device
             "seed": args.seed,
             "learning_rate": args.lr,
             "weight_decay": weight_decay,
