@@ -3,6 +3,8 @@
 
 #include <mpi.h>
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "dist/process_grid.h"
@@ -30,6 +32,19 @@ inline ProcessGrid make_grid(int tp) {
   options.tp = tp;
   options.collective_timeout_s = 300.0;  // a hung test fails with a message instead of burning CI time
   return ProcessGrid::create(options);
+}
+
+// MPI_Barrier over the world that waits asleep: Open MPI's own blocking calls poll (and yield) the core until the
+// others arrive, and the tests run more ranks than cores, so a rank left out of a smaller grid would take the core
+// from the ranks that train it for as long as they train.
+inline void sleeping_barrier() {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  for (int done = 0;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 // The full tensor from this rank's shard: all-gathered over TP along the split dimension.
