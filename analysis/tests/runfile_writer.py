@@ -84,7 +84,8 @@ def root_attributes(*, run_id="run", study="study", nodes=1, gpus_per_node=1, tp
         "node_share_basis": f"{gpus_per_node} of {gpus_per_node / node_share:g} GPUs (held: SLURM_GPUS_ON_NODE; "
                             "the node's: NVML)",
         "allocated_gpus_per_node": gpus_per_node, "carbon_intensity_g_per_kwh": carbon,
-        "pue": pue, "predicted_memory_bytes_per_device": 4 * GIB, "predicted_flops_per_step": 1e12 * global_batch,
+        "pue": pue, "predicted_memory_bytes_per_device": 4 * GIB, "predicted_host_memory_bytes_per_rank": 0,
+        "predicted_flops_per_step": 1e12 * global_batch,
         "predicted_step_time_s": predicted_step_time_s,
         "checkpoint_every_blocks": 0, "recomputation": "none", "attention_kernels": "sdpa: self-attention efficient; cross-attention flash, efficient when padded",
         "energy_source_gpu": energy_source_gpu, "energy_source_cpu": energy_source_cpu,

@@ -73,7 +73,8 @@ initialised as t5scale-train does.
   --json FILE               write every figure as JSON (schema t5scale-bench/1)
   --rates FILE              also print the step-time model's prediction for this step on these machine rates
   --calibrate FILE          measure this machine's rates for the step-time model into FILE (telemetry.machine_rates):
-                            alone, the device (matmuls by shape, memory bandwidth, time per operator; --device,
+                            alone, the device (matmuls by shape, memory bandwidth, time per operator) and the
+                            host (memory bandwidth; on a GPU its link to the device; --device,
                             --precision and --threads apply); under mpirun, the collectives among the job's ranks,
                             merged into FILE. No step benchmark runs.
   --print-model-config      print the shape as Hugging Face's config.json and exit
@@ -224,7 +225,15 @@ int run(int argc, char** argv) {
     c.device = a.options.device;
     c.precision = a.options.precision;
     const MachineRates rates = calibrate_machine(c);
-    if (mpi.world_rank() == 0) std::cout << machine_rates_json(rates) << "rates written to " << c.path << "\n";
+    if (mpi.world_rank() == 0) {
+      std::cout << machine_rates_json(rates) << "rates written to " << c.path << "\n";
+      if (mpi.world_size() == 1 && !c.device.is_cuda()) {
+        std::cout << "host_link_bytes_per_s: not measured, there is no GPU ("
+                  << (rates.host_link_bytes_per_s > 0 ? "the file's figure kept" : "none; the planner needs one for "
+                                                                                    "parallel.offload_optimizer on a GPU")
+                  << ")\n";
+      }
+    }
     return 0;
   }
   StepBenchmark bench(a.options);

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -18,6 +20,7 @@
 #include "dist/mpi_runtime.h"
 #include "dist/process_grid.h"
 #include "plan/step_time_model.h"
+#include "telemetry/probes.h"
 #include "train/device_probe.h"
 #include "train/parallel_trainer.h"
 
@@ -66,6 +69,22 @@ double measure_copy_bandwidth(torch::Device device, int64_t bytes) {
   torch::Tensor to = torch::empty_like(from);
   const double s = timed(device, 0.3, [&] { to.copy_(from); });
   return 2.0 * static_cast<double>(bytes) / s;
+}
+
+// Bytes per second of a device-to-host copy of `bytes` into pinned memory, the best of five (the link one way).
+double measure_host_link(torch::Device device, int64_t bytes) {
+  const torch::Tensor from = torch::ones({bytes / 4}, torch::TensorOptions().device(device));
+  torch::Tensor to = torch::empty({bytes / 4}, torch::TensorOptions().pinned_memory(true));
+  to.copy_(from);  // untimed: first touch
+  double best_s = std::numeric_limits<double>::infinity();
+  for (int pass = 0; pass < 5; ++pass) {
+    synchronize_device(device);
+    const auto start = Clock::now();
+    to.copy_(from);
+    synchronize_device(device);
+    best_s = std::min(best_s, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return static_cast<double>(bytes) / best_s;
 }
 
 // The tiny T5's measured step (median seconds) at `rows` x (length + length), and the step-time model's parts of it
@@ -262,6 +281,43 @@ std::string host_name() {
 
 }  // namespace
 
+double measure_host_memory_bandwidth(int64_t array_bytes, int passes) {
+  T5S_CHECK(array_bytes >= 1024 && passes >= 1, "host memory bandwidth: arrays of ", array_bytes, " bytes over ",
+            passes, " pass(es)");
+  const int64_t n = array_bytes / static_cast<int64_t>(sizeof(double));
+  const int64_t threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  // (n,) each, uninitialised: each thread first touches its own slice, so that its pages sit near its core.
+  std::unique_ptr<double[]> a(new double[n]), b(new double[n]), c(new double[n]);
+  auto on_every_thread = [&](auto slice_work) {
+    std::vector<std::thread> workers;
+    for (int64_t t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] { slice_work(n * t / threads, n * (t + 1) / threads); });
+    }
+    for (std::thread& w : workers) w.join();
+  };
+  on_every_thread([&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      a[i] = 0.0;
+      b[i] = 1.0;
+      c[i] = 2.0;
+    }
+  });
+  const double scalar = 3.0;
+  double best_s = std::numeric_limits<double>::infinity();
+  for (int pass = 0; pass < passes; ++pass) {
+    const auto start = Clock::now();
+    on_every_thread([&](int64_t begin, int64_t end) {
+      double* __restrict out = a.get();
+      const double* __restrict x = b.get();
+      const double* __restrict y = c.get();
+      for (int64_t i = begin; i < end; ++i) out[i] = x[i] + scalar * y[i];
+    });
+    best_s = std::min(best_s, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  T5S_CHECK(a[n - 1] == 7.0, "host memory bandwidth: the triad computed ", a[n - 1], ", not 7");  // it ran
+  return 3.0 * static_cast<double>(n * static_cast<int64_t>(sizeof(double))) / best_s;
+}
+
 MachineRates calibrate_machine(const CalibrationOptions& o) {
   T5S_CHECK(!o.path.empty(), "--calibrate needs the rates file to write");
   const int world = size_of(MPI_COMM_WORLD), rank = rank_in(MPI_COMM_WORLD);
@@ -278,9 +334,17 @@ MachineRates calibrate_machine(const CalibrationOptions& o) {
     for (int64_t dim : dims) rates.matmul.push_back(measure_matmul(o.device, dtype, dim, gpu ? 8192 : 512));
     rates.memory_bandwidth_bytes_per_s = measure_copy_bandwidth(o.device, gpu ? (int64_t{1} << 30) : (int64_t{64} << 20));
     measure_step_rates(o, rates);
+    // The host, for the offloaded optimizer: its memory bandwidth measured; its memory and cores as the system says.
+    rates.host_memory_bandwidth_bytes_per_s = measure_host_memory_bandwidth(int64_t{128} << 20, 5);
+    rates.host_memory_bytes_per_node = static_cast<double>(read_node_memory().total_bytes);
+    rates.host_cores_per_node = static_cast<int64_t>(std::thread::hardware_concurrency());
+    if (gpu) rates.host_link_bytes_per_s = measure_host_link(o.device, int64_t{256} << 20);
     rates.source = msg("t5scale-bench --calibrate, ", enum_name(o.precision), ", ", rates.threads_per_rank,
-                       " thread(s) per rank, on ", host_name());
+                       " thread(s) per rank, on ", host_name(), "; the host's memory bandwidth measured (triad on ",
+                       rates.host_cores_per_node, " threads)",
+                       gpu ? ", its link to the device measured (pinned copy from the device)" : "");
     // What mpirun with this file measured before (links, nodes per host, busy-host slowdowns) stays: the same machine's.
+    // So does a host link the file gave, where there is no GPU to measure it.
     std::error_code ec;
     if (std::filesystem::exists(o.path, ec)) {
       try {
@@ -288,8 +352,14 @@ MachineRates calibrate_machine(const CalibrationOptions& o) {
         rates.links = before.links;
         rates.nodes_per_host = before.nodes_per_host;
         rates.busy_host = before.busy_host;
+        if (!gpu) rates.host_link_bytes_per_s = before.host_link_bytes_per_s;
       } catch (const Error&) {
       }
+    }
+    if (!gpu) {
+      rates.source += rates.host_link_bytes_per_s > 0
+                          ? "; the host link not measured (no GPU): the file's figure kept"
+                          : "; the host link not measured (no GPU): none";
     }
   } else {
     T5S_CHECK(std::filesystem::exists(o.path), "--calibrate ", o.path, " under mpirun measures the links and merges "

@@ -1,7 +1,9 @@
 // `t5scale-bench --calibrate FILE`: the rates of the machine at hand (plan/machine_rates.h) for the step-time model.
 //
 // With one process it measures the device: matrix products by their smallest dimension (in the compute dtype),
-// a copy's memory bandwidth, and from training steps of the tiny T5 the host's time per dispatched operator and the
+// a copy's memory bandwidth, the host's memory bandwidth (a streaming triad on every core) and on a GPU its link to
+// the host (a pinned device-to-host copy; without a GPU there is none to measure: a figure the file had stays, and
+// the output says so), and from training steps of the tiny T5 the host's time per dispatched operator and the
 // compute efficiency (on a CPU fitted over six sizes, from one row of 2 + 2 tokens to 64 of 32 + 32; on a GPU at
 // the two ends). Under mpirun it measures the collectives of t5scale's own communicator among all of the job's
 // ranks busy at once: all-reduces of 4 bytes (latency) and 4 MiB (bandwidth) on groups of every power of two up to
@@ -33,5 +35,11 @@ struct CalibrationOptions {
 // Measures what this process's world measures (above) and writes the file from world rank 0. Returns the rates
 // as written.
 MachineRates calibrate_machine(const CalibrationOptions& options);
+
+// The host's memory bandwidth, bytes per second, as STREAM's triad counts it (a[i] = b[i] + s c[i]: three arrays
+// of `array_bytes` each read or written once a pass), with every hardware thread on its own slice, the best of
+// `passes` timed passes (a machine's reach, not its noise). What the offloaded optimizer's update streams at:
+// host_memory_bandwidth_bytes_per_s of the rates file (alone, --calibrate measures it over 3 x 128 MiB).
+double measure_host_memory_bandwidth(int64_t array_bytes, int passes);
 
 }  // namespace t5scale

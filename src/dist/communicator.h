@@ -17,6 +17,11 @@ class CollectiveWork {
  public:
   virtual ~CollectiveWork() = default;
   virtual void wait() = 0;
+  // Orders the work queued afterwards on the calling thread's current device stream after this collective, without
+  // blocking the host, and unlike wait() leaves the collective to be waited on again: a second stream (the
+  // offloaded optimizer's gradient copies) reads its result beside the compute stream. True when done so, or when
+  // the collective has already finished; false for one whose result is in place only once wait() returns (MPI).
+  virtual bool order_current_stream() { return false; }
 };
 
 class Communicator {
@@ -62,6 +67,7 @@ class Communicator {
 class CompletedWork final : public CollectiveWork {
  public:
   void wait() override {}
+  bool order_current_stream() override { return true; }
 };
 
 // A group of one rank: every collective leaves its input as it is. The TP=1 and DP=1 case.

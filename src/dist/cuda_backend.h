@@ -48,6 +48,23 @@ class CudaStreamClock {
   virtual double seconds_between(size_t from_mark, size_t to_mark) const = 0;
 };
 
+// Device-to-host copies on a stream of their own, so that they overlap the compute stream's work: the offloaded
+// optimizer's reduced gradient buckets, each copied as soon as it is reduced while backward goes on. Copies are
+// numbered by the caller (a bucket); each number has the event of its latest copy, which the host waits on before
+// it reads the target.
+class CudaHostCopies {
+ public:
+  virtual ~CudaHostCopies() = default;
+  // Copies `source` (on the device) into `target` (pinned host memory of the same size and dtype) once the work
+  // queued so far on the current stream has finished, and `after` too where it is given (the collective that writes
+  // the source, ordered by CollectiveWork::order_current_stream()), without blocking the host. False, with nothing
+  // started, where `after` cannot order a stream (its result is there only after its wait()).
+  virtual bool start(size_t copy, const torch::Tensor& source, const torch::Tensor& target,
+                     CollectiveWork* after) = 0;
+  // Blocks the host until the latest copy numbered `copy` has landed (at once when none is outstanding).
+  virtual void wait(size_t copy) = 0;
+};
+
 class CudaBackend {
  public:
   virtual ~CudaBackend() = default;
@@ -65,6 +82,8 @@ class CudaBackend {
   // The NCCL communicator of `group` (taken over and freed) on `device` (dist/nccl_communicator.h).
   virtual CommunicatorPtr nccl_communicator(MPI_Comm group, std::string name, int device, double timeout_s) const = 0;
   virtual std::unique_ptr<CudaStreamClock> stream_clock(int device) const = 0;
+  // Device-to-host copies of `device` on a side stream, numbered 0 .. copies - 1.
+  virtual std::unique_ptr<CudaHostCopies> host_copies(int device, size_t copies) const = 0;
   // cuDNN's fused attention (dist/fused_attention.h): "" when this backend can run it, else why not (a build without
   // cuDNN's frontend, a cuDNN too old).
   virtual std::string fused_attention_unavailable() const = 0;

@@ -5,6 +5,7 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -41,6 +42,59 @@ class EventStreamClock final : public CudaStreamClock {
  private:
   c10::DeviceIndex device_;
   std::vector<std::unique_ptr<at::cuda::CUDAEvent>> events_;
+};
+
+class SideStreamHostCopies final : public CudaHostCopies {
+ public:
+  SideStreamHostCopies(int device, size_t copies)
+      : device_(index_of(device)),
+        stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_)),
+        done_(copies),
+        outstanding_(copies, false) {}
+  // Every copy has finished before its target or source can go away.
+  ~SideStreamHostCopies() override { stream_.synchronize(); }
+
+  bool start(size_t copy, const torch::Tensor& source, const torch::Tensor& target, CollectiveWork* after) override {
+    T5S_CHECK(source.is_cuda() && source.get_device() == device_ && target.is_pinned() && source.is_contiguous() &&
+                  target.is_contiguous() && source.numel() == target.numel() &&
+                  source.scalar_type() == target.scalar_type(),
+              "a host copy takes a contiguous tensor on CUDA device ", static_cast<int>(device_),
+              " into pinned host memory of its size and dtype; got ", source.device(), " ", source.sizes(), " into ",
+              target.device(), target.is_pinned() ? " pinned " : " pageable ", target.sizes());
+    const c10::cuda::CUDAGuard device_guard(device_);
+    const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(device_);
+    {
+      // The side stream current while the collective orders it, so that the compute stream keeps no wait of it.
+      const c10::cuda::CUDAStreamGuard on_side(stream_);
+      if (after != nullptr && !after->order_current_stream()) return false;
+    }
+    // The source's earlier writers on the compute stream (the gradients accumulated into the bucket; for a
+    // collective that has finished, or a one-rank group's, the compute stream is all there is).
+    at::cuda::CUDAEvent produced;
+    produced.record(compute);
+    produced.block(stream_);
+    // The allocator must not hand the source's memory out again before the copy has read it.
+    c10::cuda::CUDACachingAllocator::recordStream(source.storage().data_ptr(), stream_);
+    {
+      const c10::cuda::CUDAStreamGuard on_side(stream_);
+      target.copy_(source, /*non_blocking=*/true);
+    }
+    done_.at(copy).record(stream_);
+    outstanding_.at(copy) = true;
+    return true;
+  }
+
+  void wait(size_t copy) override {
+    if (!outstanding_.at(copy)) return;
+    done_[copy].synchronize();
+    outstanding_[copy] = false;
+  }
+
+ private:
+  c10::DeviceIndex device_;
+  c10::cuda::CUDAStream stream_;
+  std::vector<at::cuda::CUDAEvent> done_;  // per copy number, recorded after its latest copy
+  std::vector<bool> outstanding_;
 };
 
 class LibTorchCudaBackend final : public CudaBackend {
@@ -107,6 +161,10 @@ class LibTorchCudaBackend final : public CudaBackend {
 
   std::unique_ptr<CudaStreamClock> stream_clock(int device) const override {
     return std::make_unique<EventStreamClock>(device);
+  }
+
+  std::unique_ptr<CudaHostCopies> host_copies(int device, size_t copies) const override {
+    return std::make_unique<SideStreamHostCopies>(device, copies);
   }
 
   std::string fused_attention_unavailable() const override { return cudnn_attention_unavailable(); }

@@ -38,8 +38,12 @@ class NcclWork final : public CollectiveWork {
   ~NcclWork() override { wait(); }  // a dropped work object still keeps the result from being read too early
   void wait() override {
     if (waited_) return;
-    done_->block(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)));
+    order_current_stream();
     waited_ = true;
+  }
+  bool order_current_stream() override {
+    done_->block(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)));
+    return true;
   }
 
  private:

@@ -149,6 +149,7 @@ RunDescription RunRecord::description() const {
   d.carbon_intensity_g_per_kwh = c.cost.carbon_intensity_g_per_kwh;
   d.pue = c.cost.pue;
   d.predicted_memory_bytes_per_device = in_.predicted_memory_bytes;
+  d.predicted_host_memory_bytes_per_rank = in_.predicted_host_memory_bytes;
   d.predicted_flops_per_step = in_.predicted_flops_per_step;
   d.predicted_step_time_s = in_.predicted_step_time_s;
   d.checkpoint_every_blocks = in_.checkpoint_every_blocks;

@@ -33,6 +33,7 @@ struct RunRecordInputs {
   int64_t steps_per_epoch = 0;
   torch::Device device = torch::kCPU;
   int64_t predicted_memory_bytes = 0;
+  int64_t predicted_host_memory_bytes = 0;  // parallel.offload_optimizer's host-resident state per rank; 0 without
   double predicted_flops_per_step = 0.0;
   double predicted_step_time_s = 0.0;  // the step-time model's median step (NaN: no rates for this device)
   int64_t checkpoint_every_blocks = 0;  // activation checkpointing as run (auto resolved): 0 none

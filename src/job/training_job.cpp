@@ -293,6 +293,18 @@ void TrainingJob::resolve() {
     against_device = text;
   }
   log(msg("[t5scale] memory per rank, predicted: ", resolved_.checkpointing.memory.describe(), against_device));
+  // The offloaded optimizer's host memory, all of the node's ranks together, against what the node has now (on the
+  // CPU the host is the device, checked above: host_bytes is 0 there).
+  const int64_t host_bytes = resolved_.checkpointing.memory.host_bytes;
+  if (host_bytes > 0) {
+    const NodeMemory node_memory = read_node_memory();
+    const std::string refusal =
+        host_memory_refusal(host_bytes, world.ranks_per_node, node_memory.total_bytes, node_memory.available_bytes);
+    if (!refusal.empty()) throw Error(msg(source_, ": this run cannot start:\n  ", refusal));
+    log(msg("[t5scale] host memory per node, predicted: ",
+            gib_text(static_cast<double>(host_bytes * world.ranks_per_node)), " of ",
+            gib_text(static_cast<double>(node_memory.available_bytes)), " available"));
+  }
   if (resolved_.step_time) {
     log(msg("[t5scale] step time, predicted (", world.rates->name, "): ", resolved_.step_time->describe()));
   }
@@ -380,6 +392,7 @@ void TrainingJob::set_up_records() {
   in.recomputation = resolved_.checkpointing.describe();
   in.attention_kernels = attention_kernels_;
   in.predicted_memory_bytes = resolved_.checkpointing.memory.total_bytes();
+  in.predicted_host_memory_bytes = resolved_.checkpointing.memory.host_bytes;
   in.predicted_flops_per_step = resolved_.flops_per_step;
   in.predicted_step_time_s =
       resolved_.step_time ? resolved_.step_time->total_s : std::numeric_limits<double>::quiet_NaN();

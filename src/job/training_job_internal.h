@@ -44,6 +44,7 @@
 #include "plan/resolved_run.h"
 #include "train/collate.h"
 #include "train/device_probe.h"
+#include "telemetry/probes.h"
 #include "train/optimizer_resharding.h"
 #include "train/parallel_trainer.h"
 

@@ -133,4 +133,19 @@ std::vector<MemoryRemedy> memory_remedies(const ModelConfig& model, const Memory
   return remedies;
 }
 
+std::string host_memory_refusal(int64_t host_bytes_per_rank, int64_t ranks_per_node, int64_t node_total_bytes,
+                                int64_t node_available_bytes) {
+  T5S_CHECK(host_bytes_per_rank >= 0 && ranks_per_node >= 1, "host memory check: ", host_bytes_per_rank,
+            " bytes per rank over ", ranks_per_node, " rank(s) per node");
+  if (host_bytes_per_rank == 0) return "";
+  const int64_t node_bytes = host_bytes_per_rank * ranks_per_node;
+  if (fits_device_memory(node_bytes, node_available_bytes)) return "";
+  return msg("parallel.offload_optimizer: predicted host memory ", gib_text(static_cast<double>(host_bytes_per_rank)),
+             " per rank x ", ranks_per_node, " rank(s) on this node = ", gib_text(static_cast<double>(node_bytes)),
+             " does not fit the node's ", gib_text(static_cast<double>(node_available_bytes)), " available (MemAvailable; "
+             "MemTotal ", gib_text(static_cast<double>(node_total_bytes)), ") with 5% to spare; nothing was allocated. "
+             "parallel.zero1 (the state sharded over DP) or fewer ranks per node lower it; or keep the state on "
+             "the device (parallel.offload_optimizer=false)");
+}
+
 }  // namespace t5scale

@@ -36,4 +36,11 @@ struct RemedyLimits {
 // inputs as resolved (checkpointing included).
 std::vector<MemoryRemedy> memory_remedies(const ModelConfig& model, const MemoryInputs& now, const RemedyLimits& limits);
 
+// Why a GPU run with its optimizer's state in host memory (parallel.offload_optimizer) cannot start on this node:
+// the predicted host memory per rank (MemoryPrediction::host_bytes) times the node's ranks against the node's
+// available memory (MemAvailable; its total beside it), with 5% to spare as for the device. "" when it fits or there
+// is nothing on the host (host_bytes 0).
+std::string host_memory_refusal(int64_t host_bytes_per_rank, int64_t ranks_per_node, int64_t node_total_bytes,
+                                int64_t node_available_bytes);
+
 }  // namespace t5scale

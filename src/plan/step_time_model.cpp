@@ -384,8 +384,17 @@ StepTimePrediction predict_step_time(const ModelConfig& c, const StepTimeInputs&
     T5S_CHECK(rates.host_memory_bandwidth_bytes_per_s > 0 && rates.host_link_bytes_per_s > 0,
               "parallel.offload_optimizer: the machine rates (", rates.name, ") give no host memory bandwidth or host "
               "link (host_memory_bandwidth_bytes_per_s, host_link_bytes_per_s) to time the update on the host");
+    // Each bucket's owned fp32 gradient is copied to the host as soon as it is reduced, on a stream of its own over
+    // the host link (apart from the links the reduction uses), while the last micro-batch's backward goes on: what
+    // outlasts that backward, and at least the last bucket's copy, stays exposed. The new weights' copy back, in
+    // the parameters' dtype, follows the update.
     const double e = static_cast<double>(m.compute_bytes_per_element);
-    p.offload_copies_s = owned * (4.0 + e) / rates.host_link_bytes_per_s;
+    const double to_host_s = owned * 4.0 / rates.host_link_bytes_per_s;
+    const double last_bucket_share =
+        std::min(1.0, static_cast<double>(m.bucket_bytes) / std::max(4.0 * trainable, 1.0));
+    const double last_backward_s = p.backward_s / accumulation;
+    p.offload_copies_s =
+        std::max(to_host_s - last_backward_s, to_host_s * last_bucket_share) + owned * e / rates.host_link_bytes_per_s;
     double host_bandwidth = rates.host_memory_bandwidth_bytes_per_s / static_cast<double>(in.ranks_per_node);
     if (rates.host_cores_per_node > 0) {
       const double cores = static_cast<double>(rates.host_cores_per_node) / static_cast<double>(in.ranks_per_node);

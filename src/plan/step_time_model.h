@@ -41,9 +41,11 @@ struct StepTimePrediction {
                                 // parallelism the norms' gradient sum over TP after it
   double optimizer_s = 0.0;     // gradient norm, clipping and the update of this rank's parameters
   double total_s = 0.0;
-  // Of optimizer_s under parallel.offload_optimizer on a GPU: the owned fp32 gradients to the host and the new
-  // weights back over the device's host link, and the update on the host's cores at this rank's share of the host's
-  // memory bandwidth (or of its cores' streaming rate, whichever is lower).
+  // Of optimizer_s under parallel.offload_optimizer on a GPU: the copies over the device's host link that are not
+  // hidden (the owned fp32 gradients go to the host bucket by bucket as they are reduced while the last micro-batch's
+  // backward goes on, so only what outlasts it, and at least the last bucket's copy, counts; the new weights come
+  // back after the update, all of it), and the update on the host's cores at this rank's share of the host's memory
+  // bandwidth (or of its cores' streaming rate, whichever is lower).
   double offload_copies_s = 0.0;
   double host_update_s = 0.0;
 

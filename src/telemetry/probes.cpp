@@ -28,23 +28,46 @@ int64_t status_kib_value_bytes(const std::string& text, const std::string& key, 
   return -1;
 }
 
+// The values of two such keys, both required: an error naming `source` and the file `expected` where one is absent.
+std::pair<int64_t, int64_t> two_kib_values_bytes(const std::string& text, const std::string& first,
+                                                 const std::string& second, const std::string& source,
+                                                 const std::string& expected) {
+  const int64_t a = status_kib_value_bytes(text, first, source), b = status_kib_value_bytes(text, second, source);
+  T5S_CHECK(a >= 0 && b >= 0, source, ": no ", first, " or ", second, " line (", expected, " is expected)");
+  return {a, b};
+}
+
 }  // namespace
 
 HostMemory parse_proc_status(const std::string& text, const std::string& source) {
-  HostMemory memory;
-  memory.rss_bytes = status_kib_value_bytes(text, "VmRSS", source);
-  memory.peak_rss_bytes = status_kib_value_bytes(text, "VmHWM", source);
-  T5S_CHECK(memory.rss_bytes >= 0 && memory.peak_rss_bytes >= 0, source,
-            ": no VmRSS or VmHWM line (a Linux /proc/<pid>/status is expected)");
-  return memory;
+  const auto [rss, peak] = two_kib_values_bytes(text, "VmRSS", "VmHWM", source, "a Linux /proc/<pid>/status");
+  return {rss, peak};
 }
 
-HostMemory read_host_memory(const std::string& status_path) {
-  std::ifstream in(status_path);
-  T5S_CHECK(in.good(), status_path, ": cannot open (host memory is read from Linux's /proc)");
+NodeMemory parse_meminfo(const std::string& text, const std::string& source) {
+  const auto [total, available] =
+      two_kib_values_bytes(text, "MemTotal", "MemAvailable", source, "a Linux /proc/meminfo, kernel 3.14 or later,");
+  return {total, available};
+}
+
+namespace {
+
+std::string proc_text(const std::string& path) {
+  std::ifstream in(path);
+  T5S_CHECK(in.good(), path, ": cannot open (host memory is read from Linux's /proc)");
   std::stringstream text;
   text << in.rdbuf();
-  return parse_proc_status(text.str(), status_path);
+  return text.str();
+}
+
+}  // namespace
+
+HostMemory read_host_memory(const std::string& status_path) {
+  return parse_proc_status(proc_text(status_path), status_path);
+}
+
+NodeMemory read_node_memory(const std::string& meminfo_path) {
+  return parse_meminfo(proc_text(meminfo_path), meminfo_path);
 }
 
 int64_t peak_resident_set_bytes() {

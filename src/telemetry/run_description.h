@@ -60,6 +60,8 @@ namespace t5scale {
   FIELD(carbon_intensity_g_per_kwh, double)                                                                   \
   FIELD(pue, double)                                                                                          \
   FIELD(predicted_memory_bytes_per_device, int64_t)                                                           \
+  FIELD(predicted_host_memory_bytes_per_rank, int64_t) /* parallel.offload_optimizer's state on a GPU's host; \
+                                                          0: none (the peak resident set: host_memory_bytes) */ \
   FIELD(predicted_flops_per_step, double)                                                                     \
   FIELD(predicted_step_time_s, double)     /* the step-time model's median step; NaN: no rates */             \
   FIELD(checkpoint_every_blocks, int64_t)  /* activation checkpointing as run: 0 none, k every k-th block */ \

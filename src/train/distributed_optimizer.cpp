@@ -39,6 +39,7 @@ DistributedOptimizer::DistributedOptimizer(GradientBuckets& gradients, const Pro
     : gradients_(gradients), tp_(grid.tp), world_(grid.world), host_resident_(host_resident) {
   T5S_CHECK(tp_ != nullptr && world_ != nullptr, "the optimizer needs the grid's TP and world groups");
   torch::NoGradGuard no_grad;
+  if (host_resident_) gradients_.keep_host_copies();  // what the update reads
   const auto& slots = gradients_.slots();
   for (size_t b = 0; b < gradients_.buckets().size(); ++b) {
     const GradientBucket& bucket = gradients_.buckets()[b];
@@ -52,7 +53,6 @@ DistributedOptimizer::DistributedOptimizer(GradientBuckets& gradients, const Pro
     if (host_resident_) {
       master_.push_back(host_zeros(end - begin, full.scalar_type(), full.device()));
       master_.back().copy_(full.narrow(0, begin, end - begin));
-      host_grads_.push_back(host_zeros(end - begin, full.scalar_type(), full.device()));
     } else {
       master_.push_back(full.narrow(0, begin, end - begin).clone());
     }
@@ -120,13 +120,6 @@ StepOutcome DistributedOptimizer::step(double learning_rate, const GradientScali
     grad_scale = grad_scale.to(master_.empty() ? torch::kFloat32 : gradients_.owned_grad(0).scalar_type());
     if (host_resident_) grad_scale = grad_scale.to(torch::kCPU);
   }
-  if (host_resident_) {
-    // Each bucket's owned gradient to the host, in bucket order (asynchronous from the device; one wait below).
-    // The last copy is a blocking one: it returns when the stream's copies before it are done too.
-    for (size_t b = 0; b < master_.size(); ++b) {
-      host_grads_[b].copy_(gradients_.owned_grad(b), /*non_blocking=*/b + 1 < master_.size());
-    }
-  }
   ++step_count_;
   outcome.learning_rate = update(learning_rate, grad_scale);
   return outcome;
@@ -179,8 +172,9 @@ void DistributedOptimizer::write_back(size_t b) {
   torch::Tensor& buffer = parameter_buffers_[b];
   // The owned new weights in the parameters' dtype where the parameters are: host-resident state rounds them on
   // the host (into pinned staging off the CPU) and sends them in one copy.
-  // (The staging is written again only after the next step's blocking gradient copy, which this copy precedes on
-  // the stream: it has finished by then.)
+  // (The staging is written again only after the next step's update has waited for the host copies of its
+  // gradients, each of which is ordered after the compute stream's work at its start, so after this copy, which
+  // precedes the next forward on that stream: it has finished by then.)
   torch::Tensor owned = master_[b];
   if (host_resident_ && host_staging_[b].defined()) {
     host_staging_[b].copy_(master_[b]);

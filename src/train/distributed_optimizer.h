@@ -15,8 +15,11 @@
 //
 // Host-resident state (parallel.offload_optimizer, DeepSpeed's ZeRO-Offload): the master weights and every moment
 // live in host memory (pinned where the gradients are on CUDA), the update is the same code run on host tensors by
-// the CPU cores, reading a host copy of each owned gradient bucket (copied once per step, after the reduction; the
-// norm and the non-finite check still read the reduced gradients where they are), and each bucket's new weights go
+// the CPU cores, reading a host copy of each owned gradient bucket (GradientBuckets::keep_host_copies(): copied once
+// per step as soon as the bucket is reduced, while backward goes on, and waited for bucket by bucket as the update
+// reads it; the norm and the non-finite check still read the reduced gradients where they are, and the gradient
+// scale of steps 3 and 4 is applied to the host copy in the update, as it is to the reduced gradients without
+// offload), and each bucket's new weights go
 // back as one copy in the parameters' dtype. The arithmetic is the same, so on the CPU the step is bit for bit the
 // step without it; the checkpoint's state has the same names and shapes. (Step 4's unscaled, clipped gradient is then
 // the host copy; the reduced gradients on the device stay as reduced.)
@@ -109,9 +112,10 @@ class DistributedOptimizer {
   // host_resident: the master weights (and so every state made like them) in host memory (see the top).
   DistributedOptimizer(GradientBuckets& gradients, const ProcessGrid& grid, bool host_resident);
 
-  // The owned gradient the update reads: the reduced gradient itself, or its host copy when host-resident.
+  // The owned gradient the update reads: the reduced gradient itself, or its host copy when host-resident (once it
+  // has landed: this waits for it).
   torch::Tensor update_grad(size_t bucket) const {
-    return host_resident_ ? host_grads_[bucket] : gradients_.owned_grad(bucket);
+    return host_resident_ ? gradients_.host_grad(bucket) : gradients_.owned_grad(bucket);
   }
 
   // The update with the owned gradients times grad_scale (a 0-d tensor on their device in their dtype; undefined:
@@ -132,10 +136,9 @@ class DistributedOptimizer {
   CommunicatorPtr world_;
   std::vector<torch::Tensor> master_;    // per bucket, the owned range: (owned elements,), fp32 or fp64
   bool host_resident_ = false;
-  // Host-resident: per bucket, the host copy of the owned reduced gradient, (owned elements,), in the masters'
-  // dtype, pinned where the gradients are on CUDA; and the new weights in the parameters' dtype before their one
-  // copy to the device (where that is not the host).
-  std::vector<torch::Tensor> host_grads_, host_staging_;
+  // Host-resident: per bucket, the new weights in the parameters' dtype before their one copy to the device (where
+  // that is not the host), (owned elements,), pinned. (The host copies of the gradients are the buckets'.)
+  std::vector<torch::Tensor> host_staging_;
   // Per bucket: its parameters' storage is the master buffer itself (no ZeRO-1 and parameters in the masters'
   // dtype, i.e. fp32/fp64 training), so the update writes the parameters and there is nothing to write back.
   std::vector<bool> parameters_are_masters_;

@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "core/check.h"
+#include "dist/cuda_backend.h"
 
 namespace t5scale {
 
@@ -65,10 +66,14 @@ GradientBuckets::~GradientBuckets() {
 }
 
 void GradientBuckets::begin_step() {
-  for (auto& bucket : buckets_) {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    GradientBucket& bucket = buckets_[b];
     T5S_CHECK(bucket.work == nullptr, "begin_step() while a reduction is in flight");
     bucket.launched = false;
     bucket.shard_holds_sum = false;
+    // No copy outstanding into a new step (after a skipped step none was waited on; otherwise they have landed).
+    if (device_copies_ != nullptr) device_copies_->wait(b);
+    bucket.host_copied = false;
   }
   written_.assign(slots_.size(), false);
 }
@@ -178,9 +183,11 @@ void GradientBuckets::launch(size_t b) {
   switch (sharding_) {
     case GradientSharding::kNone:
       bucket.work = dp_->all_reduce_sum_async(bucket.main_grad);
+      if (keeps_host_copies()) copy_to_host(b, bucket.work.get());  // else after complete()'s wait
       return;
     case GradientSharding::kOptimizer:
       bucket.work = dp_->reduce_scatter_sum_async(bucket.main_grad, bucket.shard_grad);
+      if (keeps_host_copies()) copy_to_host(b, bucket.work.get());
       return;
     case GradientSharding::kGradients:
       // The first micro-batch of a step lands in shard_grad itself, a later one beside it to be added.
@@ -201,11 +208,70 @@ void GradientBuckets::complete(size_t b) {
   GradientBucket& bucket = buckets_[b];
   bucket.work->wait();
   bucket.work.reset();
-  if (sharding_ != GradientSharding::kGradients) return;
+  if (sharding_ != GradientSharding::kGradients) {
+    if (keeps_host_copies()) copy_to_host(b, nullptr);  // where the launch could not start it
+    return;
+  }
   if (bucket.shard_holds_sum) bucket.shard_grad.add_(bucket.chunk);
   bucket.shard_holds_sum = true;
   bucket.main_grad = torch::Tensor();  // the buffer goes back to the allocator
   bucket.chunk = torch::Tensor();
+  // The last micro-batch's chunk is in: the step's owned gradient is final.
+  if (keeps_host_copies() && last_micro_batch_) copy_to_host(b, nullptr);
+}
+
+void GradientBuckets::keep_host_copies() {
+  if (keeps_host_copies()) return;
+  const torch::Device device = buckets_.empty() ? torch::Device(torch::kCPU) : buckets_[0].options.device();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const auto [begin, end] = owned_range(b);
+    buckets_[b].host_grad = torch::zeros(
+        {end - begin}, buckets_[b].options.device(torch::kCPU).pinned_memory(device.is_cuda()));  // (owned,)
+  }
+  if (device.is_cuda()) {
+    device_copies_ = required_cuda_backend("host copies of gradients on a GPU").host_copies(device.index(),
+                                                                                           buckets_.size());
+  }
+}
+
+bool GradientBuckets::copy_to_host(size_t b, CollectiveWork* after) {
+  GradientBucket& bucket = buckets_[b];
+  if (bucket.host_copied) return true;
+  if (device_copies_ != nullptr) {
+    if (!device_copies_->start(b, owned_grad(b), bucket.host_grad, after)) return false;
+  } else {
+    // On the CPU a collective that has finished (a one-rank group's) gives its result now; another one only
+    // after its wait.
+    if (after != nullptr && !after->order_current_stream()) return false;
+    bucket.host_grad.copy_(owned_grad(b));
+  }
+  bucket.host_copied = true;
+  return true;
+}
+
+torch::Tensor GradientBuckets::host_grad(size_t b) {
+  GradientBucket& bucket = buckets_.at(b);
+  T5S_CHECK(bucket.host_grad.defined(), "gradient bucket ", b, " keeps no host copy (keep_host_copies())");
+  T5S_CHECK(bucket.host_copied, "the host copy of gradient bucket ", b, " was read before the bucket was reduced "
+            "(GradientBuckets::finish())");
+  if (device_copies_ != nullptr) device_copies_->wait(b);
+  return bucket.host_grad;
+}
+
+void GradientBuckets::refresh_host_copy(size_t b, int64_t begin, int64_t length) {
+  if (!keeps_host_copies()) return;
+  GradientBucket& bucket = buckets_.at(b);
+  T5S_CHECK(bucket.host_copied && begin >= 0 && length >= 0 && begin + length <= bucket.host_grad.numel(),
+            "refresh_host_copy(", b, ", ", begin, ", ", length, ") outside the ", bucket.host_grad.numel(),
+            " owned elements of a reduced bucket");
+  const torch::Tensor source = owned_grad(b).narrow(0, begin, length);
+  const torch::Tensor target = bucket.host_grad.narrow(0, begin, length);
+  if (device_copies_ != nullptr) {
+    // Numbered as the bucket's first copy, on the same stream: its event stands for both.
+    device_copies_->start(b, source, target, nullptr);
+  } else {
+    target.copy_(source);
+  }
 }
 
 void GradientBuckets::complete_micro_batch() {

@@ -13,6 +13,15 @@
 // holds 1 / dp of the fp32 gradients plus the few buckets being filled or reduced (at most kZero2BucketsInFlight
 // reductions are outstanding; a further launch first completes the oldest). Summing over micro-batches after the
 // reduction instead of before changes the order of fp32 additions, not the result beyond rounding.
+//
+// Host copies (keep_host_copies(), for the offloaded optimizer): each bucket's owned reduced gradient is copied to
+// host memory as soon as its reduction is done, while backward goes on, once per step. On CUDA the copy is started
+// where the reduction is launched, on a side stream ordered after the reduction (an event of the reduction's stream
+// waited on by the copy stream) and after the compute stream's writes to the bucket, into pinned memory, with an
+// event per bucket that host_grad() waits on; so the copies hide behind the rest of backward. Where a reduction's
+// result is there only once it is waited on (MPI on the CPU) the copy is made, synchronously, right after that wait.
+// Only the step's final gradient is copied: without ZeRO-2 a bucket is reduced (and copied) only on the last
+// micro-batch; under ZeRO-2 its owned chunk is copied when the last micro-batch's reduction has been added in.
 #pragma once
 
 #include <torch/torch.h>
@@ -27,6 +36,8 @@
 #include "plan/cost_model.h"
 
 namespace t5scale {
+
+class CudaHostCopies;  // dist/cuda_backend.h
 
 struct ParameterSlot {
   std::string name;
@@ -59,6 +70,8 @@ struct GradientBucket {
   bool launched = false;          // reduced (or being reduced) in this micro-batch (ZeRO-2) or step
   bool shard_holds_sum = false;   // ZeRO-2: shard_grad holds an earlier micro-batch of this step
   std::unique_ptr<CollectiveWork> work;
+  torch::Tensor host_grad;  // host copies: the owned reduced gradient, (owned elements,); pinned off the CPU
+  bool host_copied = false; // host copies: this step's copy has been started (or made)
 };
 
 class GradientBuckets {
@@ -80,6 +93,18 @@ class GradientBuckets {
   }
   // [begin, end) of the bucket's elements this DP rank owns.
   std::pair<int64_t, int64_t> owned_range(size_t bucket) const;
+
+  // From now on every step copies each bucket's owned reduced gradient to host memory as it is reduced (see the
+  // top of the file).
+  void keep_host_copies();
+  bool keeps_host_copies() const { return !buckets_.empty() && buckets_[0].host_grad.defined(); }
+  // This step's host copy of the bucket's owned reduced gradient, once it has landed (waits for it). An error
+  // before finish() has reduced the bucket.
+  torch::Tensor host_grad(size_t bucket);
+  // Copies owned elements [begin, begin + length) of the bucket to its host copy again, after the work queued so far
+  // (a change made to the reduced gradients after the reduction: the norms' TP sum under sequence parallelism).
+  // Nothing without host copies.
+  void refresh_host_copy(size_t bucket, int64_t begin, int64_t length);
   // Adds `grad` (any floating dtype, the parameter's shape) into the slot's main gradient, as the gradient hook does.
   void accumulate(size_t slot, const torch::Tensor& grad);
   // The sink of a linear layer's weight (model/weight_gradient_sink.h): its gradient computed into the slot's main
@@ -104,6 +129,9 @@ class GradientBuckets {
   void launch(size_t bucket);         // zeroes what no gradient reached, then starts the reduction
   void complete(size_t bucket);        // waits for its reduction; ZeRO-2: adds the chunk, frees the buffer
   void complete_micro_batch();         // ZeRO-2: launches what is left of this micro-batch, completes it all
+  // Host copies: starts (or makes) the bucket's copy once per step; `after`: the reduction still in flight, which
+  // the copy is ordered after where the device allows, else (returns false, nothing done) it waits for complete().
+  bool copy_to_host(size_t bucket, CollectiveWork* after);
 
   std::vector<ParameterSlot> slots_;
   std::vector<GradientBucket> buckets_;
@@ -115,6 +143,7 @@ class GradientBuckets {
   std::vector<bool> written_;  // per slot: its main gradient holds a gradient of this step (ZeRO-2: micro-batch)
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive so the hooks stay attached
   std::vector<uintptr_t> hook_keys_;
+  std::unique_ptr<CudaHostCopies> device_copies_;  // host copies of CUDA gradients: the side stream and its events
 };
 
 }  // namespace t5scale

@@ -162,20 +162,32 @@ ParallelTrainer::~ParallelTrainer() {
 void ParallelTrainer::sum_norm_gradients_over_tp() {
   // This rank's owned elements of every norm's reduced gradient (all of it without ZeRO, the DP shard's share with
   // it), gathered into one buffer, summed over TP, and put back.
-  std::vector<torch::Tensor> parts;
+  // With the optimizer offloaded, the host copies made as the buckets were reduced take the sums again.
+  struct Part {
+    size_t bucket;
+    int64_t begin;  // in the owned range
+    torch::Tensor view;
+  };
+  std::vector<Part> parts;
   for (const size_t k : norm_slots_) {
     const ParameterSlot& slot = gradients_->slots()[k];
     const auto [begin, end] = gradients_->owned_range(slot.bucket);
     const int64_t first = std::max(begin, slot.offset), last = std::min(end, slot.offset + slot.numel);
-    if (first < last) parts.push_back(gradients_->owned_grad(slot.bucket).narrow(0, first - begin, last - first));
+    if (first < last) {
+      parts.push_back({slot.bucket, first - begin,
+                       gradients_->owned_grad(slot.bucket).narrow(0, first - begin, last - first)});
+    }
   }
   if (parts.empty()) return;
-  torch::Tensor flat = torch::cat(parts);
+  std::vector<torch::Tensor> views;
+  for (const Part& part : parts) views.push_back(part.view);
+  torch::Tensor flat = torch::cat(views);
   grid_.tp->all_reduce_sum(flat);
   int64_t at = 0;
-  for (torch::Tensor& part : parts) {
-    part.copy_(flat.narrow(0, at, part.numel()));
-    at += part.numel();
+  for (Part& part : parts) {
+    part.view.copy_(flat.narrow(0, at, part.view.numel()));
+    at += part.view.numel();
+    gradients_->refresh_host_copy(part.bucket, part.begin, part.view.numel());
   }
 }
 

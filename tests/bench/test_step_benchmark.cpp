@@ -5,10 +5,13 @@
 
 #include <cmath>
 
+#include "bench/machine_calibration.h"
 #include "bench/step_benchmark.h"
 #include "dist/local_shard_communicator.h"
 #include "model/parameter_layout.h"
 #include "plan/cost_model.h"
+#include "plan/machine_rates.h"
+#include "plan/step_time_model.h"
 #include "support/test_support.h"
 
 namespace t5scale {
@@ -236,6 +239,36 @@ TEST(Bench, ProfileRunsAfterTheTimedSteps) {
   for (const auto& c : report["profile"]["classes"]) optimizer = optimizer || c["class"] == "optimizer";
   EXPECT_TRUE(optimizer) << "a training step's profile holds its optimizer: " << report["profile"].dump(1);
   EXPECT_EQ(report["steps"].size(), 1u) << "the profiled step is not one of the timed ones";
+}
+
+// --calibrate's host memory bandwidth: a figure a memory system can have (above 100 MB/s, below 10 TB/s: a DDR
+// channel gives about 20 GB/s, a whole node under 2 TB/s), kept by the rates file, and what the planner's offloaded
+// update then runs at: twice the bandwidth, half the host update (the A100's published rates otherwise).
+TEST(Bench, HostMemoryBandwidthGoesIntoTheRatesFileAndThePlan) {
+  const double measured = measure_host_memory_bandwidth(int64_t{16} << 20, 3);
+  EXPECT_GT(measured, 1e8);
+  EXPECT_LT(measured, 1e13);
+  MachineRates rates = *published_machine_rates("A100-80GB");
+  rates.host_memory_bandwidth_bytes_per_s = measured;
+  rates.host_cores_per_node = 0;  // the bandwidth alone bounds the update
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "rates.json").string();
+  write_machine_rates(rates, path);
+  const MachineRates read = read_machine_rates(path);
+  EXPECT_EQ(read.host_memory_bandwidth_bytes_per_s, measured);
+  StepTimeInputs in;
+  in.memory.on_gpu = true;
+  in.memory.offload_optimizer = true;
+  in.memory.adafactor = true;
+  in.memory.compute_bytes_per_element = 2;
+  in.memory.micro_batch = {1, 64, 16};
+  const ModelConfig model = tiny_model_config(64);
+  const double once = predict_step_time(model, in, read).host_update_s;
+  MachineRates doubled = read;
+  doubled.host_memory_bandwidth_bytes_per_s *= 2;
+  EXPECT_GT(once, 0.0);
+  EXPECT_DOUBLE_EQ(predict_step_time(model, in, doubled).host_update_s, once / 2);
+  EXPECT_THROW(measure_host_memory_bandwidth(16, 1), Error);
 }
 
 }  // namespace

@@ -173,6 +173,29 @@ TEST(MemoryAdvice, OffloadCountsTheHostApart) {
   EXPECT_EQ(offloaded.total_bytes(), plain.total_bytes() - plain.optimizer_bytes);
 }
 
+// t5scale-train's start-up check of the offloaded state's host memory: every rank of the node together against the
+// node's available memory, with the 5% the device check keeps; nothing to check without host memory.
+TEST(MemoryAdvice, OffloadedStateMustFitTheNodesAvailableMemory) {
+  const int64_t gib = int64_t{1} << 30;
+  EXPECT_EQ(host_memory_refusal(0, 8, 16 * gib, 1 * gib), "");
+  EXPECT_EQ(host_memory_refusal(10 * gib, 8, 100 * gib, 85 * gib), "");  // 80 of 85: 94%
+  const std::string refused = host_memory_refusal(10 * gib, 8, 100 * gib, 84 * gib);  // 80 of 84: 95.2%
+  EXPECT_NE(refused.find("parallel.offload_optimizer: predicted host memory 10.00 GiB per rank x 8 rank(s) on this "
+                         "node = 80.00 GiB does not fit the node's 84.00 GiB available (MemAvailable; MemTotal "
+                         "100.00 GiB) with 5% to spare; nothing was allocated."),
+            std::string::npos)
+      << refused;
+  // The T5-3B run above with its Adafactor state offloaded on 8 GPUs of a node: refused by a node whose available
+  // memory is just what the 8 ranks' state takes, held by one with 10% more.
+  RunConfig c = three_b();
+  c.optimizer.name = OptimizerSettings::Name::kAdafactor;
+  c.parallel.offload_optimizer = true;
+  const int64_t host = resolved(c).checkpointing.memory.host_bytes;
+  ASSERT_GT(host, 0);
+  EXPECT_NE(host_memory_refusal(host, kWorld, 2048 * gib, host * kWorld), "");
+  EXPECT_EQ(host_memory_refusal(host, kWorld, 2048 * gib, host * kWorld * 11 / 10), "");
+}
+
 TEST(MemoryAdvice, TheLeastCheckpointingThatFitsIsOfferedBeforeEveryBlock) {
   // On a device where some checkpointing fits, the offer is the planner's own choice, not every block.
   const RunConfig c = three_b();

@@ -76,6 +76,7 @@ RunDescription probe_attributes(int64_t max_steps) {
   d.carbon_intensity_g_per_kwh = 475.0;
   d.pue = 1.25;
   d.predicted_memory_bytes_per_device = 12345678901;
+  d.predicted_host_memory_bytes_per_rank = 112097060864;
   d.predicted_flops_per_step = 1.5e12;
   d.predicted_step_time_s = 0.25;
   d.checkpoint_every_blocks = 2;

@@ -69,6 +69,7 @@ def probe_attributes(max_steps):
         "carbon_intensity_g_per_kwh": 475.0,
         "pue": 1.25,
         "predicted_memory_bytes_per_device": 12345678901,
+        "predicted_host_memory_bytes_per_rank": 112097060864,
         "predicted_flops_per_step": 1.5e12,
         "predicted_step_time_s": 0.25,
         "checkpoint_every_blocks": 2,
@@ -85,7 +86,8 @@ def probe_attributes(max_steps):
 INT_ATTRIBUTES = {"schema_version", "attempt", "resumed_from_step", "error_step", "nodes", "gpus_per_node", "world_size", "tp",
                   "dp", "parameter_count", "global_batch", "micro_batch", "grad_accumulation",
                   "reference_global_batch", "warmup_steps", "max_steps", "steps_per_epoch",
-                  "predicted_memory_bytes_per_device", "checkpoint_every_blocks", "allocated_gpus_per_node"}
+                  "predicted_memory_bytes_per_device", "predicted_host_memory_bytes_per_rank", "checkpoint_every_blocks",
+                  "allocated_gpus_per_node"}
 FLOAT_ATTRIBUTES = {"epochs", "base_lr", "effective_lr", "peak_flops_per_device", "price_per_node_hour_usd",
                     "price_per_gpu_hour_usd", "node_share_fraction", "carbon_intensity_g_per_kwh", "pue",
                     "predicted_flops_per_step", "predicted_step_time_s"}
@@ -98,8 +100,8 @@ ROOT_ATTRIBUTES = ["format", "schema_version", "run_id", "study", "start_time_ut
                    "peak_flops_per_device", "price_per_node_hour_usd", "price_per_gpu_hour_usd",
                    "node_share_fraction", "node_share_basis", "allocated_gpus_per_node", "carbon_intensity_g_per_kwh",
                    "pue",
-                   "predicted_memory_bytes_per_device", "predicted_flops_per_step", "predicted_step_time_s",
-                   "checkpoint_every_blocks",
+                   "predicted_memory_bytes_per_device", "predicted_host_memory_bytes_per_rank",
+                   "predicted_flops_per_step", "predicted_step_time_s", "checkpoint_every_blocks",
                    "recomputation", "attention_kernels", "energy_source_gpu", "energy_source_cpu", "config_yaml",
                    "config_changes"]
 

@@ -30,6 +30,22 @@ TEST(TelemetryProbes, ParsesProcStatus) {
             std::string::npos);
 }
 
+TEST(TelemetryProbes, ParsesMeminfo) {
+  const std::string text = "MemTotal:       24576000 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n";
+  const NodeMemory memory = parse_meminfo(text, "meminfo");
+  EXPECT_EQ(memory.total_bytes, 24576000LL * 1024);
+  EXPECT_EQ(memory.available_bytes, 20000000LL * 1024);
+  EXPECT_NE(error_of([] { parse_meminfo("MemTotal: 1 kB\nMemFree: 1 kB\n", "fake/meminfo"); })
+                .find("fake/meminfo: no MemTotal or MemAvailable"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { read_node_memory("/no/such/meminfo"); }).find("/no/such/meminfo: cannot open"),
+            std::string::npos);
+  // This machine's: something available, no more than it has.
+  const NodeMemory here = read_node_memory();
+  EXPECT_GT(here.available_bytes, 0);
+  EXPECT_LE(here.available_bytes, here.total_bytes);
+}
+
 TEST(TelemetryProbes, HostMemoryFollowsTheProcess) {
   const HostMemory before = read_host_memory();
   constexpr size_t kBytes = 64 << 20;
