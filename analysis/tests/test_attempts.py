@@ -215,8 +215,8 @@ def test_a_run_that_never_changed_grid_is_one_attempt(study_dir):
 
 
 def test_the_command_notes_the_joined_run_and_warns_of_the_unreadable_file(resumed_dir, tmp_path):
-    from test_cli import analyze as run_command
-    done = run_command(resumed_dir, "--out", tmp_path / "report")
+    from test_cli import analyze as analyze_command  # the command's main function, with its output and exit status
+    done = analyze_command(resumed_dir, "--out", tmp_path / "report")
     assert done.returncode == 0, done.stderr
     assert (f"t5scale-analyze: warning: skipped {resumed_dir / UNREADABLE_ASIDE}: set aside as unreadable by a job "
             f"that resumed resumed.h5: not joined") in done.stderr

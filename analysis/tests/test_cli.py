@@ -1,6 +1,9 @@
-"""The t5scale-analyze command through its bash wrapper: outputs, the self-contained report, exit codes."""
+"""The t5scale-analyze command (its main function; through its bash wrapper for the full report and the choice of
+Python): outputs, the self-contained report, exit codes."""
 
+import contextlib
 import html.parser
+import io
 import json
 import math
 import os
@@ -16,13 +19,29 @@ import pandas as pd
 import pytest
 
 import runfile_writer as w
+from t5scale_analyze.cli import main
 
 COMMAND = Path(__file__).resolve().parents[1] / "t5scale-analyze"
 
 
-def analyze(*args, env_python=sys.executable):
+def run_command(*args, env_python=sys.executable):
+    """The command itself, through its bash wrapper, in a process of its own."""
     env = dict(os.environ, T5SCALE_PYTHON=env_python)
     return subprocess.run([str(COMMAND), *map(str, args)], capture_output=True, text=True, env=env, timeout=300)
+
+
+def analyze(*args):
+    """The command's main function in this process, with what it prints and its exit status as a process's: each
+    process would import pandas, h5py and matplotlib again (about a CPU-second), for the same code. The report of
+    the `results` fixture, the wrapper's choice of Python (test_wrapper_finds_the_python_from_the_cache_folder) and
+    tests/analysis/check_entry_point.sh (the installed command) run the command in a process of its own."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            returncode = main([str(a) for a in args])
+        except SystemExit as e:  # argparse's refusals
+            returncode = e.code if isinstance(e.code, int) else 2
+    return subprocess.CompletedProcess(["t5scale-analyze", *map(str, args)], returncode, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +71,7 @@ def results(study_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def report_run(results):
     out = results.parent / "out"
-    return analyze(results, "--out", out), out
+    return run_command(results, "--out", out), out
 
 
 def test_writes_tables_cards_figures_and_report(report_run):
