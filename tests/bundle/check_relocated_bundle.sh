@@ -2,8 +2,13 @@
 # The bundle away from its build: scripts/bundle.sh --with-tests makes it in one temporary folder, it is unpacked
 # in another, and with a cleared environment (env -i), the clone, the build tree, the system's Open MPI and PMIx
 # folders and the CUDA toolkit hidden (an empty tmpfs over each, in a private mount namespace where the system
-# allows one), tests/bundle/in_bundle.sh runs t5scale-train on 1 and 2 ranks and the bundle's unit tests, and
-# checks which files every process loaded.
+# allows one), tests/bundle/in_bundle.sh runs t5scale-train on 1 and 2 ranks, checks which files every process
+# loaded, and starts each of the bundle's test programs on one entry of its tests (in_bundle.sh's
+# BUNDLE_ENTRIES: those that use the program's heavy libraries, LibTorch, HDF5, SentencePiece, yaml-cpp, Open MPI,
+# and the reference files the bundle carries; a test program that none of them starts fails the test). The point is
+# that the moved programs and libraries load and work with the build machine hidden: every unit and parity entry
+# again (about 30 CPU-seconds) would repeat what the build tree's ctest runs. t5scale_gpu_tests is started for
+# every gpu entry by scripts/gpu-check.sh below.
 #   check_relocated_bundle.sh SOURCE_DIR BUILD_DIR PYTHON
 set -euo pipefail
 SOURCE_DIR=$1 BUILD_DIR=$2 PYTHON=$3
