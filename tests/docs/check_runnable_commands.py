@@ -19,7 +19,8 @@ exits non-zero is reported with its file, line and text, and the tail of what it
 Every marked block, runnable or not, and every command of ours quoted in the text (`t5scale-prep --help`) is also
 read: each option given to one of our programs must be one its --help lists, each `--set KEY=...` of t5scale-train
 a key of its config reference, and no line may continue with a backslash followed by blanks or a comment (which
-ends the command there).
+ends the command there). The --help texts are asked once for the entries that share a --work folder, and kept
+there while the programs are unchanged (shared_program_help).
 
 Every relative link of the documents ([text](path), [text](path#heading)) must name a file or folder that exists,
 and a #heading one of the headings of the Markdown file it names.
@@ -33,6 +34,7 @@ usage: check_runnable_commands.py --source DIR --build DIR --python PY --work DI
 """
 import argparse
 import difflib
+import fcntl
 import json
 import os
 import random
@@ -242,6 +244,50 @@ def program_help(build, python, source):
     except OSError:
         pass
     return helps, keys
+
+
+def program_files(build, python, source):
+    """What the --help texts and the config keys come from: our programs, the analysis command's wrapper and package,
+    and the Python that runs it; each with its size and time of change."""
+    paths = [os.path.join(build, "bin", name) for name in BUILD_PROGRAMS]
+    paths.append(os.path.join(source, "analysis", "t5scale-analyze"))
+    package = os.path.join(source, "analysis", "t5scale_analyze")
+    if os.path.isdir(package):
+        paths += sorted(os.path.join(package, name) for name in os.listdir(package))
+    paths.append(os.path.realpath(python))
+    stamps = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            stamps.append([path, st.st_size, st.st_mtime_ns])
+        except OSError:
+            stamps.append([path, None, None])
+    return {"programs": PROGRAMS, "subcommands": SUBCOMMANDS, "python": python, "files": stamps}
+
+
+def shared_program_help(build, python, source, work):
+    """program_help, asked once for the documentation entries that share the folder `work` (they run side by side
+    under ctest -j; each program's --help costs 0.3 to 1 s of CPU): the first one asks, under a lock, and keeps the
+    answers in work/program_help.json with the size and time of change of every file they come from; the others
+    read them while those files are unchanged. Answers with a failed --help are not kept."""
+    os.makedirs(work, exist_ok=True)
+    stamp = json.loads(json.dumps(program_files(build, python, source)))
+    kept = os.path.join(work, "program_help.json")
+    with open(os.path.join(work, "program_help.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(kept) as f:
+                saved = json.load(f)
+            if saved["stamp"] == stamp:
+                return saved["helps"], set(saved["keys"])
+        except (OSError, ValueError, KeyError):
+            pass
+        helps, keys = program_help(build, python, source)
+        if keys and all(text is not None for text in helps.values()):
+            with open(kept + ".tmp", "w") as f:
+                json.dump({"stamp": stamp, "helps": helps, "keys": sorted(keys)}, f)
+            os.replace(kept + ".tmp", kept)
+        return helps, keys
 
 
 def nearest(word, known):
@@ -619,7 +665,7 @@ def main():
                     "not runnable (" + block.marker[1] + ")"
                 print(f"{block.where()}: {block.info}, {kind}")
         return 0
-    helps, keys = program_help(build, args.python, source)
+    helps, keys = shared_program_help(build, args.python, source, work)
     for path, found in blocks.items():
         check_links(source, path, problems)
         check_inline_commands(source, path, helps, keys, problems)
