@@ -35,6 +35,7 @@ usage: check_runnable_commands.py --source DIR --build DIR --python PY --work DI
 import argparse
 import difflib
 import fcntl
+import glob
 import json
 import os
 import random
@@ -246,6 +247,18 @@ def program_help(build, python, source):
     return helps, keys
 
 
+def file_stamps(paths):
+    """[path, size, time of change] of each path (None, None where it is missing)."""
+    stamps = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            stamps.append([path, st.st_size, st.st_mtime_ns])
+        except OSError:
+            stamps.append([path, None, None])
+    return stamps
+
+
 def program_files(build, python, source):
     """What the --help texts and the config keys come from: our programs, the analysis command's wrapper and package,
     and the Python that runs it; each with its size and time of change."""
@@ -255,14 +268,7 @@ def program_files(build, python, source):
     if os.path.isdir(package):
         paths += sorted(os.path.join(package, name) for name in os.listdir(package))
     paths.append(os.path.realpath(python))
-    stamps = []
-    for path in paths:
-        try:
-            st = os.stat(path)
-            stamps.append([path, st.st_size, st.st_mtime_ns])
-        except OSError:
-            stamps.append([path, None, None])
-    return {"programs": PROGRAMS, "subcommands": SUBCOMMANDS, "python": python, "files": stamps}
+    return {"programs": PROGRAMS, "subcommands": SUBCOMMANDS, "python": python, "files": file_stamps(paths)}
 
 
 def shared_program_help(build, python, source, work):
@@ -459,10 +465,47 @@ shutil.rmtree(saved)
 """
 
 
+def kept_stand_in(path, context, stamp, make):
+    """Makes a stand-in at `path` as make(path, context) would, once for the entries that share the --work folder
+    (context["shared"]): the first makes it there, under a lock, with `stamp` (what it is made from: sizes and times
+    of change); the others, and later runs while the stamp holds, copy it. A stand-in that fails is not kept."""
+    kept = os.path.join(context["shared"], "stand-ins", re.sub(r"[^A-Za-z0-9]+", "_", os.path.basename(path)))
+    os.makedirs(os.path.dirname(kept), exist_ok=True)
+    stamp = json.loads(json.dumps(stamp))
+    with open(kept + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(kept + ".json") as f:
+                fresh = json.load(f) == stamp and os.path.isdir(kept)
+        except (OSError, ValueError):
+            fresh = False
+        if not fresh:
+            for old in (kept, kept + ".json"):
+                if os.path.isdir(old):
+                    shutil.rmtree(old)
+                elif os.path.exists(old):
+                    os.remove(old)
+            make(kept, context)
+            with open(kept + ".json", "w") as f:
+                json.dump(stamp, f)
+        shutil.copytree(kept, path, symlinks=True)
+
+
 def make_hf_cache_t5_small(path, context):
     """t5-small in the Hugging Face cache, as a stand-in (t5-small is a download): a tiny randomly initialised T5
     saved by transformers, with a small tokenizer trained by t5scale-prep on the quickstart's sample data as its
-    spiece.model."""
+    spiece.model. Made once for the entries that share the --work folder (about 7 CPU-seconds: transformers'
+    import), while its inputs are unchanged (kept_stand_in)."""
+    source, build, python = context["source"], context["build"], context["python"]
+    inputs = [os.path.join(build, "bin", "t5scale-prep"), os.path.join(source, "jobs/quickstart/recipe.yaml"),
+              os.path.join(source, "jobs/quickstart/my_data.jsonl"), os.path.realpath(python),
+              *glob.glob(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(python))), "lib", "python*",
+                                      "site-packages"))]  # a venv's: a package installed or replaced changes it
+    stamp = {"maker": STAND_IN_T5, "python": python, "files": file_stamps(inputs)}
+    kept_stand_in(path, context, stamp, make_t5_small_stand_in)
+
+
+def make_t5_small_stand_in(path, context):
     source, build = context["source"], context["build"]
     tokenizer = os.path.join(context["scratch"], "tmp", "stand-in-t5-small-spiece.model")
     subprocess.run([os.path.join(build, "bin", "t5scale-prep"), "--recipe",
@@ -560,7 +603,7 @@ def run_file(path, blocks, context, env_base):
                 continue
             where = os.path.join(home, name[2:]) if name.startswith("~/") else os.path.join(scratch, name)
             try:
-                FIXTURES[name][1](where, dict(context, work=scratch))
+                FIXTURES[name][1](where, dict(context, work=scratch, shared=context["work"]))
             except subprocess.CalledProcessError as e:
                 problems.append(f"{block.where()}: cannot make the stand-in {name}: {e}\n{e.stdout}{e.stderr}")
             made.add(name)
