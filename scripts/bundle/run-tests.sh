@@ -77,7 +77,9 @@ while IFS=$'\t' read -r name labels ranks skip_code program arguments environmen
   log=$WORK/$name.log
   start=$(date +%s)
   status=0
-  (cd "$WORK" && env "${assignments[@]}" timeout 600 "${command[@]}") >"$log" 2>&1 || status=$?
+  # </dev/null: the loop reads tests.list on its standard input, and a command that reads its own (mpirun does) would
+  # take the rest of the list
+  (cd "$WORK" && env "${assignments[@]}" timeout 600 "${command[@]}") </dev/null >"$log" 2>&1 || status=$?
   [[ -z $logs_dir ]] || cp "$log" "$logs_dir/"
   if [[ $skip_code != - && $status == "$skip_code" ]]; then
     echo "SKIP $name: $(tail -n 1 "$log")"

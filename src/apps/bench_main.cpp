@@ -77,6 +77,9 @@ initialised as t5scale-train does.
                             host (memory bandwidth; on a GPU its link to the device; --device,
                             --precision and --threads apply); under mpirun, the collectives among the job's ranks,
                             merged into FILE. No step benchmark runs.
+  --calibrate-passes N      with --calibrate: timed passes of the tiny T5's step whose median each figure keeps
+                            (its six sizes on a CPU; the busy host's step under mpirun); fewer is quicker and
+                            noisier                                                        [3; busy host 5]
   --print-model-config      print the shape as Hugging Face's config.json and exit
   --help                    this text
 )";
@@ -87,6 +90,7 @@ struct Arguments {
   int threads = 0;
   std::string json_path;
   std::string calibrate_path;
+  int calibrate_passes = 0;  // 0: calibrate_machine's own
   bool print_model_config = false;
 };
 
@@ -96,7 +100,7 @@ const std::vector<std::string>& option_names() {
       "--device", "--threads", "--activation-checkpointing", "--checkpoint-every-blocks", "--selective-recomputation",
       "--device-memory-gib", "--optimizer", "--lr", "--dropout", "--vocab-size", "--tp-shard", "--sequence-parallel",
       "--offload-optimizer",
-      "--attention", "--peak-flops", "--matmul-peak", "--seed", "--json", "--rates", "--calibrate", "--profile", "--profile-trace",
+      "--attention", "--peak-flops", "--matmul-peak", "--seed", "--json", "--rates", "--calibrate", "--calibrate-passes", "--profile", "--profile-trace",
       "--print-model-config", "--help"};
   return names;
 }
@@ -127,6 +131,9 @@ Arguments parse(int argc, char** argv) {
       o.machine_rates = line.value();
     } else if (flag == "--calibrate") {
       a.calibrate_path = line.value();
+    } else if (flag == "--calibrate-passes") {
+      a.calibrate_passes = static_cast<int>(line.integer());
+      T5S_CHECK(a.calibrate_passes >= 1, "--calibrate-passes must be at least 1, got ", a.calibrate_passes);
     } else if (flag == "--threads") {
       a.threads = static_cast<int>(line.integer());
       T5S_CHECK(a.threads >= 0, "--threads must be at least 0, got ", a.threads);
@@ -211,6 +218,7 @@ int run(int argc, char** argv) {
   Arguments a = parse(argc, argv);
   T5S_CHECK(a.options.profile_trace_path.empty() || a.options.profile_steps > 0,
             "--profile-trace needs --profile N (the steps to profile)");
+  T5S_CHECK(a.calibrate_passes == 0 || !a.calibrate_path.empty(), "--calibrate-passes needs --calibrate FILE");
   if (a.print_model_config) {
     const StepBenchmarkOptions& o = a.options;
     std::cout << hf_config_json(benchmark_model_config(o.model, o.tiny_vocab_size, o.dropout_rate)).dump(2) << "\n";
@@ -224,6 +232,7 @@ int run(int argc, char** argv) {
     c.path = a.calibrate_path;
     c.device = a.options.device;
     c.precision = a.options.precision;
+    c.passes = a.calibrate_passes;
     const MachineRates rates = calibrate_machine(c);
     if (mpi.world_rank() == 0) {
       std::cout << machine_rates_json(rates) << "rates written to " << c.path << "\n";

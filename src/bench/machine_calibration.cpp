@@ -142,11 +142,12 @@ void measure_step_rates(const CalibrationOptions& o, MachineRates& rates) {
   const std::vector<std::pair<int64_t, int64_t>> sizes = {{1, 2}, {4, 8}, {8, 16}, {16, 16}, {32, 32}, {64, 32}};
   // Normal equations of min sum ((a x_i + b z_i - y_i) / y_i)^2, a = op latency, b = 1 / efficiency.
   double xx = 0, xz = 0, zz = 0, xy = 0, zy = 0;
-  // Three passes over the sizes, each size's median of them: a CPU shared with other machines' work runs at a
-  // lower speed for seconds at a time, and one size measured in such a stretch would tilt the fit.
-  constexpr int kPasses = 3;
+  // Three passes over the sizes (unless --calibrate-passes says), each size's median of them: a CPU shared with
+  // other machines' work runs at a lower speed for seconds at a time, and one size measured in such a stretch would
+  // tilt the fit.
+  const int pass_count = o.passes > 0 ? o.passes : 3;
   std::vector<std::vector<TinyStep>> passes(sizes.size());
-  for (int pass = 0; pass < kPasses; ++pass) {
+  for (int pass = 0; pass < pass_count; ++pass) {
     for (size_t i = 0; i < sizes.size(); ++i) passes[i].push_back(tiny_step(o, rates, sizes[i].first, sizes[i].second));
   }
   std::vector<TinyStep> steps;
@@ -243,8 +244,8 @@ std::vector<std::string> ranks_machines() {
 }
 
 // The busy host's slowdown with this job's ranks per machine (CPU): the tiny step at 16 rows of 16 + 16 tokens on
-// rank 0 alone (the others wait asleep) and then on every rank at once, five times; the slowest rank's median at
-// once against rank 0's alone with its share of the cores.
+// rank 0 alone (the others wait asleep) and then on every rank at once, five times (or --calibrate-passes); the
+// slowest rank's median at once against rank 0's alone with its share of the cores.
 BusyHostSlowdown measure_busy_host(const CalibrationOptions& o, const MachineRates& rates, int64_t ranks_per_host) {
   const int rank = rank_in(MPI_COMM_WORLD);
   auto wait_asleep = [] {
@@ -256,7 +257,8 @@ BusyHostSlowdown measure_busy_host(const CalibrationOptions& o, const MachineRat
     }
   };
   std::vector<double> alone_s, busy_s;
-  for (int pass = 0; pass < 5; ++pass) {
+  const int pass_count = o.passes > 0 ? o.passes : 5;
+  for (int pass = 0; pass < pass_count; ++pass) {
     wait_asleep();
     if (rank == 0) alone_s.push_back(tiny_step(o, rates, 16, 16).measured_s);
     wait_asleep();
@@ -320,6 +322,7 @@ double measure_host_memory_bandwidth(int64_t array_bytes, int passes) {
 
 MachineRates calibrate_machine(const CalibrationOptions& o) {
   T5S_CHECK(!o.path.empty(), "--calibrate needs the rates file to write");
+  T5S_CHECK(o.passes >= 0, "--calibrate-passes must be at least 1, got ", o.passes);
   const int world = size_of(MPI_COMM_WORLD), rank = rank_in(MPI_COMM_WORLD);
   MachineRates rates;
   if (world == 1) {

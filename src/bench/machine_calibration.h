@@ -30,6 +30,9 @@ struct CalibrationOptions {
   std::string path;  // the rates file, written (one process) or merged into (several)
   torch::Device device = torch::kCPU;
   RunConfig::Precision precision = RunConfig::Precision::kFp32;  // the products' dtype
+  // Timed passes whose median each figure of the tiny T5's step keeps (--calibrate-passes): over the six sizes on a
+  // CPU, and under mpirun the busy host's step alone and at once. 0: 3 and 5. Fewer is quicker and noisier.
+  int passes = 0;
 };
 
 // Measures what this process's world measures (above) and writes the file from world rank 0. Returns the rates

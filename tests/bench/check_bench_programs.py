@@ -119,6 +119,11 @@ def check_program(args):
     check("unknown model 't5-smal'" in bad.stderr and "did you mean 't5-small'" in bad.stderr, bad.stderr)
     bad = run([args.bench_bin, "--micro-batchs", "4"], expect_ok=False)
     check(bad.returncode == 2 and "did you mean '--micro-batch'" in bad.stderr, bad.stderr)
+    rates = os.path.join(args.work, "rates.json")
+    for words, message in ((["--calibrate", rates, "--calibrate-passes", "0"], "--calibrate-passes must be at least 1"),
+                           (["--calibrate-passes", "1"], "--calibrate-passes needs --calibrate FILE")):
+        bad = run([args.bench_bin] + words, expect_ok=False)
+        check(bad.returncode == 2 and message in bad.stderr and not os.path.exists(rates), f"{words}: {bad.stderr}")
 
 
 def check_reference(args):

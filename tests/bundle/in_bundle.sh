@@ -125,25 +125,19 @@ BUNDLE_ENTRIES=(
   mpi.mpi_data_tests_ranks_1         # t5scale_mpi_data_tests: under the bundle's mpirun
 )
 list=$BUNDLE/tests/tests.list
-started=() alone=() together=()
+started=()
 for entry in "${BUNDLE_ENTRIES[@]}"; do
-  read -r program ranks < <(awk -F'\t' -v name="$entry" '$1 == name {print $5, $3}' "$list") || true
+  program=$(awk -F'\t' -v name="$entry" '$1 == name {print $5}' "$list")
   [[ -n $program ]] || { echo "[bundle test] $entry is not an entry of the bundle's $list" >&2; exit 1; }
   started+=("$program")
-  # the commands of run-tests.sh inherit its list as their standard input, and mpirun reads it (the entries after
-  # one under mpirun would not run): such an entry runs in a call of its own
-  if ((ranks > 0)); then alone+=("$entry"); else together+=("$entry"); fi
 done
 for program in "$BUNDLE"/tests/bin/*; do
   program=${program##*/}
   [[ $program == t5scale_gpu_tests || " ${started[*]} " == *" $program "* ]] ||
     { echo "[bundle test] no entry of BUNDLE_ENTRIES starts the bundle's test program $program" >&2; exit 1; }
 done
-names=$(IFS='|'; echo "${together[*]//./\\.}")
+names=$(IFS='|'; echo "${BUNDLE_ENTRIES[*]//./\\.}")
 "$BUNDLE/tests/run-tests.sh" --python "$PYTHON" -R "^($names)\$" | tee "$WORK/run-tests.out"
-for entry in "${alone[@]}"; do
-  "$BUNDLE/tests/run-tests.sh" --python "$PYTHON" -R "^${entry//./\\.}\$" | tee -a "$WORK/run-tests.out"
-done
 for entry in "${BUNDLE_ENTRIES[@]}"; do
   grep -q "^PASS $entry " "$WORK/run-tests.out" || { echo "[bundle test] $entry did not pass" >&2; exit 1; }
 done

@@ -587,64 +587,66 @@ Snapshot continuation(TrainingRun& run) {
 
 class GridResharding : public ::testing::TestWithParam<Variant> {};
 
+// In fp64 alone: resharding moves the optimizer's state between layouts, with no arithmetic and nothing that depends
+// on the dtype (train/optimizer_resharding.cpp, io/sharded_checkpoint.cpp), so a continuation equal to the source
+// grid's own to 1e-12 shows it moved every element to its place; a grid's fp32 rounding against one rank is
+// GridTraining's. (An fp32 twin of every pair was half of this test's time: 65 pairs under 4 ranks.)
 TEST_P(GridResharding, ACheckpointContinuesOnEveryGridAsOnItsOwn) {
   const Variant base = GetParam();
   const bool adamw = base.optimizer == Optimizer::kAdamW;  // Adafactor has no ZeRO-1
   const ModelConfig config = grid_model(/*v1_1=*/adamw);     // and runs the tied-embedding model
   const std::vector<GridShape> shapes = grid_shapes_within_world(adamw);
-  const torch::ScalarType dtypes[2] = {torch::kFloat32, torch::kFloat64};
   const std::filesystem::path root = msg("grid_resharding.w", testing::world_size(), ".", base.name);
   int world_rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   int pairs = 0;
+  double worst = 0.0;
   for (const GridShape& source : shapes) {
-    Reference reference;
-    const auto folder = [&](int i) {
-      return (root / msg(source.tp, "x", source.dp, source.zero1 ? "_zero1" : "", i ? "_fp64" : "_fp32")).string();
-    };
-    for (int i = 0; i < 2; ++i) {
-      const std::string dir = folder(i);
-      if (auto grid = grid_on_first_ranks(source.tp, source.dp)) {
-        Variant variant = base;
-        variant.zero1 = source.zero1;
-        TrainingRun run(config, *grid, variant, dtypes[i]);
-        for (int s = 0; s < kStepsBeforeCheckpoint; ++s) run.step();
-        ShardedCheckpointStore store(dir, 1, grid->world, grid->tp_rank, grid->dp_rank);
-        store.save(kStepsBeforeCheckpoint, optimizer_checkpoint_tensors(run.trainer().optimizer()),
-                   identity_of(*grid), {}, optimizer_layout(run.trainer().optimizer()));
-        (i ? reference.fp64 : reference.fp32) = continuation(run);
-      }
-      testing::sleeping_barrier();
+    const std::string dir = (root / msg(source.tp, "x", source.dp, source.zero1 ? "_zero1" : "")).string();
+    Snapshot own;  // the source grid's own continuation
+    if (auto grid = grid_on_first_ranks(source.tp, source.dp)) {
+      Variant variant = base;
+      variant.zero1 = source.zero1;
+      TrainingRun run(config, *grid, variant, torch::kFloat64);
+      for (int s = 0; s < kStepsBeforeCheckpoint; ++s) run.step();
+      ShardedCheckpointStore store(dir, 1, grid->world, grid->tp_rank, grid->dp_rank);
+      store.save(kStepsBeforeCheckpoint, optimizer_checkpoint_tensors(run.trainer().optimizer()),
+                 identity_of(*grid), {}, optimizer_layout(run.trainer().optimizer()));
+      own = continuation(run);
     }
+    testing::sleeping_barrier();
     for (const GridShape& target : shapes) {
       if (2 * std::max(source.tp * source.dp, target.tp * target.dp) <= testing::world_size()) continue;
-      Snapshot got[2];
-      for (int i = 0; i < 2; ++i) {
-        const std::string dir = folder(i);
-        if (auto grid = grid_on_first_ranks(target.tp, target.dp)) {
-          Variant variant = base;
-          variant.zero1 = target.zero1;
-          TrainingRun run(config, *grid, variant, dtypes[i], /*init_seed=*/97);
-          run.skip_batches(kStepsBeforeCheckpoint);
-          ShardedCheckpointStore store(dir, 1, grid->world, grid->tp_rank, grid->dp_rank);
-          const auto loaded = store.load_latest(identity_of(*grid), nullptr);
-          T5S_CHECK(loaded.has_value(), "no checkpoint in ", dir);
-          const std::string how = load_optimizer_state(*loaded, run.trainer().optimizer());
-          const bool same_layout = source.tp == target.tp && source.dp == target.dp && source.zero1 == target.zero1;
-          EXPECT_EQ(how.find("resharded") == std::string::npos, same_layout) << how;
-          EXPECT_EQ(run.trainer().optimizer().step_count(), kStepsBeforeCheckpoint);
-          got[i] = continuation(run);
-        }
-        testing::sleeping_barrier();
+      Snapshot got;
+      if (auto grid = grid_on_first_ranks(target.tp, target.dp)) {
+        Variant variant = base;
+        variant.zero1 = target.zero1;
+        TrainingRun run(config, *grid, variant, torch::kFloat64, /*init_seed=*/97);
+        run.skip_batches(kStepsBeforeCheckpoint);
+        ShardedCheckpointStore store(dir, 1, grid->world, grid->tp_rank, grid->dp_rank);
+        const auto loaded = store.load_latest(identity_of(*grid), nullptr);
+        T5S_CHECK(loaded.has_value(), "no checkpoint in ", dir);
+        const std::string how = load_optimizer_state(*loaded, run.trainer().optimizer());
+        const bool same_layout = source.tp == target.tp && source.dp == target.dp && source.zero1 == target.zero1;
+        EXPECT_EQ(how.find("resharded") == std::string::npos, same_layout) << how;
+        EXPECT_EQ(run.trainer().optimizer().step_count(), kStepsBeforeCheckpoint);
+        got = continuation(run);
       }
-      if (world_rank == 0) {
-        expect_same(got[0], got[1], reference, msg(base.name, " ", source.name(), " -> ", target.name()),
-                    /*compare_gradients=*/false);
+      testing::sleeping_barrier();
+      if (world_rank == 0) {  // world rank 0 is on every grid: the source's and the target's
+        const std::string what = msg(base.name, " ", source.name(), " -> ", target.name(), " fp64: ");
+        const auto want = quantities(own, /*with_gradients=*/false), have = quantities(got, false);
+        EXPECT_EQ(have.size(), want.size()) << what << "quantities";
+        for (const auto& [name, truth] : want) {
+          if (!have.count(name)) continue;
+          EXPECT_TRUE(testing::tensors_close(what + name, have.at(name), truth, kFp64Tolerance));
+          worst = std::max(worst, testing::compare(have.at(name), truth).norm_rel_error);
+        }
       }
       ++pairs;
     }
   }
-  print_on_rank0(msg(base.name, ": ", pairs, " pairs of grids"));
+  print_on_rank0(msg(base.name, ": ", pairs, " pairs of grids, fp64 worst ", worst));
   testing::sleeping_barrier();
   if (world_rank == 0) std::filesystem::remove_all(root);
 }
