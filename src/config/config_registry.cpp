@@ -475,8 +475,10 @@ const std::vector<Entry>& registry() {
                          "Keep the fp32 master weights, the optimizer's moments (AdamW, Adafactor) and a copy of the "
                          "reduced fp32 gradients in host memory (pinned on CUDA) and run the update on the CPU cores "
                          "(DeepSpeed's ZeRO-Offload): the device holds the model's weights, gradient buckets and "
-                         "activations only. The same update as without it; with parallel.zero1 each rank offloads its "
-                         "shard; checkpoints are the same files."));
+                         "activations only. Each bucket's gradients go to the host as soon as the bucket is reduced, "
+                         "while backward goes on; the new weights come back one copy per bucket. The same update as "
+                         "without it; with parallel.zero1 each rank offloads its shard; checkpoints are the same "
+                         "files."));
     k.push_back(bool_or_auto_key(
         T5S_KEY(parallel, activation_checkpointing),
         "Recompute activations in backward instead of keeping them: true (every checkpoint_every_blocks-th T5 block), "
