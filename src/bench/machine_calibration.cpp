@@ -248,14 +248,7 @@ std::vector<std::string> ranks_machines() {
 // slowest rank's median at once against rank 0's alone with its share of the cores.
 BusyHostSlowdown measure_busy_host(const CalibrationOptions& o, const MachineRates& rates, int64_t ranks_per_host) {
   const int rank = rank_in(MPI_COMM_WORLD);
-  auto wait_asleep = [] {
-    MPI_Request barrier;
-    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &barrier));
-    for (int done = 0; !done;) {
-      MPI_CHECK(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE));
-      if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  };
+  auto wait_asleep = [] { sleeping_barrier(MPI_COMM_WORLD, std::chrono::milliseconds(1)); };
   std::vector<double> alone_s, busy_s;
   const int pass_count = o.passes > 0 ? o.passes : 5;
   for (int pass = 0; pass < pass_count; ++pass) {
@@ -322,7 +315,7 @@ double measure_host_memory_bandwidth(int64_t array_bytes, int passes) {
 
 MachineRates calibrate_machine(const CalibrationOptions& o) {
   T5S_CHECK(!o.path.empty(), "--calibrate needs the rates file to write");
-  T5S_CHECK(o.passes >= 0, "--calibrate-passes must be at least 1, got ", o.passes);
+  T5S_CHECK(o.passes >= 0, "calibration passes: 0 (the defaults) or more, got ", o.passes);
   const int world = size_of(MPI_COMM_WORLD), rank = rank_in(MPI_COMM_WORLD);
   MachineRates rates;
   if (world == 1) {

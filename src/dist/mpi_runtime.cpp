@@ -265,6 +265,16 @@ int run_mpi_program(int argc, char** argv, const std::string& program, const std
   return code;
 }
 
+void sleeping_barrier(MPI_Comm comm, std::chrono::microseconds poll) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Ibarrier(comm, &request));
+  for (int done = 0;;) {
+    MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    std::this_thread::sleep_for(poll);
+  }
+}
+
 std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& mine) {
   int size = 1;
   MPI_CHECK(MPI_Comm_size(comm, &size));

@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -29,6 +30,11 @@ int world_rank();  // MPI_COMM_WORLD rank, or 0 before MPI is initialised
 // This process's rank in `comm`, and the number of ranks of `comm`.
 int rank_in(MPI_Comm comm);
 int size_of(MPI_Comm comm);
+
+// MPI_Barrier over `comm` that waits asleep, polling every `poll`: Open MPI's blocking calls poll (and yield) the
+// core until the others arrive, so a rank that waits while others of its machine work (a rank outside a smaller
+// grid, every rank but one timing alone) would take a core from them for as long as they work.
+void sleeping_barrier(MPI_Comm comm, std::chrono::microseconds poll = std::chrono::microseconds(200));
 
 // Every rank's string of `comm`, in rank order (collective).
 std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& mine);

@@ -271,29 +271,49 @@ def program_files(build, python, source):
     return {"programs": PROGRAMS, "subcommands": SUBCOMMANDS, "python": python, "files": file_stamps(paths)}
 
 
-def shared_program_help(build, python, source, work):
-    """program_help, asked once for the documentation entries that share the folder `work` (they run side by side
-    under ctest -j; each program's --help costs 0.3 to 1 s of CPU): the first one asks, under a lock, and keeps the
-    answers in work/program_help.json with the size and time of change of every file they come from; the others
-    read them while those files are unchanged. Answers with a failed --help are not kept."""
-    os.makedirs(work, exist_ok=True)
-    stamp = json.loads(json.dumps(program_files(build, python, source)))
-    kept = os.path.join(work, "program_help.json")
-    with open(os.path.join(work, "program_help.lock"), "w") as lock:
+def kept_while_unchanged(kept, stamp, is_kept, make):
+    """What the documentation entries that share a --work folder (side by side under ctest -j) make once: under the
+    lock kept.lock, make() runs unless is_kept() and kept.json holds `stamp` (what it is made from: sizes and times
+    of change); it returns whether its result is worth keeping, and only then is the stamp written."""
+    stamp = json.loads(json.dumps(stamp))
+    os.makedirs(os.path.dirname(kept), exist_ok=True)
+    with open(kept + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            with open(kept) as f:
-                saved = json.load(f)
-            if saved["stamp"] == stamp:
-                return saved["helps"], set(saved["keys"])
-        except (OSError, ValueError, KeyError):
+            with open(kept + ".json") as f:
+                if json.load(f) == stamp and is_kept():
+                    return
+        except (OSError, ValueError):
             pass
+        if os.path.exists(kept + ".json"):
+            os.remove(kept + ".json")
+        if make():
+            with open(kept + ".json", "w") as f:
+                json.dump(stamp, f)
+
+
+def shared_program_help(build, python, source, work):
+    """program_help, asked once for the documentation entries that share the folder `work` (each program's --help
+    costs 0.3 to 1 s of CPU) and kept in work/program_help while the files they come from are unchanged. Answers
+    with a failed --help are not kept."""
+    kept = os.path.join(work, "program_help")
+    answers = {}
+
+    def ask():
         helps, keys = program_help(build, python, source)
-        if keys and all(text is not None for text in helps.values()):
-            with open(kept + ".tmp", "w") as f:
-                json.dump({"stamp": stamp, "helps": helps, "keys": sorted(keys)}, f)
-            os.replace(kept + ".tmp", kept)
-        return helps, keys
+        answers.update(helps=helps, keys=sorted(keys))
+        if not keys or any(text is None for text in helps.values()):
+            return False
+        with open(kept + ".tmp", "w") as f:
+            json.dump(answers, f)
+        os.replace(kept + ".tmp", kept)
+        return True
+
+    kept_while_unchanged(kept, program_files(build, python, source), lambda: os.path.isfile(kept), ask)
+    if not answers:
+        with open(kept) as f:
+            answers = json.load(f)
+    return answers["helps"], set(answers["keys"])
 
 
 def nearest(word, known):
@@ -467,28 +487,16 @@ shutil.rmtree(saved)
 
 def kept_stand_in(path, context, stamp, make):
     """Makes a stand-in at `path` as make(path, context) would, once for the entries that share the --work folder
-    (context["shared"]): the first makes it there, under a lock, with `stamp` (what it is made from: sizes and times
-    of change); the others, and later runs while the stamp holds, copy it. A stand-in that fails is not kept."""
+    (context["shared"]; kept_while_unchanged), and copies it there. A stand-in that fails is not kept."""
     kept = os.path.join(context["shared"], "stand-ins", re.sub(r"[^A-Za-z0-9]+", "_", os.path.basename(path)))
-    os.makedirs(os.path.dirname(kept), exist_ok=True)
-    stamp = json.loads(json.dumps(stamp))
-    with open(kept + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            with open(kept + ".json") as f:
-                fresh = json.load(f) == stamp and os.path.isdir(kept)
-        except (OSError, ValueError):
-            fresh = False
-        if not fresh:
-            for old in (kept, kept + ".json"):
-                if os.path.isdir(old):
-                    shutil.rmtree(old)
-                elif os.path.exists(old):
-                    os.remove(old)
-            make(kept, context)
-            with open(kept + ".json", "w") as f:
-                json.dump(stamp, f)
-        shutil.copytree(kept, path, symlinks=True)
+
+    def make_kept():
+        shutil.rmtree(kept, ignore_errors=True)
+        make(kept, context)  # raises on failure: no stamp
+        return True
+
+    kept_while_unchanged(kept, stamp, lambda: os.path.isdir(kept), make_kept)
+    shutil.copytree(kept, path, symlinks=True)
 
 
 def make_hf_cache_t5_small(path, context):

@@ -3,10 +3,9 @@
 
 #include <mpi.h>
 
-#include <chrono>
-#include <thread>
 #include <vector>
 
+#include "dist/mpi_runtime.h"
 #include "dist/process_grid.h"
 #include "model/parameter_layout.h"
 
@@ -34,18 +33,9 @@ inline ProcessGrid make_grid(int tp) {
   return ProcessGrid::create(options);
 }
 
-// MPI_Barrier over the world that waits asleep: Open MPI's own blocking calls poll (and yield) the core until the
-// others arrive, and the tests run more ranks than cores, so a rank left out of a smaller grid would take the core
-// from the ranks that train it for as long as they train.
-inline void sleeping_barrier() {
-  MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Ibarrier(MPI_COMM_WORLD, &request);
-  for (int done = 0;;) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
+// A barrier over the world that waits asleep (dist/mpi_runtime.h): the tests run more ranks than cores, and a rank
+// left out of a smaller grid would otherwise take a core from the ranks that train it.
+inline void sleeping_barrier() { t5scale::sleeping_barrier(MPI_COMM_WORLD); }
 
 // The full tensor from this rank's shard: all-gathered over TP along the split dimension.
 inline torch::Tensor gather_shards(const torch::Tensor& shard, const ParameterLayout& layout, Communicator& tp) {
