@@ -157,7 +157,14 @@ void TrainingJob::take_run_lock() {
   T5S_CHECK(!error, "run.output_dir: cannot create '", folder.string(), "': ", error.message());
   lock_ = std::make_unique<RunLock>((folder / (config_.run.name + ".lock")).string(), config_.run.name);
   if (!lock_->takeover_note().empty()) log("[t5scale] " + lock_->takeover_note());
-  fs::remove(exit_code_path(), error);  // an earlier attempt's ending, not this one's
+  // An earlier attempt's ending is replaced by "started": every rank is past MPI_Init by now (the grid's
+  // communicators are made), so a launcher wrapper that finds no file after its ranks died knows they never all
+  // started, and may launch them again (the rendered sbatch scripts do; src/study/sbatch_render.cpp).
+  try {
+    write_text_file_atomically(exit_code_path(), "started\n");
+  } catch (const Error&) {
+    fs::remove(exit_code_path(), error);  // at least not an earlier attempt's ending; the run's own writes will say
+  }
   // Failure-note space reserved by an earlier attempt's ranks that were killed before they could give it back.
   ReservedFailureNote::give_back_every_ranks_space((folder / (config_.run.name + ".failed.json")).string());
 }
@@ -562,7 +569,8 @@ void TrainingJob::write_generations(const EvaluationResult& result) {
 
 // The exit code the job ends with, in <output_dir>/<run>.exit_code (rank 0): mpirun answers a SIGTERM sent to it
 // with exit code 1 whatever its ranks did, so a wrapper (the rendered sbatch scripts) reads the job's own code
-// there: 75 after a preemption checkpoint, 3 diverged, 2 failed, 0 completed.
+// there: 75 after a preemption checkpoint, 3 diverged, 2 failed, 0 completed; "started" while the job runs (or
+// after it died without ending, e.g. by SIGKILL).
 std::string TrainingJob::exit_code_path() const {
   return (fs::path(config_.run.output_dir.empty() ? "." : config_.run.output_dir) / (config_.run.name + ".exit_code"))
       .string();

@@ -179,7 +179,4 @@ void TrainingJob::save_checkpoint() {
   log(msg("[t5scale] checkpoint ", folder, " written in ", seconds_text(seconds_since(start))));
 }
 
-// The exit code the job ends with, in <output_dir>/<run>.exit_code (rank 0): mpirun answers a SIGTERM sent to it
-// with exit code 1 whatever its ranks did, so a wrapper (the rendered sbatch scripts) reads the job's own code
-
 }  // namespace t5scale::training_job_internal

@@ -184,41 +184,69 @@ std::string environment(const SlurmSpec& s) {
   return out;
 }
 
+// How many times a launch whose ranks died by a signal before they had all started is made, in all.
+constexpr int kStartAttempts = 3;
+
 // The launch and the exit-code handling; `run` is the shell word for the run's name.
 std::string launch(const SlurmSpec& s, const std::string& run) {
   std::string out;
   const std::string train = "\"$T5SCALE_BIN/t5scale-train\" --config \"$RUN_CONFIG\"";
+  // Open MPI 4.1 can crash a rank inside MPI_Init ("Segmentation fault ... Failing at address: (nil)": its TCP BTL
+  // handles a peer's first message before its own receive callbacks are set; slurm/README.md). Nothing of the run
+  // has been read or written then, so such a launch is made again, and the log says so. t5scale-train's rank 0
+  // writes "started" to $EXIT_CODE_FILE once every rank is past MPI_Init (the grid's communicators are made), so
+  // a launch that ended by a signal without that file never started; one that did, or that refused its config
+  // (exit 2), is not repeated.
+  out += "signalled=0\n";
   if (s.launcher == "mpirun") {
     out += "# One rank per task of the allocation (mpirun reads it from Slurm), consecutive ranks on a node.\n";
     out += "# SIGUSR1 (--signal=B:...) and SIGTERM reach this shell, which passes SIGUSR1 to mpirun; mpirun forwards\n";
     out += "# it to the ranks, which checkpoint and exit 75 (mpirun does not forward SIGTERM: it ends the job).\n";
-    out += "trap 'kill -USR1 \"$launcher\" 2>/dev/null' USR1\n";
-    out += "trap 'kill -USR1 \"$launcher\" 2>/dev/null' TERM\n";
-    out += "mpirun -np \"$SLURM_NTASKS\" --bind-to none " + train + " &\n";
-    out += "launcher=$!\n";
+    out += "trap 'signalled=1; kill -USR1 \"$launcher\" 2>/dev/null' USR1\n";
+    out += "trap 'signalled=1; kill -USR1 \"$launcher\" 2>/dev/null' TERM\n";
   } else {
     out += std::string("# One task per ") + (s.cpu_only() ? "rank" : "GPU") +
            ". --signal's SIGUSR1 and Slurm's SIGTERM reach every task, which\n";
     out += "# checkpoints and exits 75; this shell stays to requeue the job.\n";
-    out += "trap 'echo \"[t5scale] SIGTERM: waiting for the tasks to checkpoint\"' TERM\n";
+    out += "trap 'signalled=1; echo \"[t5scale] SIGTERM: waiting for the tasks to checkpoint\"' TERM\n";
+    out += "trap 'signalled=1' USR1\n";
+  }
+  out += msg("# A launch whose ranks died by a signal before they had all started is made again (", kStartAttempts,
+             " in all).\n");
+  out += "attempt=1\n";
+  out += "while :; do\n";
+  out += "  rm -f \"$EXIT_CODE_FILE\"\n";
+  if (s.launcher == "mpirun") {
+    out += "  mpirun -np \"$SLURM_NTASKS\" --bind-to none " + train + " &\n";
+  } else {
     // Since Slurm 22.05 srun no longer takes --cpus-per-task from the allocation: each task would get one core,
     // with OMP_NUM_THREADS threads on it. The option on the srun line (rather than SRUN_CPUS_PER_TASK, which
     // only 22.05 and later read) works with every Slurm and shows in the script; the variable follows an edited
     // #SBATCH --cpus-per-task.
     std::string cpus;
     if (s.cpus_per_task > 0) {
-      out += "# srun does not inherit --cpus-per-task from sbatch (Slurm 22.05 and later): it is passed on.\n";
+      out += "  # srun does not inherit --cpus-per-task from sbatch (Slurm 22.05 and later): it is passed on.\n";
       cpus = "--cpus-per-task=\"$SLURM_CPUS_PER_TASK\" ";
     }
-    out += "srun --mpi=" + shell_word(s.mpi) + " --kill-on-bad-exit=1 " + cpus + train + " &\n";
-    out += "launcher=$!\n";
+    out += "  srun --mpi=" + shell_word(s.mpi) + " --kill-on-bad-exit=1 " + cpus + train + " &\n";
   }
-  out += "wait \"$launcher\"\n";
-  out += "while kill -0 \"$launcher\" 2>/dev/null; do  # wait returned for a trapped signal\n";
+  out += "  launcher=$!\n";
   out += "  wait \"$launcher\"\n";
+  out += "  while kill -0 \"$launcher\" 2>/dev/null; do  # wait returned for a trapped signal\n";
+  out += "    wait \"$launcher\"\n";
+  out += "  done\n";
+  out += "  wait \"$launcher\"  # the launcher's exit status (bash keeps it)\n";
+  out += "  rc=$?\n";
+  out += msg("  if [ \"$rc\" -gt 128 ] && [ ! -e \"$EXIT_CODE_FILE\" ] && [ \"$signalled\" -eq 0 ] && [ \"$attempt\" -lt ",
+             kStartAttempts, " ]; then\n");
+  out += "    attempt=$((attempt + 1))\n";
+  out += "    echo \"[t5scale] run " + run +
+         ": the launch ended with $rc (signal $((rc - 128))) before its ranks had all started; "
+         "launching again (attempt $attempt of " + std::to_string(kStartAttempts) + ")\"\n";
+  out += "    continue\n";
+  out += "  fi\n";
+  out += "  break\n";
   out += "done\n";
-  out += "wait \"$launcher\"  # the launcher's exit status (bash keeps it)\n";
-  out += "rc=$?\n";
   out += "# mpirun exits 1 when it was sent SIGTERM itself, whatever its ranks did: the job's own exit code is in\n";
   out += "# $EXIT_CODE_FILE (written by rank 0 as the job ends: 75 after a preemption checkpoint).\n";
   out += "if [ \"$rc\" -ne 0 ] && [ -f \"$EXIT_CODE_FILE\" ] && [ \"$(cat \"$EXIT_CODE_FILE\")\" = 75 ]; then "

@@ -297,8 +297,16 @@ def resume_after_kill(job, layout, killed_only=()):
                                      "the checkpoint")
     check(steps["step"].max() < 60, "the run was not killed before its end: make the run longer")
     print(f"killed after step {int(steps['step'].max())}; its file opens with {len(steps['step'])} steps")
+    # What a launcher wrapper reads (the rendered sbatch scripts): the ranks had all started, and the job never
+    # ended by its own hand; so the start-up retry leaves this launch alone.
+    with open(os.path.join(job.work, "killed.exit_code")) as f:
+        recorded = f.read()
+    check(recorded == "started\n", f"a killed run's exit code file says {recorded!r}, not 'started'")
 
     job.run(4, "killed", *grid)  # resumes from the checkpoint
+    with open(os.path.join(job.work, "killed.exit_code")) as f:
+        recorded = f.read()
+    check(recorded == "0\n", f"the resumed and completed run's exit code file says {recorded!r}")
     full, full_attrs = read_steps(job.run_file("uninterrupted"))
     resumed, resumed_attrs = read_steps(job.run_file("killed"))
     check(np.array_equal(full["step"], np.arange(1, 61)), f"uninterrupted steps: {full['step']}")

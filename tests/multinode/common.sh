@@ -344,6 +344,52 @@ sys.exit(1 if problems else 0)
 EOF
 }
 
+# Whether a launch of t5scale-train that ended with exit code $1 died at start-up and is to be made again, as the
+# rendered sbatch scripts decide: by a signal (exit above 128), before its ranks had all started (no exit code file
+# $2: t5scale-train's rank 0 writes "started" there once every rank is past MPI_Init), at attempt $3 of 3. Open MPI
+# 4.1 can crash a rank inside MPI_Init under srun --mpi=pmix (slurm/README.md); nothing of the run is written by
+# then. If so, says it (also into log $4).
+relaunch_after_start_crash() {
+  [ "$1" -gt 128 ] && [ ! -e "$2" ] && [ "$3" -lt 3 ] || return 1
+  echo "[test] the launch ended with $1 (signal $(($1 - 128))) before its ranks had all started; launching again" \
+       "(attempt $(($3 + 1)) of 3): $(grep -m 1 -i 'signal:' "$4")" | tee -a "$4"
+}
+
+# Runs command $3... (t5scale-train under srun) into log $1, made again after a start-up crash as above (exit code
+# file $2). Returns the last launch's exit code.
+launch_as_the_scripts_do() {
+  local log=$1 exit_code_file=$2 attempt=1 code
+  shift 2
+  : >"$log"
+  while :; do
+    rm -f "$exit_code_file"
+    "$@" >>"$log" 2>&1
+    code=$?
+    relaunch_after_start_crash "$code" "$exit_code_file" "$attempt" "$log" || return "$code"
+    attempt=$((attempt + 1))
+  done
+}
+
+# The same in the background, for a run the test acts on while it trains: returns once text $3 is in log $1, the
+# launcher's pid in $launcher; a launch that ended before that is made again as above, or fails the test.
+launch_in_background_as_the_scripts_do() {
+  local log=$1 exit_code_file=$2 text=$3 attempt=1 code
+  shift 3
+  : >"$log"
+  while :; do
+    rm -f "$exit_code_file"
+    "$@" >>"$log" 2>&1 &
+    launcher=$!
+    while kill -0 "$launcher" 2>/dev/null && ! grep -q -- "$text" "$log"; do sleep 0.25; done
+    grep -q -- "$text" "$log" && return 0
+    wait "$launcher"
+    code=$?
+    relaunch_after_start_crash "$code" "$exit_code_file" "$attempt" "$log" ||
+      fail "the launcher (pid $launcher) ended with exit $code before '$text' appeared in $log: $(tail -n 5 "$log")"
+    attempt=$((attempt + 1))
+  done
+}
+
 # Runs the cases named (shell functions) at the same time, each in the background with its own log lines and
 # failure message (fail names the case's step); fails after all have ended when any failed, naming them.
 run_cases_together() {

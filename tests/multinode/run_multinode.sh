@@ -44,8 +44,9 @@ for grid in "1 1" "2 2"; do
   name="srun2x${per_node}tp${tp}"
   step="srun on 2 nodes: srun --mpi=pmix, $per_node rank(s) per node, tp $tp"
   limit=$(step_limit) || exit 1
-  timeout "$limit" srun --nodelist=t5n1,t5n2 --nodes=2 --ntasks="$ranks" --ntasks-per-node="$per_node" --mpi=pmix \
-    "${train[@]}" --set parallel.tp="$tp" --set run.name="$name" >"$work/$name.log" 2>&1 ||
+  launch_as_the_scripts_do "$work/$name.log" "$work/runs/$name.exit_code" \
+    timeout "$limit" srun --nodelist=t5n1,t5n2 --nodes=2 --ntasks="$ranks" --ntasks-per-node="$per_node" --mpi=pmix \
+    "${train[@]}" --set parallel.tp="$tp" --set run.name="$name" ||
     fail "srun --mpi=pmix across 2 nodes failed or timed out (exit $?): $(tail -n 5 "$work/$name.log")"
   check_run "$work/runs/$name.h5" "$refs/short${ranks}tp${tp}.h5" 2 ||
     fail "the srun run across 2 nodes does not match the one-node run"
@@ -53,8 +54,9 @@ done
 
 step="tp across nodes: tp 2 with one rank per node is refused"
 limit=$(step_limit) || exit 1
-timeout "$limit" srun --nodelist=t5n1,t5n2 --nodes=2 --ntasks=2 --ntasks-per-node=1 --mpi=pmix \
-  "${train[@]}" --set parallel.tp=2 --set run.name=spanning >"$work/spanning.log" 2>&1
+launch_as_the_scripts_do "$work/spanning.log" "$work/runs/spanning.exit_code" \
+  timeout "$limit" srun --nodelist=t5n1,t5n2 --nodes=2 --ntasks=2 --ntasks-per-node=1 --mpi=pmix \
+  "${train[@]}" --set parallel.tp=2 --set run.name=spanning
 code=$?
 [ "$code" -eq 2 ] || fail "a TP group across two nodes ended with exit $code, not 2 (refused)"
 grep -q "parallel.tp 2: TP group 0 (ranks 0-1) spans hosts t5n1, t5n2" "$work/spanning.log" ||

@@ -80,10 +80,9 @@ node_loss() {
   step="node loss: the job across t5n3 and t5n4"
   limit=$(step_limit) || exit 1
   lost_start=$SECONDS
-  timeout "$limit" srun --nodelist=t5n3,t5n4 --nodes=2 --ntasks=2 --ntasks-per-node=1 --mpi=pmix \
-    --kill-on-bad-exit=1 "${train[@]}" --set run.name=lost >"$work/lost.log" 2>&1 &
-  launcher=$!
-  wait_for_text "$work/lost.log" "step 150/" "pid:$launcher"
+  launch_in_background_as_the_scripts_do "$work/lost.log" "$work/runs/lost.exit_code" "step 150/" \
+    timeout "$limit" srun --nodelist=t5n3,t5n4 --nodes=2 --ntasks=2 --ntasks-per-node=1 --mpi=pmix \
+    --kill-on-bad-exit=1 "${train[@]}" --set run.name=lost
   step="node loss: killing every process of t5n4"
   netns=$(sed -n 's/^netns \(.*-t5n4\)$/\1/p' "$cluster/network")
   [ -n "$netns" ] || fail "no namespace of t5n4 in $cluster/network"
@@ -114,8 +113,9 @@ EOF
   scontrol update nodename=t5n4 state=down reason="node lost in the test" || fail "scontrol update failed"
   step="node loss: resubmitted on t5n3 with 2 ranks"
   limit=$(step_limit) || exit 1
-  timeout "$limit" srun --nodelist=t5n3 --nodes=1 --ntasks=2 --mpi=pmix --kill-on-bad-exit=1 \
-    "${train[@]}" --set run.name=lost >"$work/resumed.log" 2>&1 ||
+  launch_as_the_scripts_do "$work/resumed.log" "$work/runs/lost.exit_code" \
+    timeout "$limit" srun --nodelist=t5n3 --nodes=1 --ntasks=2 --mpi=pmix --kill-on-bad-exit=1 \
+    "${train[@]}" --set run.name=lost ||
     fail "the resubmitted job failed (exit $?): $(tail -n 5 "$work/resumed.log")"
   resumed_from=$(sed -n 's/.*resum[a-z]* .*step \([0-9]*\).*/\1/p' "$work/resumed.log" | head -n 1)
   check_run "$work/runs/lost.h5" "$reference" 1 ||

@@ -1036,7 +1036,7 @@ TEST(StudyRender, TheSbatchScriptHasTheKeyLines) {
       "\nexport OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}\n",
       "\nexport NCCL_DEBUG='WARN'\n",
       "\nexport NCCL_IB_TIMEOUT='22'\n",
-      "\nsrun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=\"$SLURM_CPUS_PER_TASK\" "
+      "\n  srun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=\"$SLURM_CPUS_PER_TASK\" "
       "\"$T5SCALE_BIN/t5scale-train\" --config \"$RUN_CONFIG\" &\n",
       "\nif [ \"$rc\" -eq 75 ]; then\n",
       "\n  scontrol requeue \"$SLURM_JOB_ID\"\n  exit 0\nfi\n",
@@ -1167,6 +1167,67 @@ TEST(StudyRender, AJobWhoseMpirunWasEndedBySigtermIsRequeuedFromItsExitCodeFile)
     const ScriptRun r = run_script(job, script, "mpirun", body);
     EXPECT_EQ(r.exit_code, expected_exit) << written << ": " << r.output;
     EXPECT_EQ(r.scontrol_log, requeued ? "requeue 4242\n" : "") << written << ": " << r.output;
+  }
+}
+
+// Open MPI 4.1 can crash a rank inside MPI_Init under srun --mpi=pmix: a launch whose ranks died by a signal
+// before rank 0 wrote "started" to <run>.exit_code (every rank past MPI_Init) is made again, 3 launches in all,
+// and the log says so; a launch that had started, or that ended by its own exit code, is not.
+TEST(StudyRender, ALaunchThatDiedBeforeItsRanksStartedIsMadeAgain) {
+  TempDir dir;
+  const std::string results = dir / "res";
+  const StudyPlan plan = plan_study(spec_from("study: m\nresults_dir: " + results +
+                                              "\nbase: {train.max_steps: 4}\nslurm: {gpus_per_node: 4}\n"));
+  const std::string run = plan.runs[0].run.name;
+  const std::string exit_code_file = results + "/" + run + ".exit_code";
+  const std::string script = render_run_sbatch(plan, plan.runs[0], "/cfg/m.yaml", render_options("/cfg"));
+  const std::string launch_line = "--mpi=pmix --kill-on-bad-exit=1 /opt/t5scale/bin/t5scale-train --config /cfg/m.yaml\n";
+  // The stand-in for srun: the first `crashes` launches die by SIGSEGV (139) at start-up, then it runs `then`.
+  auto crashing_first = [&](const TempDir& job, int crashes, const std::string& then) {
+    const std::string count = job / "launches";
+    return "mkdir -p " + results + "; n=$(( $(cat " + count + " 2>/dev/null || echo 0) + 1 )); echo $n > " + count +
+           "\n[ $n -le " + std::to_string(crashes) + " ] && { echo 'Signal: Segmentation fault (11)'; exit 139; }\n" +
+           then;
+  };
+  {  // one crash, then the job: completed
+    TempDir job;
+    const ScriptRun r = run_script(job, script, "srun",
+                                   crashing_first(job, 1, "echo started > " + exit_code_file + "; echo 0 > " +
+                                                              exit_code_file + "; exit 0"));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.launcher_log, launch_line + launch_line);
+    EXPECT_TRUE(contains(r.output, "[t5scale] run " + run + ": the launch ended with 139 (signal 11) before its ranks "
+                                   "had all started; launching again (attempt 2 of 3)\n")) << r.output;
+    EXPECT_TRUE(contains(r.output, "t5scale-train exited with 0")) << r.output;
+  }
+  {  // crashes every time: 3 launches, then the crash's code
+    TempDir job;
+    const ScriptRun r = run_script(job, script, "srun", crashing_first(job, 10, "exit 0"));
+    EXPECT_EQ(r.exit_code, 139) << r.output;
+    EXPECT_EQ(r.launcher_log, launch_line + launch_line + launch_line);
+    EXPECT_TRUE(contains(r.output, "launching again (attempt 3 of 3)")) << r.output;
+  }
+  {  // a rank that died by a signal after every rank had started (the file says "started"): not made again
+    TempDir job;
+    const ScriptRun r = run_script(job, script, "srun", "mkdir -p " + results + "; echo started > " + exit_code_file +
+                                                            "; exit 139");
+    EXPECT_EQ(r.exit_code, 139) << r.output;
+    EXPECT_EQ(r.launcher_log, launch_line);
+  }
+  {  // refused before the world formed (exit 2, no file): its own exit code, not made again
+    TempDir job;
+    const ScriptRun r = run_script(job, script, "srun", "exit 2");
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_EQ(r.launcher_log, launch_line);
+  }
+  {  // an earlier attempt's ending left in the file (75, preempted) does not make a start-up crash a preemption
+    TempDir job;
+    fs::create_directories(results);
+    write_text(exit_code_file, "75\n");
+    const ScriptRun r = run_script(job, script, "srun", crashing_first(job, 10, "exit 0"));
+    EXPECT_EQ(r.exit_code, 139) << r.output;
+    EXPECT_EQ(r.scontrol_log, "") << r.output;
+    EXPECT_EQ(r.launcher_log, launch_line + launch_line + launch_line);
   }
 }
 
