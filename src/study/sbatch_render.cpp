@@ -211,8 +211,10 @@ std::string launch(const SlurmSpec& s, const std::string& run) {
     out += "trap 'signalled=1; echo \"[t5scale] SIGTERM: waiting for the tasks to checkpoint\"' TERM\n";
     out += "trap 'signalled=1' USR1\n";
   }
-  out += msg("# A launch whose ranks died by a signal before they had all started is made again (", kStartAttempts,
-             " in all).\n");
+  out += "# A launch whose ranks died by a signal before they had all started is made again, " +
+         std::to_string(kStartAttempts) + " launches in all: rank 0\n";
+  out += "# writes \"started\" to $EXIT_CODE_FILE once every rank is past MPI_Init, and Open MPI 4.1 can crash a rank\n";
+  out += "# inside MPI_Init under srun --mpi=pmix. Nothing of the run is read or written before that.\n";
   out += "attempt=1\n";
   out += "while :; do\n";
   out += "  rm -f \"$EXIT_CODE_FILE\"\n";
