@@ -191,12 +191,9 @@ constexpr int kStartAttempts = 3;
 std::string launch(const SlurmSpec& s, const std::string& run) {
   std::string out;
   const std::string train = "\"$T5SCALE_BIN/t5scale-train\" --config \"$RUN_CONFIG\"";
-  // Open MPI 4.1 can crash a rank inside MPI_Init ("Segmentation fault ... Failing at address: (nil)": its TCP BTL
-  // handles a peer's first message before its own receive callbacks are set; slurm/README.md). Nothing of the run
-  // has been read or written then, so such a launch is made again, and the log says so. t5scale-train's rank 0
-  // writes "started" to $EXIT_CODE_FILE once every rank is past MPI_Init (the grid's communicators are made), so
-  // a launch that ended by a signal without that file never started; one that did, or that refused its config
-  // (exit 2), is not repeated.
+  // The start-up crash the loop below launches again after is slurm/README.md's (Open MPI 4.1's TCP BTL handles a
+  // peer's first message before its own receive callbacks are set). A launch that had started, that refused its
+  // config (exit 2), or that the traps saw signalled (SIGTERM, SIGUSR1) is not repeated.
   out += "signalled=0\n";
   if (s.launcher == "mpirun") {
     out += "# One rank per task of the allocation (mpirun reads it from Slurm), consecutive ranks on a node.\n";

@@ -116,6 +116,11 @@ class Job:
     def run_file(self, name):
         return os.path.join(self.work, f"{name}.h5")
 
+    def exit_code_file(self, name):
+        """What <name>.exit_code holds: the job's own exit code as it ended, or "started" (rank 0 writes both)."""
+        with open(os.path.join(self.work, f"{name}.exit_code")) as f:
+            return f.read()
+
 
 def read_steps(path):
     with h5py.File(path, "r", swmr=True) as f:
@@ -299,13 +304,11 @@ def resume_after_kill(job, layout, killed_only=()):
     print(f"killed after step {int(steps['step'].max())}; its file opens with {len(steps['step'])} steps")
     # What a launcher wrapper reads (the rendered sbatch scripts): the ranks had all started, and the job never
     # ended by its own hand; so the start-up retry leaves this launch alone.
-    with open(os.path.join(job.work, "killed.exit_code")) as f:
-        recorded = f.read()
+    recorded = job.exit_code_file("killed")
     check(recorded == "started\n", f"a killed run's exit code file says {recorded!r}, not 'started'")
 
     job.run(4, "killed", *grid)  # resumes from the checkpoint
-    with open(os.path.join(job.work, "killed.exit_code")) as f:
-        recorded = f.read()
+    recorded = job.exit_code_file("killed")
     check(recorded == "0\n", f"the resumed and completed run's exit code file says {recorded!r}")
     full, full_attrs = read_steps(job.run_file("uninterrupted"))
     resumed, resumed_attrs = read_steps(job.run_file("killed"))
@@ -1205,8 +1208,7 @@ def scenario_trust(job):
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()
-    with open(os.path.join(job.work, "terminated.exit_code")) as f:
-        recorded = f.read().strip()
+    recorded = job.exit_code_file("terminated").strip()
     _, attrs = read_steps(job.run_file("terminated"))
     check(recorded == str(REQUEUE_EXIT_CODE) and text(attrs["status"]) == "preempted",
           f"mpirun exited {code}; terminated.exit_code says {recorded!r}, the run file {text(attrs['status'])!r}")
