@@ -1,12 +1,13 @@
 // docs/ARCHITECTURE.md, invariant 2: parallelism changes nothing but speed. Every grid this world size can form
 // (tp x dp = world) trains a small T5 and is compared with one rank training on the same global batch: loss, gradient
-// norm, the gathered fp32 gradients after one step, and the gathered weights after one step (T5 v1.0) and three (v1.1); also
-// with activation checkpointing, with 4 micro-batches of accumulation against one large batch, with ZeRO-1 and ZeRO-2,
-// and with Adafactor (fixed step size; and T5's relative step with the parameter scale and momentum), whose row/column
-// means and RMS values span the TP-split dimensions; and with sequence parallelism (with checkpointing, accumulation
-// and ZeRO-2, and with selective recomputation), its batches padded to lengths every TP size splits. Weight decay and
-// gradient clipping are on, so both take part in what is compared. And a checkpoint written on any grid continues on
-// any other grid (ZeRO-1 on or off on either side) exactly as on its own (GridResharding, at the end).
+// norm, the gathered fp32 gradients after one step, and the gathered weights after one step (T5 v1.0) and after three
+// (v1.1); also with activation checkpointing, with 4 micro-batches of accumulation against one large batch, with ZeRO-1
+// and ZeRO-2, and with Adafactor (fixed step size; and T5's relative step with the parameter scale and momentum), whose
+// row/column means and RMS values span the TP-split dimensions; and with sequence parallelism (with checkpointing,
+// accumulation and ZeRO-2, and with selective recomputation), its batches padded to lengths every TP size splits.
+// Weight decay and gradient clipping are on, so both take part in what is compared. And a checkpoint written on any
+// grid continues on any other grid (ZeRO-1 on or off on either side) exactly as on its own (GridResharding, at the
+// end).
 #include <gtest/gtest.h>
 
 #include <ATen/Version.h>
