@@ -1148,22 +1148,32 @@ TEST(StudyRender, TheMpirunScriptPassesSigusr1OnAndRequeues) {
   EXPECT_EQ(r.launcher_log, "-np 4 --bind-to none /opt/t5scale/bin/t5scale-train --config /cfg/m.yaml\n");
 }
 
+// A one-run study (4 steps) with its results in `results` and the given slurm block: the run's name, its exit code
+// file and its rendered run script.
+struct OneRunScript {
+  std::string run, exit_code_file, script;
+};
+
+OneRunScript one_run_script(const std::string& results, const std::string& slurm) {
+  const StudyPlan plan = plan_study(
+      spec_from("study: m\nresults_dir: " + results + "\nbase: {train.max_steps: 4}\nslurm: " + slurm + "\n"));
+  const std::string run = plan.runs[0].run.name;
+  return {run, results + "/" + run + ".exit_code",
+          render_run_sbatch(plan, plan.runs[0], "/cfg/m.yaml", render_options("/cfg"))};
+}
+
 TEST(StudyRender, AJobWhoseMpirunWasEndedBySigtermIsRequeuedFromItsExitCodeFile) {
   // mpirun sent SIGTERM itself exits 1 however its ranks ended; rank 0 left the job's own code (75 after the
   // preemption checkpoint) in <results>/<run>.exit_code, and the script goes by it.
   TempDir dir;
   const std::string results = dir / "res";
-  const StudyPlan plan = plan_study(spec_from("study: m\nresults_dir: " + results +
-                                              "\nbase: {train.max_steps: 4}\nslurm: {launcher: mpirun, gpus_per_node: 4}\n"));
-  const std::string run = plan.runs[0].run.name;
-  const std::string script = render_run_sbatch(plan, plan.runs[0], "/cfg/m.yaml", render_options("/cfg"));
-  EXPECT_TRUE(contains(script, "EXIT_CODE_FILE=\"" + results + "/" + run + ".exit_code\"\n")) << script;
+  const auto [run, exit_code_file, script] = one_run_script(results, "{launcher: mpirun, gpus_per_node: 4}");
+  EXPECT_TRUE(contains(script, "EXIT_CODE_FILE=\"" + exit_code_file + "\"\n")) << script;
   for (const auto& [written, expected_exit, requeued] :
        std::vector<std::tuple<std::string, int, bool>>{{"75", 0, true}, {"2", 1, false}, {"", 1, false}}) {
     TempDir job;
-    const std::string body = "mkdir -p " + results + "; rm -f " + results + "/" + run + ".exit_code; " +
-                             (written.empty() ? "" : "echo " + written + " > " + results + "/" + run + ".exit_code; ") +
-                             "exit 1";
+    const std::string body = "mkdir -p " + results + "; rm -f " + exit_code_file + "; " +
+                             (written.empty() ? "" : "echo " + written + " > " + exit_code_file + "; ") + "exit 1";
     const ScriptRun r = run_script(job, script, "mpirun", body);
     EXPECT_EQ(r.exit_code, expected_exit) << written << ": " << r.output;
     EXPECT_EQ(r.scontrol_log, requeued ? "requeue 4242\n" : "") << written << ": " << r.output;
@@ -1176,12 +1186,9 @@ TEST(StudyRender, AJobWhoseMpirunWasEndedBySigtermIsRequeuedFromItsExitCodeFile)
 TEST(StudyRender, ALaunchThatDiedBeforeItsRanksStartedIsMadeAgain) {
   TempDir dir;
   const std::string results = dir / "res";
-  const StudyPlan plan = plan_study(spec_from("study: m\nresults_dir: " + results +
-                                              "\nbase: {train.max_steps: 4}\nslurm: {gpus_per_node: 4}\n"));
-  const std::string run = plan.runs[0].run.name;
-  const std::string exit_code_file = results + "/" + run + ".exit_code";
-  const std::string script = render_run_sbatch(plan, plan.runs[0], "/cfg/m.yaml", render_options("/cfg"));
-  const std::string launch_line = "--mpi=pmix --kill-on-bad-exit=1 /opt/t5scale/bin/t5scale-train --config /cfg/m.yaml\n";
+  const auto [run, exit_code_file, script] = one_run_script(results, "{gpus_per_node: 4}");
+  const std::string launch_line =
+      "--mpi=pmix --kill-on-bad-exit=1 /opt/t5scale/bin/t5scale-train --config /cfg/m.yaml\n";
   // The stand-in for srun: the first `crashes` launches die by SIGSEGV (139) at start-up, then it runs `then`.
   auto crashing_first = [&](const TempDir& job, int crashes, const std::string& then) {
     const std::string count = job / "launches";
