@@ -186,6 +186,8 @@ std::string environment(const SlurmSpec& s) {
 
 // How many times a launch whose ranks died by a signal before they had all started is made, in all.
 constexpr int kStartAttempts = 3;
+// The highest signal number on Linux (SIGRTMAX): exit codes above 128 + this are not deaths by a signal.
+constexpr int kLastSignal = 64;
 
 // The launch and the exit-code handling; `run` is the shell word for the run's name.
 std::string launch(const SlurmSpec& s, const std::string& run) {
@@ -236,8 +238,11 @@ std::string launch(const SlurmSpec& s, const std::string& run) {
   out += "  done\n";
   out += "  wait \"$launcher\"  # the launcher's exit status (bash keeps it)\n";
   out += "  rc=$?\n";
-  out += msg("  if [ \"$rc\" -gt 128 ] && [ ! -e \"$EXIT_CODE_FILE\" ] && [ \"$signalled\" -eq 0 ] && [ \"$attempt\" -lt ",
-             kStartAttempts, " ]; then\n");
+  // A death by signal N exits 128 + N, N at most 64 (SIGRTMAX); srun exits 255 when it could not launch the
+  // tasks at all (a node's slurmd refused the step), which no second launch mends.
+  out += msg("  if [ \"$rc\" -gt 128 ] && [ \"$rc\" -le ", 128 + kLastSignal,
+             " ] && [ ! -e \"$EXIT_CODE_FILE\" ] && [ \"$signalled\" -eq 0 ] && [ \"$attempt\" -lt ", kStartAttempts,
+             " ]; then\n");
   out += "    attempt=$((attempt + 1))\n";
   out += "    echo \"[t5scale] run " + run +
          ": the launch ended with $rc (signal $((rc - 128))) before its ranks had all started; "

@@ -345,12 +345,13 @@ EOF
 }
 
 # Whether a launch of t5scale-train that ended with exit code $1 died at start-up and is to be made again, as the
-# rendered sbatch scripts decide: by a signal (exit above 128), before its ranks had all started (no exit code file
+# rendered sbatch scripts decide: by a signal (exit 129 to 192, 128 + signal; srun exits 255 when it could not
+# launch the tasks at all, which a second launch does not mend), before its ranks had all started (no exit code file
 # $2: t5scale-train's rank 0 writes "started" there once every rank is past MPI_Init), at attempt $3 of 3. Open MPI
 # 4.1 can crash a rank inside MPI_Init under srun --mpi=pmix (slurm/README.md); nothing of the run is written by
 # then. If so, says it (also into log $4).
 relaunch_after_start_crash() {
-  [ "$1" -gt 128 ] && [ ! -e "$2" ] && [ "$3" -lt 3 ] || return 1
+  [ "$1" -gt 128 ] && [ "$1" -le 192 ] && [ ! -e "$2" ] && [ "$3" -lt 3 ] || return 1
   echo "[test] the launch ended with $1 (signal $(($1 - 128))) before its ranks had all started; launching again" \
        "(attempt $(($3 + 1)) of 3): $(grep -m 1 -i 'signal:' "$4")" | tee -a "$4"
 }

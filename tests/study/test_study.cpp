@@ -1182,7 +1182,7 @@ TEST(StudyRender, AJobWhoseMpirunWasEndedBySigtermIsRequeuedFromItsExitCodeFile)
 
 // Open MPI 4.1 can crash a rank inside MPI_Init under srun --mpi=pmix: a launch whose ranks died by a signal
 // before rank 0 wrote "started" to <run>.exit_code (every rank past MPI_Init) is made again, 3 launches in all,
-// and the log says so; a launch that had started, or that ended by its own exit code, is not.
+// and the log says so; a launch that had started, or that ended by its own exit code (srun's 255 among them), is not.
 TEST(StudyRender, ALaunchThatDiedBeforeItsRanksStartedIsMadeAgain) {
   TempDir dir;
   const std::string results = dir / "res";
@@ -1221,11 +1221,16 @@ TEST(StudyRender, ALaunchThatDiedBeforeItsRanksStartedIsMadeAgain) {
     EXPECT_EQ(r.exit_code, 139) << r.output;
     EXPECT_EQ(r.launcher_log, launch_line);
   }
-  {  // refused before the world formed (exit 2, no file): its own exit code, not made again
+  // Refused before the world formed (exit 2, no file), and srun's own failure to launch the tasks at all (255, a
+  // node's slurmd refused the step: above 128 + 64, the highest signal): its own exit code, not made again.
+  for (const int code : {2, 255}) {
     TempDir job;
-    const ScriptRun r = run_script(job, script, "srun", "exit 2");
-    EXPECT_EQ(r.exit_code, 2) << r.output;
-    EXPECT_EQ(r.launcher_log, launch_line);
+    const ScriptRun r = run_script(job, script, "srun",
+                                   "echo 'srun: error: Application launch failed: Unspecified error'; exit " +
+                                       std::to_string(code));
+    EXPECT_EQ(r.exit_code, code) << r.output;
+    EXPECT_EQ(r.launcher_log, launch_line) << code;
+    EXPECT_FALSE(contains(r.output, "launching again")) << r.output;
   }
   {  // an earlier attempt's ending left in the file (75, preempted) does not make a start-up crash a preemption
     TempDir job;
