@@ -12,8 +12,6 @@ namespace t5scale {
 
 namespace {
 
-constexpr double kNaN = kUnknownValue;
-
 // The unit of each /eval column, from its declaration.
 const std::map<std::string, std::string>& eval_units() {
 #define T5SCALE_EVAL_UNIT(name, type, unit, initial) {#name, unit},
@@ -22,7 +20,7 @@ const std::map<std::string, std::string>& eval_units() {
   return units;
 }
 
-double mean(double sum, int64_t count) { return count > 0 ? sum / static_cast<double>(count) : kNaN; }
+double mean(double sum, int64_t count) { return count > 0 ? sum / static_cast<double>(count) : kUnknownValue; }
 
 }  // namespace
 
@@ -54,7 +52,7 @@ void RunSummaryTotals::Maximum::add(double v) {
   any = true;
 }
 
-double RunSummaryTotals::Maximum::result() const { return any && !unknown ? value : kNaN; }
+double RunSummaryTotals::Maximum::result() const { return any && !unknown ? value : kUnknownValue; }
 
 void RunSummaryTotals::add(const StepRecord& row) {
   ++steps_;
@@ -193,7 +191,7 @@ std::vector<std::pair<std::string, Hdf5Value>> RunSummaryTotals::figures(const S
   const size_t world = static_cast<size_t>(terms.world_size);
   auto final_energy = [&](const std::vector<double>& given, const std::vector<double>& newest) {
     if (!given.empty()) return given;
-    return newest.size() == world ? newest : std::vector<double>(world, earlier_ ? 0.0 : kNaN);
+    return newest.size() == world ? newest : std::vector<double>(world, earlier_ ? 0.0 : kUnknownValue);
   };
   const std::vector<double> gpu_j = final_energy(inputs.gpu_energy_j, newest_gpu_energy_j_);
   const std::vector<double> cpu_j = final_energy(inputs.cpu_energy_j, newest_cpu_energy_j_);
@@ -204,25 +202,27 @@ std::vector<std::pair<std::string, Hdf5Value>> RunSummaryTotals::figures(const S
   const size_t ranks_per_node = world / static_cast<size_t>(terms.nodes);
   double cpu_total_j = 0;
   for (size_t node = 0; node < static_cast<size_t>(terms.nodes); ++node) {
-    double node_j = kNaN;
+    double node_j = kUnknownValue;
     for (size_t r = node * ranks_per_node; r < (node + 1) * ranks_per_node && std::isnan(node_j); ++r) {
       node_j = cpu_j[r];
     }
     cpu_total_j += node_j;
   }
   // A source that was "none" was not measured: it adds nothing to energy_kwh, and its own figure is NaN.
-  out.emplace_back("gpu_energy_kwh", before.gpu_energy_kwh + (terms.gpu_measured ? gpu_total_j / kJoulesPerKwh : kNaN));
-  out.emplace_back("cpu_energy_kwh", before.cpu_energy_kwh + (terms.cpu_measured ? cpu_total_j / kJoulesPerKwh : kNaN));
+  out.emplace_back("gpu_energy_kwh",
+                   before.gpu_energy_kwh + (terms.gpu_measured ? gpu_total_j / kJoulesPerKwh : kUnknownValue));
+  out.emplace_back("cpu_energy_kwh",
+                   before.cpu_energy_kwh + (terms.cpu_measured ? cpu_total_j / kJoulesPerKwh : kUnknownValue));
   const double total_kwh =
       terms.gpu_measured || terms.cpu_measured
           ? energy_kwh(terms.gpu_measured ? gpu_total_j : 0.0, terms.cpu_measured ? cpu_total_j : 0.0, terms.pue)
-          : kNaN;
+          : kUnknownValue;
   out.emplace_back("energy_kwh", before.energy_kwh + total_kwh);
   out.emplace_back("cost_usd", before.cost_usd + cost_usd(terms.charging, wall_time_s));
   out.emplace_back("co2_kg", before.co2_kg + co2_kg(total_kwh, terms.carbon_intensity_g_per_kwh));
   // An estimate only where nothing was measured, never added to the measured figures.
   const bool estimated = !terms.gpu_measured && !terms.cpu_measured && std::isfinite(inputs.estimated_energy_j);
-  const double estimated_kwh = estimated ? energy_kwh(inputs.estimated_energy_j, 0.0, terms.pue) : kNaN;
+  const double estimated_kwh = estimated ? energy_kwh(inputs.estimated_energy_j, 0.0, terms.pue) : kUnknownValue;
   out.emplace_back("estimated_energy_kwh", before.estimated_energy_kwh + estimated_kwh);
   out.emplace_back("estimated_co2_kg",
                    before.estimated_co2_kg + co2_kg(estimated_kwh, terms.carbon_intensity_g_per_kwh));

@@ -20,6 +20,7 @@ namespace t5scale {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_mentions;
 using testing::TempDir;
 
 // Sets or unsets environment variables for one test and restores them after it.
@@ -76,10 +77,6 @@ class HfModelFolder : public ::testing::Test {
   TempDir dir_;
   ScopedEnvironment environment_;
 };
-
-void expect_mentions(const std::string& message, std::initializer_list<std::string> parts) {
-  for (const auto& part : parts) EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
-}
 
 TEST_F(HfModelFolder, AFolderIsItself) {
   fs::create_directories(dir_ / "local");

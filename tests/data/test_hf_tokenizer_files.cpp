@@ -20,16 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::error_of;
+using testing::expect_mentions;
+using testing::read_bytes;
 using testing::TempDir;
-
-void expect_mentions(const std::string& message, std::initializer_list<std::string> parts) {
-  for (const auto& part : parts) EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // A small model trained here, and a dataset made with it (one example) that records it as `recorded_file` with one
 // added token that the model does not hold as a piece.

@@ -18,6 +18,7 @@ namespace t5scale {
 namespace {
 
 using testing::error_of;
+using testing::read_bytes;
 using testing::TempDir;
 
 TokenizedDatasetInfo test_info(int64_t vocab_size = 50) {
@@ -70,11 +71,6 @@ std::string write_dataset(const std::string& path, const std::map<std::string, s
   }
   writer.finish();
   return path;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // ---- damaging files with the HDF5 C API ----

@@ -28,6 +28,7 @@ namespace t5scale {
 namespace {
 
 using testing::error_of;
+using testing::read_bytes;
 using testing::TempDir;
 
 std::string recipe(const std::string& name) { return std::string(T5SCALE_PREP_RECIPES_DIR) + "/" + name + ".yaml"; }
@@ -36,11 +37,6 @@ std::string write(const TempDir& dir, const std::string& name, const std::string
   const std::string path = dir / name;
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // Sentences over a fixed word list; the shared tokenizer is trained on the same words and every printable ASCII

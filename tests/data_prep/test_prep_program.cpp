@@ -22,6 +22,7 @@
 namespace t5scale {
 namespace {
 
+using testing::read_bytes;
 using testing::TempDir;
 
 std::string environment(const char* name) {
@@ -51,11 +52,6 @@ Outcome prep(const std::string& arguments) {
   outcome.out = slurp(out);
   outcome.err = slurp(err);
   return outcome;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 std::string recipe(const std::string& name) { return std::string(T5SCALE_PREP_RECIPES_DIR) + "/" + name + ".yaml"; }

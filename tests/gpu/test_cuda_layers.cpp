@@ -21,6 +21,7 @@ namespace t5scale {
 namespace {
 
 using testing::gpu_grid;
+using testing::seeded_normal;
 using testing::tensors_close;
 
 // fp32 on CUDA against fp64: a layer's output element is a sum of K <= 64 products, whose rounding error is at
@@ -29,10 +30,6 @@ using testing::tensors_close;
 // kernels round with the same unit. 1e-5 leaves a factor of 10; a wrong kernel, transposition or stream order
 // is off by O(1). It holds only without TF32, which LibTorch leaves off for fp32 matmuls unless asked.
 constexpr double kTolerance = 1e-5;
-
-torch::Tensor seeded(std::vector<int64_t> shape, uint64_t seed) {
-  return at::normal(0.0, 1.0, shape, at::make_generator<at::CPUGeneratorImpl>(seed)).to(torch::kFloat64);
-}
 
 torch::TensorOptions on_cuda() { return torch::TensorOptions().dtype(torch::kFloat32).device(gpu_grid().device()); }
 torch::TensorOptions on_cpu() { return torch::TensorOptions().dtype(torch::kFloat64); }
@@ -55,7 +52,7 @@ void expect_cuda_matches_cpu(const std::string& what, Make make, const torch::Te
   {
     torch::NoGradGuard no_grad;
     uint64_t k = seed;
-    for (auto& p : reference->parameters()) p.copy_(0.3 * seeded(p.sizes().vec(), ++k));
+    for (auto& p : reference->parameters()) p.copy_(0.3 * seeded_normal(p.sizes().vec(), ++k));
   }
   copy_parameters(*reference, *layer);
   const bool differentiable = input.is_floating_point();
@@ -63,7 +60,7 @@ void expect_cuda_matches_cpu(const std::string& what, Make make, const torch::Te
   const torch::Tensor x = differentiable ? input.to(on_cuda()).requires_grad_(true) : input.to(gpu_grid().device());
   const torch::Tensor y_ref = reference->forward(x_ref);
   const torch::Tensor y = layer->forward(x);
-  const torch::Tensor upstream = seeded(y_ref.sizes().vec(), seed + 100);
+  const torch::Tensor upstream = seeded_normal(y_ref.sizes().vec(), seed + 100);
   (y_ref * upstream).sum().backward();
   (y * upstream.to(on_cuda())).sum().backward();
   EXPECT_TRUE(tensors_close(what + " output", y.cpu(), y_ref, kTolerance));
@@ -81,7 +78,7 @@ TEST(CudaLayers, ColumnParallelLinear) {
       [](torch::TensorOptions options, CommunicatorPtr tp) {
         return ColumnParallelLinear(ColumnParallelLinearOptions(48, 64).param_options(options), tp);
       },
-      seeded({3, 7, 48}, 1), 10);
+      seeded_normal({3, 7, 48}, 1), 10);
 }
 
 TEST(CudaLayers, RowParallelLinear) {
@@ -90,7 +87,7 @@ TEST(CudaLayers, RowParallelLinear) {
       [](torch::TensorOptions options, CommunicatorPtr tp) {
         return RowParallelLinear(RowParallelLinearOptions(64, 40).param_options(options), tp);
       },
-      seeded({3, 7, 64}, 2), 20);
+      seeded_normal({3, 7, 64}, 2), 20);
 }
 
 // RMSNorm on CUDA runs ATen's fused kernel (one each way); the CPU's fp64 reference is T5's formula.
@@ -98,7 +95,7 @@ TEST(CudaLayers, RMSNorm) {
   expect_cuda_matches_cpu(
       "rms-norm",
       [](torch::TensorOptions options, CommunicatorPtr tp) { return RMSNorm(64, 1e-6, tp, options); },
-      seeded({3, 7, 64}, 7) * 2.0, 70);
+      seeded_normal({3, 7, 64}, 7) * 2.0, 70);
 }
 
 // In bf16 the fused kernel computes T5's norm in fp32 and rounds once, as on the CPU: at most one bf16 unit apart
@@ -108,10 +105,10 @@ TEST(CudaLayers, RMSNormBf16RoundsOnce) {
   RMSNorm cuda_norm(256, 1e-6, cpu_tp(), torch::TensorOptions().dtype(torch::kBFloat16).device(gpu_grid().device()));
   {
     torch::NoGradGuard no_grad;  // parameters are allocated, not initialised: give the weight values of its own
-    cpu_norm->weight.copy_(1.0 + 0.2 * seeded({256}, 9));
+    cpu_norm->weight.copy_(1.0 + 0.2 * seeded_normal({256}, 9));
   }
   copy_parameters(*cpu_norm, *cuda_norm);
-  const torch::Tensor x = (seeded({4, 9, 256}, 8) * 3.0).to(torch::kBFloat16);
+  const torch::Tensor x = (seeded_normal({4, 9, 256}, 8) * 3.0).to(torch::kBFloat16);
   torch::NoGradGuard no_grad;
   const torch::Tensor on_cpu_result = cpu_norm(x).to(torch::kFloat64);
   const torch::Tensor on_cuda_result = cuda_norm(x.to(gpu_grid().device())).cpu().to(torch::kFloat64);
@@ -132,7 +129,7 @@ TEST(CudaLayers, VocabParallelEmbedding) {
 
 TEST(CudaLayers, VocabParallelCrossEntropy) {
   const int64_t vocab = 96;
-  const torch::Tensor logits = seeded({4, 6, vocab}, 4) * 3.0;
+  const torch::Tensor logits = seeded_normal({4, 6, vocab}, 4) * 3.0;
   torch::Tensor labels = torch::randint(0, vocab, {4, 6}, at::make_generator<at::CPUGeneratorImpl>(5));
   labels.index_put_({1, 2}, kIgnoreIndex);
   const torch::Tensor ref_logits = logits.clone().requires_grad_(true);
@@ -140,7 +137,7 @@ TEST(CudaLayers, VocabParallelCrossEntropy) {
   const torch::Tensor ref_loss = vocab_parallel_cross_entropy(ref_logits, labels, 0, *cpu_tp());
   const torch::Tensor loss = vocab_parallel_cross_entropy(cuda_logits, labels.to(gpu_grid().device()), 0,
                                                           *gpu_grid().tp);
-  const torch::Tensor weights = seeded({4, 6}, 6);
+  const torch::Tensor weights = seeded_normal({4, 6}, 6);
   (ref_loss * weights).sum().backward();
   (loss * weights.to(on_cuda())).sum().backward();
   EXPECT_TRUE(tensors_close("per-token loss", loss.cpu(), ref_loss, kTolerance));
@@ -196,7 +193,7 @@ TEST(CudaLayers, SdpaRunsThePinnedKernels) {
   {
     torch::NoGradGuard no_grad;  // parameters are allocated, not initialised
     uint64_t k = 60;
-    for (auto& p : attention->parameters()) p.copy_(0.2 * seeded(p.sizes().vec(), ++k));
+    for (auto& p : attention->parameters()) p.copy_(0.2 * seeded_normal(p.sizes().vec(), ++k));
   }
   const torch::Tensor hidden = torch::randn({2, 16, config.d_model}, bf16).requires_grad_(true);
   const torch::Tensor bias = torch::randn({1, config.num_heads, 16, 16}, bf16).requires_grad_(true);

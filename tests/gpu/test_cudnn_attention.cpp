@@ -2,7 +2,6 @@
 // memory-efficient SDPA kernel on the same device and against the explicit kernel on the CPU in fp64, in fp32 (where
 // cuDNN does not take the call and the sdpa kernel runs, as the model says) and bf16; outputs and every gradient,
 // the position bias's included; dropout's rate, and a recomputed block's mask equal to its forward's.
-#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,17 +11,15 @@
 #include "model/parallel_rng.h"
 #include "model/t5_layers.h"
 #include "model/t5_model.h"
+#include "support/test_support.h"
 
 namespace t5scale {
 namespace {
 
 using testing::gpu_grid;
+using testing::seeded_normal;
 
 CommunicatorPtr solo() { return std::make_shared<SoloCommunicator>("tp"); }
-
-torch::Tensor seeded(std::vector<int64_t> shape, uint64_t seed) {
-  return at::normal(0.0, 1.0, shape, at::make_generator<at::CPUGeneratorImpl>(seed)).to(torch::kFloat64);
-}
 
 // ‖a − b‖ / ‖b‖ for one tensor.
 double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
@@ -67,11 +64,11 @@ CoreRun run_core(AttentionKernel kernel, torch::Device device, torch::ScalarType
   attention->train();  // cuDNN runs training's calls (dropout 0 here)
   const auto options = torch::TensorOptions().dtype(dtype).device(device);
   auto input = [&](int64_t length, uint64_t s) {  // (B, H, L, D) views of (B, L, H, D) tensors
-    return seeded({kBatch, length, 4, 64}, s).to(options).transpose(1, 2).detach().requires_grad_(true);
+    return seeded_normal({kBatch, length, 4, 64}, s).to(options).transpose(1, 2).detach().requires_grad_(true);
   };
   torch::Tensor q = input(site.query_length, 11), k = input(site.key_length, 12), v = input(site.key_length, 13);
   torch::Tensor bias;
-  if (site.bias) bias = seeded({1, 4, site.query_length, site.key_length}, 14).to(options).requires_grad_(true);
+  if (site.bias) bias = seeded_normal({1, 4, site.query_length, site.key_length}, 14).to(options).requires_grad_(true);
   AttentionMasking masking;
   masking.causal = site.causal;
   if (site.padded) {
@@ -87,7 +84,7 @@ CoreRun run_core(AttentionKernel kernel, torch::Device device, torch::ScalarType
   if (kernel == AttentionKernel::kCudnn && dtype != torch::kFloat32) {
     EXPECT_TRUE(attention->cudnn_refusals.empty()) << site.name << ": " << *attention->cudnn_refusals.begin();
   }
-  const torch::Tensor weights = seeded(output.sizes().vec(), 15).to(options);
+  const torch::Tensor weights = seeded_normal(output.sizes().vec(), 15).to(options);
   (output * weights).sum().backward();
   return {output.detach(), q.grad(), k.grad(), v.grad(), site.bias ? bias.grad() : torch::Tensor()};
 }

@@ -22,7 +22,7 @@ constexpr int64_t kPadId = 0, kEosId = 1;
 
 // The fixture cases, the folders make_beam_fixtures.py made, listed when the test binary starts; without them one
 // case "fixtures_missing" fails in SetUp.
-std::vector<std::string> cases() {
+std::vector<std::string> beam_cases() {
   const char* dir = std::getenv("T5SCALE_BEAM_DIR");
   std::error_code error;
   std::vector<std::string> names;
@@ -121,7 +121,7 @@ TEST_P(HfBeamParity, EachRowAloneGivesItsRowOfTheBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, HfBeamParity, ::testing::ValuesIn(cases()),
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfBeamParity, ::testing::ValuesIn(beam_cases()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -15,6 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::error_of;
+using testing::expect_mentions;
 using testing::TempDir;
 
 ModelConfig checkpoint_config() {
@@ -55,10 +56,6 @@ class HfCheckpoint : public ::testing::Test {
   TempDir dir_;
   T5Model model_{nullptr};
 };
-
-void expect_mentions(const std::string& message, std::initializer_list<std::string> parts) {
-  for (const auto& part : parts) EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
-}
 
 TEST_F(HfCheckpoint, ExportThenLoadGivesTheSameModel) {
   T5Model loaded = load_hf_model(folder(), std::make_shared<SoloCommunicator>("tp"));

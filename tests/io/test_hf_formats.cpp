@@ -28,14 +28,14 @@ using testing::TempDir;
 
 // The same bound as the parity with transformers (test_hf_parity.cpp): the weights are the same fp32 numbers, so
 // what remains is the order of fp32 reductions.
-constexpr double kRelativeTolerance = 1e-5;
+constexpr double kFormatTolerance = 1e-5;
 
 struct FormatCase {
   std::string name, kind, init_from;  // kind: "name" (in the cache) or "folder" (relative to the fixtures)
 };
 
 // The cases of $T5SCALE_FORMAT_DIR/cases.txt; without fixtures one case "fixtures_missing" fails with the reason.
-std::vector<FormatCase> cases() {
+std::vector<FormatCase> format_cases() {
   const char* dir = std::getenv("T5SCALE_FORMAT_DIR");
   std::ifstream in(dir ? fs::path(dir) / "cases.txt" : fs::path());
   if (!in) return {{"fixtures_missing", "", ""}};
@@ -66,12 +66,12 @@ TEST_P(HfFormats, LoadsWithTransformersLogits) {
   torch::NoGradGuard no_grad;
   const torch::Tensor logits = model->forward(reference.read("input_ids"), reference.read("attention_mask"),
                                               model->shift_right(reference.read("labels")));
-  const auto check = testing::tensors_close(c.name + " logits", logits, reference.read("logits"), kRelativeTolerance);
+  const auto check = testing::tensors_close(c.name + " logits", logits, reference.read("logits"), kFormatTolerance);
   std::cout << c.name << " (" << init_from << "): " << check.message() << "\n";
   EXPECT_TRUE(check);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, HfFormats, ::testing::ValuesIn(cases()),
+INSTANTIATE_TEST_SUITE_P(Formats, HfFormats, ::testing::ValuesIn(format_cases()),
                          [](const auto& info) { return info.param.name; });
 
 // ---- torch.save files without Python ----

@@ -10,6 +10,7 @@ namespace t5scale {
 namespace {
 
 using testing::error_of;
+using testing::expect_mentions;
 using testing::TempDir;
 
 // Writes a file from a raw header text and a data section, to forge broken files.
@@ -19,10 +20,6 @@ void write_raw(const std::string& path, const std::string& header, size_t data_b
   for (int i = 0; i < 8; ++i) out.put(static_cast<char>((n >> (8 * i)) & 0xff));
   out << header;
   out << std::string(data_bytes, '\0');
-}
-
-void expect_mentions(const std::string& message, std::initializer_list<std::string> parts) {
-  for (const auto& part : parts) EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
 }
 
 TEST(Safetensors, RoundTripKeepsEveryDtypeShapeAndValue) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 
 namespace t5scale::testing {
@@ -32,6 +33,12 @@ std::string error_of(Fn&& fn) {
   ADD_FAILURE() << "expected an error, none was thrown";
   return "";
 }
+
+// Fails for each of `parts` that `message` does not contain, naming it and the message.
+void expect_mentions(const std::string& message, std::initializer_list<std::string> parts);
+
+// The whole file at `path`, byte for byte ("" if it cannot be read).
+std::string read_bytes(const std::string& path);
 
 // Fails, naming the first line that differs and the build target that regenerates it, when the checked-in file at
 // `path` (relative to the source tree) is not `generated`.

@@ -1,9 +1,14 @@
 #include "support/test_support.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <sstream>
 
 namespace t5scale::testing {
+
+torch::Tensor seeded_normal(std::vector<int64_t> shape, uint64_t seed) {
+  return at::normal(0.0, 1.0, shape, at::make_generator<at::CPUGeneratorImpl>(seed)).to(torch::kFloat64);
+}
 
 Mismatch compare(const torch::Tensor& actual, const torch::Tensor& reference) {
   Mismatch m;

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 #include "support/base_test_support.h"
 
@@ -18,6 +19,9 @@ struct Mismatch {
   int64_t worst_index = -1;    // flat index of the largest absolute error
   std::string describe(const std::string& name, const torch::Tensor& actual, const torch::Tensor& reference) const;
 };
+
+// Standard normal values in float64 from a CPU generator seeded with `seed`: the same on every machine and device.
+torch::Tensor seeded_normal(std::vector<int64_t> shape, uint64_t seed);
 
 // Compares in float64. NaN or Inf in either tensor is a failure of its own, never skipped.
 Mismatch compare(const torch::Tensor& actual, const torch::Tensor& reference);

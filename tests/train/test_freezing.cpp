@@ -26,7 +26,7 @@ ModelConfig small_untied() {
   return c;
 }
 
-Seq2SeqBatch batch(uint64_t seed) {
+Seq2SeqBatch task_batch(uint64_t seed) {
   SyntheticTaskOptions o;
   o.vocab_size = 40;
   o.seed = seed;
@@ -108,7 +108,7 @@ void expect_frozen_training_matches_reference(const FreezeOptions& freeze, int64
   torch::optim::AdamW reference(std::move(groups), torch::optim::AdamWOptions(1e-2));
   theirs->train();
   for (uint64_t step = 0; step < 3; ++step) {
-    const Seq2SeqBatch b = batch(step);
+    const Seq2SeqBatch b = task_batch(step);
     const StepResult r = trainer.step({b}, 1e-2);
     theirs->zero_grad();
     const torch::Tensor loss = theirs->loss(b);
