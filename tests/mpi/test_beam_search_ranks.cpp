@@ -27,7 +27,8 @@ TEST_F(BeamSearchRanks, VocabParallelLogSoftmaxAndTopkEqualTheFullOnes) {
   const torch::Tensor logits = at::normal(0.0, 3.0, {2, 3, vocab}, at::make_generator<at::CPUGeneratorImpl>(5));
   const torch::Tensor local = logits.narrow(-1, tp().rank() * part, part);
   EXPECT_TRUE(testing::tensors_close("log-softmax", vocab_parallel_log_softmax(local, tp()),
-                                     torch::log_softmax(logits, -1).narrow(-1, tp().rank() * part, part), kBeamTolerance));
+                                     torch::log_softmax(logits, -1).narrow(-1, tp().rank() * part, part),
+                                     kBeamTolerance));
   for (int64_t k : {int64_t{1}, int64_t{4}, vocab}) {  // fewer, more than a rank holds, and every id
     auto [values, ids] = vocab_parallel_topk(local, k, tp().rank() * part, tp());
     auto [full_values, full_ids] = logits.topk(k, -1);

@@ -1225,9 +1225,9 @@ TEST(StudyRender, ALaunchThatDiedBeforeItsRanksStartedIsMadeAgain) {
   // node's slurmd refused the step: above 128 + 64, the highest signal): its own exit code, not made again.
   for (const int code : {2, 255}) {
     TempDir job;
-    const ScriptRun r = run_script(job, script, "srun",
-                                   "echo 'srun: error: Application launch failed: Unspecified error'; exit " +
-                                       std::to_string(code));
+    const std::string said =
+        code == 255 ? "srun: error: Application launch failed: Unspecified error" : "t5scale-train: error: refused";
+    const ScriptRun r = run_script(job, script, "srun", "echo '" + said + "'; exit " + std::to_string(code));
     EXPECT_EQ(r.exit_code, code) << r.output;
     EXPECT_EQ(r.launcher_log, launch_line) << code;
     EXPECT_FALSE(contains(r.output, "launching again")) << r.output;

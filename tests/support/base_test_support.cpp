@@ -25,7 +25,9 @@ TempDir::~TempDir() {
 }
 
 void expect_mentions(const std::string& message, std::initializer_list<std::string> parts) {
-  for (const auto& part : parts) EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
+  for (const auto& part : parts) {
+    EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
+  }
 }
 
 std::string read_bytes(const std::string& path) {
